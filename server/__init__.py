@@ -1,0 +1,1 @@
+"""Percolator server: wire protocol front end, sessions, auth and the CLI entry."""

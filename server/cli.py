@@ -1,0 +1,44 @@
+"""The `percolator` command line: one subcommand per module in ``percolator.server.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# Each module registers its subcommand; a module that is absent is skipped, so the CLI still
+# works while a command is being built.
+COMMAND_MODULES = ("serve", "coordinator", "gc", "bench")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every available subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="percolator",
+        description="Percolator: SQL with snapshot-isolated transactions over Postgres shards.",
+    )
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"percolator.server.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"percolator.server.commands.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if not getattr(args, "run", None):
+        parser.print_help()
+        sys.exit(0 if args.command is None else 2)
+    sys.exit(args.run(args) or 0)

@@ -1,0 +1,1 @@
+"""Subcommands of the `percolator` CLI: each module has ``register(subparsers)``."""

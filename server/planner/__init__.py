@@ -1,0 +1,1 @@
+"""Query plans and the executor."""

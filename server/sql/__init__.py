@@ -1,0 +1,1 @@
+"""SQL parsing and binding (sqlglot)."""

@@ -1,0 +1,37 @@
+"""Errors raised by cell stores."""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every cell-store error."""
+
+
+class StoreUnavailable(StoreError):
+    """A shard could not be reached within the connect timeout. The message names the DSN."""
+
+    def __init__(self, dsn: str, reason: str) -> None:
+        super().__init__(f"cannot reach Postgres shard {redact_dsn(dsn)}: {reason}")
+        self.dsn = redact_dsn(dsn)
+
+
+class SchemaVersionError(StoreError):
+    """The shard's schema was written by a newer version of Percolator than this code."""
+
+
+class CorruptRecordError(StoreError):
+    """A lock or write record in a format this code does not understand."""
+
+
+class LimitExceeded(StoreError, ValueError):
+    """A key, column name or value is larger than the documented limit."""
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN with any password replaced, fit for error messages and logs."""
+    scheme, sep, rest = dsn.partition("://")
+    if not sep or "@" not in rest:
+        return dsn
+    userinfo, at, hostpart = rest.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    return f"{scheme}://{user}{':***' if colon else ''}{at}{hostpart}"

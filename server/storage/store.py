@@ -1,0 +1,155 @@
+"""The cell-store contract: single-row atomic, batched operations (the Bigtable contract).
+
+The transaction layer is the only caller. Every operation takes a batch of cells that may live on
+several shards; an implementation sends one batch per shard, in parallel, and each per-shard batch
+is one round trip whose checks and writes are atomic per row (never a client-side read followed by
+a write). Counts of round trips per operation are kept in :attr:`CellStore.stats`.
+
+Semantics, per cell, that every implementation must give (the contract suite in
+``tests/storage/test_contract.py`` checks them on every store):
+
+prewrite
+    Fails with LOCKED if a lock with another start_ts is on the cell; with ROLLED_BACK if a
+    rollback record at our start_ts exists; with WRITE_CONFLICT if any other write record has
+    commit_ts >= start_ts; with TOO_OLD if start_ts <= the shard's GC safe point. Otherwise it
+    takes the lock (idempotent: prewriting the same cell again at the same start_ts succeeds).
+commit
+    If our lock (same start_ts) is on the cell: replace it by a write record at commit_ts. If the
+    lock is gone but our write record is there: success (idempotent). Otherwise a failure.
+rollback
+    If our write record (not a rollback) is there: nothing changes and the cell is reported
+    committed. Otherwise remove our lock if present and, when asked, leave a rollback record.
+read
+    See :class:`~percolator.server.storage.cells.CellRead`.
+check_txn_status
+    Inspects the primary; rolls it back atomically (leaving a rollback record) when the lock has
+    expired at ``now_ts`` or, if ``rollback_if_missing``, when nothing of the transaction is there.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from percolator.server.storage.cells import (
+    CellKey,
+    CellRead,
+    CommitFailure,
+    GcResult,
+    LockInfo,
+    Mutation,
+    PrewriteFailure,
+    TxnStatus,
+)
+
+
+@dataclass
+class StoreStats:
+    """Round trips to the backing store, counted per operation name."""
+
+    round_trips: Counter[str] = field(default_factory=Counter)
+
+    def total(self) -> int:
+        """All round trips of every operation."""
+        return sum(self.round_trips.values())
+
+    def snapshot(self) -> dict[str, int]:
+        """A copy of the counters, for diffing before and after an operation."""
+        return dict(self.round_trips)
+
+
+class CellStore(abc.ABC):
+    """Single-row atomic, batched operations over one or more shards."""
+
+    stats: StoreStats
+
+    @property
+    @abc.abstractmethod
+    def shard_count(self) -> int:
+        """How many shards the store spans."""
+
+    @abc.abstractmethod
+    def shard_of(self, table: str, row: bytes) -> int:
+        """The shard that holds a row: a deterministic function of (table, row)."""
+
+    @abc.abstractmethod
+    async def prewrite(
+        self,
+        start_ts: int,
+        primary: CellKey,
+        ttl_ms: int,
+        mutations: Sequence[Mutation],
+    ) -> list[PrewriteFailure]:
+        """Lock every cell and stage its data. Returns the cells that failed (empty: all locked).
+
+        Cells not reported are locked, even when others failed: the caller rolls them back.
+        """
+
+    @abc.abstractmethod
+    async def commit(
+        self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
+    ) -> list[CommitFailure]:
+        """Turn our locks into write records at commit_ts. Returns the cells that failed."""
+
+    @abc.abstractmethod
+    async def rollback(
+        self, start_ts: int, keys: Sequence[CellKey], *, leave_marker: bool
+    ) -> list[CellKey]:
+        """Remove our locks; returns the cells found already committed (left unchanged)."""
+
+    @abc.abstractmethod
+    async def read(self, ts: int, keys: Sequence[CellKey]) -> list[CellRead]:
+        """Read cells as of ts, in the order given."""
+
+    @abc.abstractmethod
+    def scan(
+        self,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None = None,
+        *,
+        page_size: int = 1000,
+    ) -> AsyncIterator[CellRead]:
+        """Stream the cells of rows in [start, end) as of ts, ordered by (row, column).
+
+        Yields cells with a value and cells blocked by a lock; absent and deleted cells are
+        skipped. ``None`` bounds are open. Memory use is bounded by ``page_size`` per shard.
+        """
+
+    @abc.abstractmethod
+    async def check_txn_status(
+        self, primary: CellKey, start_ts: int, now_ts: int, *, rollback_if_missing: bool
+    ) -> TxnStatus:
+        """The state of the transaction whose primary is ``primary`` (one round trip)."""
+
+    @abc.abstractmethod
+    async def heartbeat(self, primary: CellKey, start_ts: int, ttl_ms: int) -> bool:
+        """Raise the TTL of our primary lock to at least ttl_ms. False if the lock is gone."""
+
+    @abc.abstractmethod
+    async def scan_locks(self, max_start_ts: int, limit: int = 1000) -> list[LockInfo]:
+        """Locks with start_ts < max_start_ts, on every shard (for GC and diagnostics)."""
+
+    @abc.abstractmethod
+    async def set_gc_safe_point(self, safe_point: int) -> int:
+        """Raise every shard's safe point (never lowers it); prewrites at or below now fail.
+
+        Returns the safe point now in force (the highest one ever set).
+        """
+
+    @abc.abstractmethod
+    async def gc(self, safe_point: int) -> GcResult:
+        """Remove versions that no snapshot at or after safe_point can read.
+
+        Keeps, per cell, the newest PUT at or below the safe point (a DELETE there is removed
+        with everything older); removes rollback and LOCK records below it. The caller must
+        first resolve every lock below the safe point.
+        """
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Release connections."""

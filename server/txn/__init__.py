@@ -1,0 +1,1 @@
+"""The Percolator protocol: timestamps, transactions, lock resolution, GC."""

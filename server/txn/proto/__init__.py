@@ -1,0 +1,1 @@
+"""Generated gRPC/protobuf code for the coordinator (regenerate with bench/../scripts)."""
