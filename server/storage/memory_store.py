@@ -1,0 +1,300 @@
+"""An in-memory cell store for fast unit tests.
+
+It keeps the same semantics as the Postgres store (the contract suite runs against both) and
+counts round trips the same way: one per shard batch. Each operation runs without awaiting
+in the middle, so it is atomic on the event loop, like a single-row transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass
+
+from percolator.server.storage.cells import (
+    CellKey,
+    CellRead,
+    CommitFailure,
+    CommitStatus,
+    GcResult,
+    LockInfo,
+    Mutation,
+    PrewriteFailure,
+    PrewriteStatus,
+    TxnState,
+    TxnStatus,
+    WriteKind,
+)
+from percolator.server.storage.sharding import shard_for
+from percolator.server.storage.store import CellStore, StoreStats
+
+
+@dataclass(frozen=True, slots=True)
+class _Lock:
+    info: LockInfo
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Write:
+    commit_ts: int
+    start_ts: int
+    kind: WriteKind
+    value: bytes | None
+
+
+class _Cell:
+    """One cell: an optional lock and its write records, newest first."""
+
+    __slots__ = ("lock", "writes")
+
+    def __init__(self) -> None:
+        self.lock: _Lock | None = None
+        self.writes: list[_Write] = []  # sorted by commit_ts descending
+
+    def add_write(self, record: _Write) -> None:
+        keys = [-w.commit_ts for w in self.writes]
+        self.writes.insert(bisect.bisect_left(keys, -record.commit_ts), record)
+
+    def record_of(self, start_ts: int) -> _Write | None:
+        """Our write record (any kind) at or after start_ts."""
+        for w in self.writes:
+            if w.commit_ts < start_ts:
+                return None
+            if w.start_ts == start_ts:
+                return w
+        return None
+
+    def visible(self, ts: int) -> _Write | None:
+        """The newest PUT or DELETE record at or before ts."""
+        for w in self.writes:
+            if w.commit_ts <= ts and w.kind in (WriteKind.PUT, WriteKind.DELETE):
+                return w
+        return None
+
+
+class MemoryCellStore(CellStore):
+    """Cells in a dict; ``shards`` only changes how round trips are counted."""
+
+    def __init__(self, shards: int = 1) -> None:
+        self._shards = shards
+        self._cells: dict[CellKey, _Cell] = defaultdict(_Cell)
+        self._safe_point = 0
+        self.stats = StoreStats()
+
+    @property
+    def shard_count(self) -> int:
+        return self._shards
+
+    def shard_of(self, table: str, row: bytes) -> int:
+        return shard_for(table, row, self._shards)
+
+    async def _round_trips(self, op: str, keys: Iterable[CellKey]) -> None:
+        shards = {self.shard_of(k.table, k.row) for k in keys}
+        self.stats.round_trips[op] += len(shards)
+        await asyncio.sleep(0)  # let other tasks interleave between batches, as I/O would
+
+    async def prewrite(
+        self, start_ts: int, primary: CellKey, ttl_ms: int, mutations: Sequence[Mutation]
+    ) -> list[PrewriteFailure]:
+        await self._round_trips("prewrite", (m.key for m in mutations))
+        failures = []
+        for m in mutations:
+            failure = self._prewrite_one(start_ts, primary, ttl_ms, m)
+            if failure is not None:
+                failures.append(failure)
+        return failures
+
+    def _prewrite_one(
+        self, start_ts: int, primary: CellKey, ttl_ms: int, m: Mutation
+    ) -> PrewriteFailure | None:
+        if start_ts <= self._safe_point:
+            return PrewriteFailure(m.key, PrewriteStatus.TOO_OLD)
+        cell = self._cells[m.key]
+        if cell.lock is not None:
+            if cell.lock.info.start_ts == start_ts:
+                return None
+            return PrewriteFailure(m.key, PrewriteStatus.LOCKED, lock=cell.lock.info)
+        for w in cell.writes:
+            if w.commit_ts < start_ts:
+                break
+            if w.kind == WriteKind.ROLLBACK and w.start_ts == start_ts:
+                return PrewriteFailure(m.key, PrewriteStatus.ROLLED_BACK)
+            return PrewriteFailure(m.key, PrewriteStatus.WRITE_CONFLICT, conflict_ts=w.commit_ts)
+        info = LockInfo(m.key, start_ts, primary, ttl_ms, m.kind)
+        cell.lock = _Lock(info, m.value if m.kind == WriteKind.PUT else None)
+        return None
+
+    async def commit(
+        self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
+    ) -> list[CommitFailure]:
+        await self._round_trips("commit", keys)
+        failures = []
+        for key in keys:
+            cell = self._cells[key]
+            if cell.lock is not None and cell.lock.info.start_ts == start_ts:
+                lock = cell.lock
+                cell.lock = None
+                cell.add_write(_Write(commit_ts, start_ts, lock.info.kind, lock.value))
+                continue
+            record = cell.record_of(start_ts)
+            if record is None:
+                failures.append(CommitFailure(key, CommitStatus.LOCK_MISSING))
+            elif record.kind == WriteKind.ROLLBACK:
+                failures.append(CommitFailure(key, CommitStatus.ROLLED_BACK))
+        return failures
+
+    async def rollback(
+        self, start_ts: int, keys: Sequence[CellKey], *, leave_marker: bool
+    ) -> list[CellKey]:
+        await self._round_trips("rollback", keys)
+        committed = []
+        for key in keys:
+            if self._rollback_one(key, start_ts, leave_marker):
+                committed.append(key)
+        return committed
+
+    def _rollback_one(self, key: CellKey, start_ts: int, leave_marker: bool) -> bool:
+        """Roll back one cell; True if it turned out to be committed."""
+        cell = self._cells[key]
+        record = cell.record_of(start_ts)
+        if record is not None:
+            return record.kind != WriteKind.ROLLBACK
+        if cell.lock is not None and cell.lock.info.start_ts == start_ts:
+            cell.lock = None
+        if leave_marker:
+            cell.add_write(_Write(start_ts, start_ts, WriteKind.ROLLBACK, None))
+        return False
+
+    async def read(self, ts: int, keys: Sequence[CellKey]) -> list[CellRead]:
+        await self._round_trips("read", keys)
+        return [self._read_one(ts, key) for key in keys]
+
+    def _read_one(self, ts: int, key: CellKey) -> CellRead:
+        cell = self._cells.get(key)
+        if cell is None:
+            return CellRead(key, None)
+        lock = cell.lock
+        if lock is not None and lock.info.start_ts <= ts and lock.info.kind != WriteKind.LOCK:
+            return CellRead(key, None, lock=lock.info)
+        record = cell.visible(ts)
+        if record is None:
+            return CellRead(key, None)
+        return CellRead(
+            key, record.value if record.kind == WriteKind.PUT else None, record.commit_ts
+        )
+
+    async def scan(
+        self,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None = None,
+        *,
+        page_size: int = 1000,
+    ) -> AsyncIterator[CellRead]:
+        wanted = set(columns) if columns is not None else None
+        keys = sorted(
+            k
+            for k in self._cells
+            if k.table == table
+            and (start is None or k.row >= start)
+            and (end is None or k.row < end)
+            and (wanted is None or k.column in wanted)
+        )
+        shards = {self.shard_of(k.table, k.row) for k in keys} or {0}
+        self.stats.round_trips["scan"] += max(len(shards), (len(keys) + page_size - 1) // page_size)
+        for i, key in enumerate(keys):
+            if i % page_size == 0:
+                await asyncio.sleep(0)
+            result = self._read_one(ts, key)
+            if result.lock is not None or result.value is not None:
+                yield result
+
+    async def check_txn_status(
+        self, primary: CellKey, start_ts: int, now_ts: int, *, rollback_if_missing: bool
+    ) -> TxnStatus:
+        await self._round_trips("check_txn_status", [primary])
+        cell = self._cells[primary]
+        record = cell.record_of(start_ts)
+        if record is not None:
+            if record.kind == WriteKind.ROLLBACK:
+                return TxnStatus(TxnState.ROLLED_BACK)
+            return TxnStatus(TxnState.COMMITTED, commit_ts=record.commit_ts)
+        lock = cell.lock
+        if lock is not None and lock.info.start_ts == start_ts:
+            if not lock.info.expired_at(now_ts):
+                return TxnStatus(TxnState.LOCKED, lock=lock.info)
+        elif not rollback_if_missing:
+            return TxnStatus(TxnState.MISSING)
+        self._rollback_one(primary, start_ts, leave_marker=True)
+        return TxnStatus(TxnState.ROLLED_BACK)
+
+    async def heartbeat(self, primary: CellKey, start_ts: int, ttl_ms: int) -> bool:
+        await self._round_trips("heartbeat", [primary])
+        cell = self._cells.get(primary)
+        if cell is None or cell.lock is None or cell.lock.info.start_ts != start_ts:
+            return False
+        info = cell.lock.info
+        if ttl_ms > info.ttl_ms:
+            cell.lock = _Lock(
+                LockInfo(info.key, info.start_ts, info.primary, ttl_ms, info.kind),
+                cell.lock.value,
+            )
+        return True
+
+    async def scan_locks(self, max_start_ts: int, limit: int = 1000) -> list[LockInfo]:
+        self.stats.round_trips["scan_locks"] += self._shards
+        locks = sorted(
+            (
+                c.lock.info
+                for c in self._cells.values()
+                if c.lock is not None and c.lock.info.start_ts < max_start_ts
+            ),
+            key=lambda info: info.key,
+        )
+        return locks[:limit]
+
+    async def set_gc_safe_point(self, safe_point: int) -> int:
+        self.stats.round_trips["set_gc_safe_point"] += self._shards
+        self._safe_point = max(self._safe_point, safe_point)
+        return self._safe_point
+
+    async def gc(self, safe_point: int) -> GcResult:
+        self.stats.round_trips["gc"] += self._shards
+        total = GcResult()
+        for cell in self._cells.values():
+            total = total + _gc_cell(cell, safe_point)
+        return total
+
+    async def close(self) -> None:
+        return None
+
+
+def _gc_cell(cell: _Cell, safe_point: int) -> GcResult:
+    """Drop the versions of one cell that no snapshot at or after safe_point reads."""
+    keep: list[_Write] = []
+    versions = markers = 0
+    seen_visible = False
+    for w in cell.writes:  # newest first
+        if w.commit_ts > safe_point:
+            keep.append(w)
+        elif w.kind in (WriteKind.ROLLBACK, WriteKind.LOCK):
+            if w.commit_ts < safe_point:
+                markers += w.kind == WriteKind.ROLLBACK
+                versions += w.kind == WriteKind.LOCK
+            else:
+                keep.append(w)
+        elif not seen_visible:
+            seen_visible = True
+            if w.kind == WriteKind.PUT:
+                keep.append(w)
+            else:
+                versions += 1
+        else:
+            versions += 1
+    cell.writes = keep
+    return GcResult(versions, markers)

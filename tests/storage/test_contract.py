@@ -1,0 +1,306 @@
+"""The cell-store contract, run against every store: in memory, Postgres, Postgres on 2 shards."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from percolator.server.storage.cells import (
+    CellKey,
+    CommitStatus,
+    Mutation,
+    PrewriteStatus,
+    TxnState,
+    WriteKind,
+    ts_from_physical_ms,
+)
+from percolator.server.storage.memory_store import MemoryCellStore
+from percolator.server.storage.store import CellStore
+
+BASE_MS = 1_800_000_000_000
+
+
+def ts(ms: int, logical: int = 0) -> int:
+    """A timestamp ``ms`` milliseconds after a fixed base."""
+    return ts_from_physical_ms(BASE_MS + ms) + logical
+
+
+def key(row: str, col: str = "c", table: str = "t") -> CellKey:
+    return CellKey(table, row.encode(), col)
+
+
+def put(k: CellKey, value: bytes) -> Mutation:
+    return Mutation(k, WriteKind.PUT, value)
+
+
+@pytest.fixture(params=["memory", "postgres", "postgres-2-shards"])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[CellStore]:
+    if request.param == "memory":
+        s: CellStore = MemoryCellStore()
+    else:
+        from percolator.server.storage.postgres_store import PostgresCellStore
+
+        fresh_dsns = request.getfixturevalue("fresh_dsns")
+        dsns = await fresh_dsns(2 if request.param.endswith("2-shards") else 1)
+        s = await PostgresCellStore.connect(dsns)
+    yield s
+    await s.close()
+
+
+async def write(store: CellStore, k: CellKey, value: bytes | None, start: int, commit: int):
+    """One committed write of a single cell (PUT, or DELETE when value is None)."""
+    kind = WriteKind.PUT if value is not None else WriteKind.DELETE
+    assert await store.prewrite(start, k, 3000, [Mutation(k, kind, value)]) == []
+    assert await store.commit(start, commit, [k]) == []
+
+
+async def test_committed_value_is_visible_from_commit_ts(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"v1", ts(1), ts(2))
+    before, at, after = (
+        await store.read(ts(1, 5), [k]),
+        await store.read(ts(2), [k]),
+        await store.read(ts(9), [k]),
+    )
+    assert before[0].value is None and before[0].lock is None
+    assert at[0].value == b"v1" and at[0].commit_ts == ts(2)
+    assert after[0].value == b"v1"
+
+
+async def test_read_returns_results_in_request_order(store: CellStore) -> None:
+    keys = [key(f"r{i}", col) for i in range(5) for col in ("x", "y")]
+    muts = [put(k, f"{k.row.decode()}/{k.column}".encode()) for k in keys]
+    assert await store.prewrite(ts(1), keys[0], 3000, muts) == []
+    assert await store.commit(ts(1), ts(2), keys) == []
+    wanted = [*reversed(keys), key("absent")]
+    results = await store.read(ts(3), wanted)
+    assert [r.key for r in results] == wanted
+    assert [r.value for r in results] == [*(m.value for m in reversed(muts)), None]
+
+
+async def test_versions_and_delete(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"v1", ts(1), ts(2))
+    await write(store, k, b"v2", ts(3), ts(4))
+    await write(store, k, None, ts(5), ts(6))
+    values = [(await store.read(t, [k]))[0].value for t in (ts(2), ts(4), ts(6))]
+    assert values == [b"v1", b"v2", None]
+
+
+async def test_lock_blocks_readers_at_or_after_its_start_ts(store: CellStore) -> None:
+    k, primary = key("a"), key("p")
+    await write(store, k, b"old", ts(1), ts(2))
+    assert await store.prewrite(ts(5), primary, 4000, [put(k, b"new")]) == []
+    older = (await store.read(ts(4), [k]))[0]
+    assert older.value == b"old" and older.lock is None
+    blocked = (await store.read(ts(6), [k]))[0]
+    assert blocked.lock is not None
+    assert blocked.lock.start_ts == ts(5)
+    assert blocked.lock.primary == primary
+    assert blocked.lock.ttl_ms == 4000
+    assert blocked.lock.kind == WriteKind.PUT
+
+
+async def test_lock_only_lock_does_not_block_reads_and_keeps_value(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"v1", ts(1), ts(2))
+    assert await store.prewrite(ts(3), k, 3000, [Mutation(k, WriteKind.LOCK)]) == []
+    assert (await store.read(ts(4), [k]))[0].value == b"v1"
+    assert await store.commit(ts(3), ts(4), [k]) == []
+    after = (await store.read(ts(5), [k]))[0]
+    assert after.value == b"v1" and after.commit_ts == ts(2)
+
+
+async def test_write_conflict_names_the_commit_ts(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"v1", ts(1), ts(5))
+    failures = await store.prewrite(ts(4), k, 3000, [put(k, b"late")])
+    assert len(failures) == 1
+    assert failures[0].status == PrewriteStatus.WRITE_CONFLICT
+    assert failures[0].conflict_ts == ts(5)
+    assert await store.prewrite(ts(6), k, 3000, [put(k, b"ok")]) == []
+
+
+async def test_prewrite_meets_another_lock(store: CellStore) -> None:
+    k = key("a")
+    assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
+    failures = await store.prewrite(ts(2), key("b"), 3000, [put(k, b"y"), put(key("b"), b"z")])
+    assert [f.key for f in failures] == [k]
+    assert failures[0].status == PrewriteStatus.LOCKED
+    assert failures[0].lock is not None and failures[0].lock.start_ts == ts(1)
+
+
+async def test_prewrite_is_idempotent(store: CellStore) -> None:
+    k = key("a")
+    assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
+    assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
+    assert await store.commit(ts(1), ts(2), [k]) == []
+    assert (await store.read(ts(3), [k]))[0].value == b"x"
+
+
+async def test_commit_is_idempotent_and_fails_without_lock(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"x", ts(1), ts(2))
+    assert await store.commit(ts(1), ts(2), [k]) == []
+    failures = await store.commit(ts(7), ts(8), [key("never-locked")])
+    assert [f.status for f in failures] == [CommitStatus.LOCK_MISSING]
+
+
+async def test_rollback_with_marker_stops_a_delayed_prewrite(store: CellStore) -> None:
+    k = key("a")
+    assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
+    assert await store.rollback(ts(1), [k], leave_marker=True) == []
+    assert (await store.read(ts(2), [k]))[0].lock is None
+    failures = await store.prewrite(ts(1), k, 3000, [put(k, b"x")])
+    assert [f.status for f in failures] == [PrewriteStatus.ROLLED_BACK]
+    failures = await store.commit(ts(1), ts(2), [k])
+    assert [f.status for f in failures] == [CommitStatus.ROLLED_BACK]
+    # The marker is not a value: a later transaction writes the cell.
+    await write(store, k, b"y", ts(3), ts(4))
+    assert (await store.read(ts(5), [k]))[0].value == b"y"
+
+
+async def test_rollback_without_marker_only_removes_the_lock(store: CellStore) -> None:
+    k = key("a")
+    assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
+    assert await store.rollback(ts(1), [k], leave_marker=False) == []
+    assert (await store.read(ts(2), [k]))[0].lock is None
+    assert await store.prewrite(ts(3), k, 3000, [put(k, b"y")]) == []
+
+
+async def test_rollback_never_undoes_a_commit(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"x", ts(1), ts(2))
+    assert await store.rollback(ts(1), [k], leave_marker=True) == [k]
+    assert (await store.read(ts(3), [k]))[0].value == b"x"
+
+
+async def test_txn_status_committed_and_rolled_back(store: CellStore) -> None:
+    p = key("p")
+    await write(store, p, b"x", ts(1), ts(2))
+    status = await store.check_txn_status(p, ts(1), ts(100), rollback_if_missing=True)
+    assert status.state == TxnState.COMMITTED and status.commit_ts == ts(2)
+    assert await store.prewrite(ts(3), p, 3000, [put(p, b"y")]) == []
+    assert await store.rollback(ts(3), [p], leave_marker=True) == []
+    status = await store.check_txn_status(p, ts(3), ts(100), rollback_if_missing=False)
+    assert status.state == TxnState.ROLLED_BACK
+
+
+async def test_txn_status_live_lock_then_expired(store: CellStore) -> None:
+    p = key("p")
+    assert await store.prewrite(ts(10), p, 1000, [put(p, b"x")]) == []
+    alive = await store.check_txn_status(p, ts(10), ts(500), rollback_if_missing=True)
+    assert alive.state == TxnState.LOCKED and alive.lock is not None
+    assert alive.lock.ttl_ms == 1000
+    expired = await store.check_txn_status(p, ts(10), ts(2000), rollback_if_missing=False)
+    assert expired.state == TxnState.ROLLED_BACK
+    assert (await store.read(ts(2001), [p]))[0].lock is None
+    # The rollback left a marker on the primary: the transaction can no longer commit.
+    assert [f.status for f in await store.commit(ts(10), ts(2002), [p])] == [
+        CommitStatus.ROLLED_BACK
+    ]
+
+
+async def test_txn_status_missing_primary(store: CellStore) -> None:
+    p = key("p")
+    missing = await store.check_txn_status(p, ts(1), ts(2), rollback_if_missing=False)
+    assert missing.state == TxnState.MISSING
+    rolled = await store.check_txn_status(p, ts(1), ts(2), rollback_if_missing=True)
+    assert rolled.state == TxnState.ROLLED_BACK
+    late = await store.prewrite(ts(1), p, 3000, [put(p, b"late")])
+    assert [f.status for f in late] == [PrewriteStatus.ROLLED_BACK]
+
+
+async def test_txn_status_ignores_another_transactions_lock(store: CellStore) -> None:
+    p = key("p")
+    assert await store.prewrite(ts(5), p, 3000, [put(p, b"other")]) == []
+    status = await store.check_txn_status(p, ts(1), ts(2), rollback_if_missing=False)
+    assert status.state == TxnState.MISSING
+
+
+async def test_heartbeat_extends_ttl(store: CellStore) -> None:
+    p = key("p")
+    assert await store.prewrite(ts(10), p, 1000, [put(p, b"x")]) == []
+    assert await store.heartbeat(p, ts(10), 5000)
+    assert await store.heartbeat(p, ts(10), 10)  # never lowers it
+    status = await store.check_txn_status(p, ts(10), ts(3000), rollback_if_missing=True)
+    assert status.state == TxnState.LOCKED and status.lock is not None
+    assert status.lock.ttl_ms == 5000
+    assert not await store.heartbeat(p, ts(99), 5000)
+
+
+async def test_scan_orders_filters_and_skips_deleted(store: CellStore) -> None:
+    rows = [f"r{i:03d}" for i in range(40)]
+    muts = [put(key(r, col), f"{r}{col}".encode()) for r in rows for col in ("b", "a")]
+    muts.append(put(key("r000", "x", table="other"), b"elsewhere"))
+    assert await store.prewrite(ts(1), muts[0].key, 3000, muts) == []
+    assert await store.commit(ts(1), ts(2), [m.key for m in muts]) == []
+    await write(store, key("r005", "a"), None, ts(3), ts(4))
+
+    cells = [c async for c in store.scan(ts(5), "t", b"r003", b"r007", page_size=3)]
+    assert [(c.key.row, c.key.column) for c in cells] == [
+        (b"r003", "a"),
+        (b"r003", "b"),
+        (b"r004", "a"),
+        (b"r004", "b"),
+        (b"r005", "b"),
+        (b"r006", "a"),
+        (b"r006", "b"),
+    ]
+    only_b = [c async for c in store.scan(ts(5), "t", None, None, ["b"], page_size=7)]
+    assert [c.key.row for c in only_b] == [r.encode() for r in rows]
+    assert all(c.value == c.key.row + b"b" for c in only_b)
+    at_old_ts = [c async for c in store.scan(ts(3), "t", b"r005", b"r006")]
+    assert [c.value for c in at_old_ts] == [b"r005a", b"r005b"]
+
+
+async def test_scan_yields_locks(store: CellStore) -> None:
+    await write(store, key("a"), b"1", ts(1), ts(2))
+    assert await store.prewrite(ts(3), key("b"), 3000, [put(key("b"), b"2")]) == []
+    cells = [c async for c in store.scan(ts(4), "t", None, None)]
+    assert [(c.key.row, c.value, c.lock is not None) for c in cells] == [
+        (b"a", b"1", False),
+        (b"b", None, True),
+    ]
+
+
+async def test_scan_locks_lists_old_locks(store: CellStore) -> None:
+    assert await store.prewrite(ts(1), key("a"), 3000, [put(key("a"), b"1")]) == []
+    assert await store.prewrite(ts(9), key("b"), 3000, [put(key("b"), b"2")]) == []
+    locks = await store.scan_locks(ts(5))
+    assert [(lk.key, lk.start_ts) for lk in locks] == [(key("a"), ts(1))]
+
+
+async def test_gc_keeps_what_snapshots_at_the_safe_point_read(store: CellStore) -> None:
+    a, b = key("a"), key("b")
+    await write(store, a, b"a1", ts(1), ts(2))
+    await write(store, a, b"a2", ts(3), ts(4))
+    assert await store.prewrite(ts(5), a, 3000, [put(a, b"x")]) == []
+    assert await store.rollback(ts(5), [a], leave_marker=True) == []
+    await write(store, a, b"a3", ts(9), ts(10))
+    await write(store, b, b"b1", ts(1), ts(2))
+    await write(store, b, None, ts(3), ts(4))
+
+    assert await store.set_gc_safe_point(ts(7)) == ts(7)
+    assert await store.set_gc_safe_point(ts(6)) == ts(7)  # never lowered
+    result = await store.gc(ts(7))
+    # a1 (shadowed), b1 and b's delete (nothing left to read), the rollback record.
+    assert result.versions_removed == 3
+    assert result.rollback_records_removed == 1
+    assert [r.value for r in await store.read(ts(7), [a, b])] == [b"a2", None]
+    assert (await store.read(ts(10), [a]))[0].value == b"a3"
+    too_old = await store.prewrite(ts(6), key("c"), 3000, [put(key("c"), b"c")])
+    assert [f.status for f in too_old] == [PrewriteStatus.TOO_OLD]
+
+
+async def test_one_round_trip_per_shard_batch(store: CellStore) -> None:
+    keys = [key(f"r{i}") for i in range(20)]
+    shards = {store.shard_of(k.table, k.row) for k in keys}
+    before = store.stats.snapshot()
+    assert await store.prewrite(ts(1), keys[0], 3000, [put(k, b"v") for k in keys]) == []
+    assert await store.commit(ts(1), ts(2), keys) == []
+    await store.read(ts(3), keys)
+    after = store.stats.snapshot()
+    for op in ("prewrite", "commit", "read"):
+        assert after.get(op, 0) - before.get(op, 0) == len(shards), op
