@@ -1,0 +1,116 @@
+"""Begins transactions and keeps what they share: store, oracle, lock resolver, committer queue.
+
+It also knows which transactions of this process are running, so that the GC safe point (reported
+to the coordinator by :mod:`percolator.server.txn.liveness`) stays below their start_ts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable, Generator
+from types import TracebackType
+from typing import Any, TypeVar
+
+from percolator.server.storage.store import CellStore
+from percolator.server.txn.config import TxnConfig
+from percolator.server.txn.errors import Retryable
+from percolator.server.txn.lock_resolver import LockResolver, TimestampSource
+from percolator.server.txn.secondary_committer import SecondaryCommitter
+from percolator.server.txn.transaction import Transaction, TxnServices
+
+T = TypeVar("T")
+
+
+class TransactionClient:
+    """The entry point of the transaction layer for one process."""
+
+    def __init__(
+        self, store: CellStore, clock: TimestampSource, config: TxnConfig | None = None
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.config = config or TxnConfig()
+        self.resolver = LockResolver(store, clock)
+        self.secondaries = SecondaryCommitter(
+            store,
+            max_pending=self.config.secondary_queue_size,
+            workers=self.config.secondary_workers,
+        )
+        self._running: set[int] = set()
+        self._services = TxnServices(
+            store, clock, self.resolver, self.secondaries, self.config, self._running.discard
+        )
+
+    def begin(self) -> _Begin:
+        """Start a transaction: ``txn = await client.begin()`` or
+        ``async with client.begin() as txn:`` (commits on success, rolls back on error)."""
+        return _Begin(self)
+
+    async def _begin(self) -> Transaction:
+        start_ts = await self.clock.get_timestamp()
+        self._running.add(start_ts)
+        return Transaction(self._services, start_ts)
+
+    def min_running_start_ts(self) -> int | None:
+        """The oldest start_ts among this process's running transactions."""
+        return min(self._running, default=None)
+
+    @property
+    def running_count(self) -> int:
+        return len(self._running)
+
+    async def run_in_transaction(
+        self,
+        fn: Callable[[Transaction], Awaitable[T]],
+        *,
+        retries: int = 10,
+        backoff_s: float = 0.005,
+        max_backoff_s: float = 1.0,
+    ) -> T:
+        """Run ``fn`` in a transaction and commit; on a retryable error run it again, up to
+        ``retries`` more times, with jittered exponential backoff."""
+        for attempt in range(retries + 1):
+            txn = await self._begin()
+            try:
+                result = await fn(txn)
+                await txn.commit()
+                return result
+            except Retryable:
+                await txn.rollback()
+                if attempt == retries:
+                    raise
+                delay = min(max_backoff_s, backoff_s * 2**attempt)
+                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            except BaseException:
+                await txn.rollback()
+                raise
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        """Finish the queued secondary commits. The store is closed by its owner."""
+        await self.secondaries.close()
+
+
+class _Begin:
+    """Awaitable and async context manager returned by :meth:`TransactionClient.begin`."""
+
+    def __init__(self, client: TransactionClient) -> None:
+        self._client = client
+        self._txn: Transaction | None = None
+
+    def __await__(self) -> Generator[Any, None, Transaction]:
+        return self._client._begin().__await__()
+
+    async def __aenter__(self) -> Transaction:
+        self._txn = await self._client._begin()
+        return self._txn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._txn is not None
+        await self._txn.__aexit__(exc_type, exc, tb)

@@ -1,0 +1,298 @@
+"""A snapshot-isolated transaction, close to the paper's Figure 2.
+
+Reads see the snapshot at start_ts (plus this transaction's own writes); writes are buffered and
+sent at commit by :class:`~percolator.server.txn.committer.TwoPhaseCommitter`. A transaction that
+wrote nothing commits without any round trip and without taking a commit_ts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from types import TracebackType
+
+from percolator.server.storage.cells import (
+    MAX_COLUMN_NAME_BYTES,
+    MAX_ROW_KEY_BYTES,
+    MAX_TABLE_NAME_BYTES,
+    MAX_VALUE_BYTES,
+    CellKey,
+    CellRead,
+    Mutation,
+    WriteKind,
+)
+from percolator.server.storage.errors import LimitExceeded
+from percolator.server.storage.store import CellStore
+from percolator.server.txn.committer import TwoPhaseCommitter
+from percolator.server.txn.config import TxnConfig
+from percolator.server.txn.errors import LockWaitTimeout, TransactionClosed, TransactionTooLarge
+from percolator.server.txn.lock_resolver import LockResolver, TimestampSource
+from percolator.server.txn.secondary_committer import SecondaryCommitter
+
+Row = tuple[bytes, dict[str, bytes]]
+"""A row from a scan: its key and its columns' values."""
+
+# Backoff while waiting for a live lock: starts short (most locks are released within a commit)
+# and doubles up to a ceiling, until the lock-wait timeout.
+_FIRST_BACKOFF_S = 0.002
+_MAX_BACKOFF_S = 0.1
+# Fixed cost assumed per buffered cell when accounting a transaction's size.
+_CELL_OVERHEAD_BYTES = 64
+
+
+@dataclass(frozen=True)
+class TxnServices:
+    """What every transaction of one client shares."""
+
+    store: CellStore
+    clock: TimestampSource
+    resolver: LockResolver
+    secondaries: SecondaryCommitter
+    config: TxnConfig
+    on_finish: Callable[[int], None]
+    """Called with start_ts once the transaction has committed or rolled back."""
+
+
+class TransactionState(Enum):
+    """Where a transaction is in its life."""
+
+    ACTIVE = "active"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled_back"
+
+
+class Transaction:
+    """One transaction. Use ``async with client.begin() as txn`` or call commit/rollback."""
+
+    def __init__(self, services: TxnServices, start_ts: int) -> None:
+        self._s = services
+        self.start_ts = start_ts
+        self.commit_ts: int | None = None
+        self.state = TransactionState.ACTIVE
+        self._writes: dict[CellKey, Mutation] = {}
+        self._bytes = 0
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def get(self, table: str, row: bytes, column: str) -> bytes | None:
+        """The value of one cell in this transaction's snapshot (None if absent)."""
+        key = CellKey(table, row, column)
+        own = self._writes.get(key)
+        if own is not None and own.kind != WriteKind.LOCK:
+            return own.value
+        self._check_active()
+        return (await self._read([key]))[0].value
+
+    async def get_many(self, keys: Sequence[CellKey]) -> list[bytes | None]:
+        """Several cells in one batch (one round trip per shard)."""
+        self._check_active()
+        remote = [
+            k for k in keys if k not in self._writes or self._writes[k].kind == WriteKind.LOCK
+        ]
+        found = {r.key: r.value for r in await self._read(remote)} if remote else {}
+        return [found[k] if k in found else self._writes[k].value for k in keys]
+
+    async def scan(
+        self,
+        table: str,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> AsyncIterator[Row]:
+        """Rows with row key in [start, end) in key order, with this transaction's writes."""
+        self._check_active()
+        own = self._own_writes_in(table, start, end, columns)
+        current: bytes | None = None
+        values: dict[str, bytes] = {}
+        async for cell in self._merged_cells(table, start, end, columns, own):
+            if cell.key.row != current:
+                if current is not None and values:
+                    yield current, values
+                current, values = cell.key.row, {}
+            if cell.value is not None:
+                values[cell.key.column] = cell.value
+        if current is not None and values:
+            yield current, values
+
+    def _own_writes_in(
+        self, table: str, start: bytes | None, end: bytes | None, columns: Sequence[str] | None
+    ) -> list[Mutation]:
+        wanted = set(columns) if columns is not None else None
+        return sorted(
+            (
+                m
+                for k, m in self._writes.items()
+                if k.table == table
+                and m.kind != WriteKind.LOCK
+                and (start is None or k.row >= start)
+                and (end is None or k.row < end)
+                and (wanted is None or k.column in wanted)
+            ),
+            key=lambda m: m.key,
+        )
+
+    async def _merged_cells(
+        self,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None,
+        own: list[Mutation],
+    ) -> AsyncIterator[CellRead]:
+        """The store's cells merged with our own writes, in (row, column) order."""
+        i = 0
+        async for cell in self._s.store.scan(self.start_ts, table, start, end, columns):
+            while i < len(own) and own[i].key < cell.key:
+                yield _as_read(own[i])
+                i += 1
+            if i < len(own) and own[i].key == cell.key:
+                yield _as_read(own[i])
+                i += 1
+                continue
+            if cell.lock is not None:
+                cell = (await self._read([cell.key]))[0]
+            yield cell
+        for m in own[i:]:
+            yield _as_read(m)
+
+    async def _read(self, keys: Sequence[CellKey]) -> list[CellRead]:
+        """Read at start_ts, resolving locks and waiting for live ones up to the timeout."""
+        results = await self._s.store.read(self.start_ts, keys)
+        blocked = [i for i, r in enumerate(results) if r.lock is not None]
+        if not blocked:
+            return results
+        started = time.monotonic()
+        backoff = _FIRST_BACKOFF_S
+        while blocked:
+            locks = [results[i].lock for i in blocked]
+            held = await self._s.resolver.resolve([lk for lk in locks if lk is not None])
+            if held:
+                waited = time.monotonic() - started
+                if waited >= self._s.config.lock_wait_timeout_s:
+                    raise LockWaitTimeout(held[0].key, held[0].start_ts, waited)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_S)
+            again = await self._s.store.read(self.start_ts, [keys[i] for i in blocked])
+            for i, result in zip(blocked, again, strict=True):
+                results[i] = result
+            blocked = [i for i in blocked if results[i].lock is not None]
+        return results
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def set(self, table: str, row: bytes, column: str, value: bytes) -> None:
+        """Buffer a write of one cell; it is sent at commit."""
+        _check_limits(table, row, column, value)
+        self._buffer(Mutation(CellKey(table, row, column), WriteKind.PUT, bytes(value)))
+
+    def delete(self, table: str, row: bytes, column: str) -> None:
+        """Buffer the deletion of one cell."""
+        _check_limits(table, row, column, b"")
+        self._buffer(Mutation(CellKey(table, row, column), WriteKind.DELETE))
+
+    def lock(self, table: str, row: bytes, column: str) -> None:
+        """Lock a cell without changing it (SELECT ... FOR UPDATE): a concurrent writer of it
+        conflicts with this transaction, which prevents write skew."""
+        _check_limits(table, row, column, b"")
+        key = CellKey(table, row, column)
+        if key not in self._writes:
+            self._buffer(Mutation(key, WriteKind.LOCK))
+
+    def _buffer(self, mutation: Mutation) -> None:
+        self._check_active()
+        key = mutation.key
+        previous = self._writes.get(key)
+        if previous is not None:
+            self._bytes -= _size(previous)
+        elif len(self._writes) >= self._s.config.max_cells_per_txn:
+            raise TransactionTooLarge(
+                f"a transaction may write at most {self._s.config.max_cells_per_txn} cells"
+            )
+        size = _size(mutation)
+        if self._bytes + size > self._s.config.max_bytes_per_txn:
+            raise TransactionTooLarge(
+                f"a transaction may write at most {self._s.config.max_bytes_per_txn} bytes"
+            )
+        self._writes[key] = mutation
+        self._bytes += size
+
+    @property
+    def read_only(self) -> bool:
+        """True while nothing has been written."""
+        return not self._writes
+
+    # -- end -----------------------------------------------------------------------------------
+
+    async def commit(self) -> int | None:
+        """Commit; returns commit_ts, or None for a read-only transaction (no round trip)."""
+        self._check_active()
+        try:
+            if self._writes:
+                mutations = list(self._writes.values())
+                self._writes = {}
+                committer = TwoPhaseCommitter(
+                    self._s.store,
+                    self._s.clock,
+                    self._s.resolver,
+                    self._s.secondaries,
+                    self._s.config,
+                    self.start_ts,
+                    mutations,
+                    self._bytes,
+                )
+                self.commit_ts = await committer.commit()
+            self.state = TransactionState.COMMITTED
+        except BaseException:
+            self.state = TransactionState.ROLLED_BACK
+            raise
+        finally:
+            self._s.on_finish(self.start_ts)
+        return self.commit_ts
+
+    async def rollback(self) -> None:
+        """Discard the buffered writes. Nothing was sent, so nothing needs cleaning."""
+        if self.state != TransactionState.ACTIVE:
+            return
+        self._writes = {}
+        self.state = TransactionState.ROLLED_BACK
+        self._s.on_finish(self.start_ts)
+
+    def _check_active(self) -> None:
+        if self.state != TransactionState.ACTIVE:
+            raise TransactionClosed(f"transaction {self.start_ts} is already {self.state.value}")
+
+    async def __aenter__(self) -> Transaction:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None and self.state == TransactionState.ACTIVE:
+            await self.commit()
+        else:
+            await self.rollback()
+
+
+def _as_read(m: Mutation) -> CellRead:
+    return CellRead(m.key, m.value if m.kind == WriteKind.PUT else None)
+
+
+def _size(m: Mutation) -> int:
+    return len(m.key.row) + len(m.key.column) + len(m.value or b"") + _CELL_OVERHEAD_BYTES
+
+
+def _check_limits(table: str, row: bytes, column: str, value: bytes) -> None:
+    if len(table.encode()) > MAX_TABLE_NAME_BYTES:
+        raise LimitExceeded(f"table name longer than {MAX_TABLE_NAME_BYTES} bytes")
+    if len(row) > MAX_ROW_KEY_BYTES:
+        raise LimitExceeded(f"row key of {len(row)} bytes exceeds {MAX_ROW_KEY_BYTES}")
+    if len(column.encode()) > MAX_COLUMN_NAME_BYTES:
+        raise LimitExceeded(f"column name longer than {MAX_COLUMN_NAME_BYTES} bytes")
+    if len(value) > MAX_VALUE_BYTES:
+        raise LimitExceeded(f"value of {len(value)} bytes exceeds {MAX_VALUE_BYTES}")
