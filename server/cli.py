@@ -42,3 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.print_help()
         sys.exit(0 if args.command is None else 2)
     sys.exit(args.run(args) or 0)
+
+
+if __name__ == "__main__":
+    main()
