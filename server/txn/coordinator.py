@@ -1,0 +1,150 @@
+"""The coordinator's gRPC service: the timestamp oracle and the liveness registry.
+
+One coordinator runs per deployment (the oracle's advisory lock enforces it). It is started by
+``percolator coordinator``, by ``percolator serve`` when no coordinator is configured, and by tests
+in-process through :func:`start_coordinator`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+
+from percolator.server.txn.liveness import DEFAULT_GC_LIFETIME_MS, LivenessRegistry
+from percolator.server.txn.proto import coordinator_pb2 as pb
+from percolator.server.txn.proto import coordinator_pb2_grpc as pb_grpc
+from percolator.server.txn.timestamps import (
+    DEFAULT_TABLE,
+    DEFAULT_WINDOW_MS,
+    OracleError,
+    TimestampOracle,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COORDINATOR_ADDRESS = "127.0.0.1:7470"
+MAX_TIMESTAMPS_PER_REQUEST = 1 << 28
+"""About a second of timestamps (2**18 per ms): far more than any batch of waiting requests."""
+
+
+class CoordinatorService(pb_grpc.CoordinatorServicer):
+    """The RPC handlers; all state lives in the oracle and the registry."""
+
+    def __init__(
+        self, oracle: TimestampOracle, registry: LivenessRegistry, gc_lifetime_ms: int
+    ) -> None:
+        self._oracle = oracle
+        self._registry = registry
+        self._gc_lifetime_ms = gc_lifetime_ms
+
+    async def GetTimestamps(
+        self, request: pb.GetTimestampsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetTimestampsResponse:
+        return await self._timestamps(request.count, context)
+
+    async def StreamTimestamps(
+        self,
+        request_iterator: AsyncIterator[pb.GetTimestampsRequest],
+        context: grpc.aio.ServicerContext,
+    ) -> AsyncIterator[pb.GetTimestampsResponse]:
+        # Each response is allocated only once its request has arrived, exactly as for the unary
+        # call: the stream only saves the per-call overhead.
+        async for request in request_iterator:
+            yield await self._timestamps(request.count, context)
+
+    async def _timestamps(
+        self, count: int, context: grpc.aio.ServicerContext
+    ) -> pb.GetTimestampsResponse:
+        if not 1 <= count <= MAX_TIMESTAMPS_PER_REQUEST:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"count must be between 1 and {MAX_TIMESTAMPS_PER_REQUEST}, got {count}",
+            )
+        # The fast path does not wait; only a request that reaches the persisted mark does.
+        first = self._oracle.try_allocate(count)
+        if first is None:
+            first = await self._allocate(count, context)
+        return pb.GetTimestampsResponse(first=first, count=count)
+
+    async def _allocate(self, count: int, context: grpc.aio.ServicerContext) -> int:
+        try:
+            return await self._oracle.allocate(count)
+        except OracleError as exc:
+            log.error("timestamp oracle: %s", exc)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            raise  # unreachable: abort raises
+
+    async def KeepAlive(
+        self, request: pb.KeepAliveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.KeepAliveResponse:
+        try:
+            self._registry.keep_alive(request.client_id, request.min_start_ts, request.lease_ms)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.KeepAliveResponse(ok=True)
+
+    async def GetSafePoint(
+        self, request: pb.GetSafePointRequest, context: grpc.aio.ServicerContext
+    ) -> pb.GetSafePointResponse:
+        # A fresh timestamp, not the wall clock: it is above every start_ts handed out so far.
+        now_ts = await self._allocate(1, context)
+        return pb.GetSafePointResponse(
+            safe_point=self._registry.safe_point(now_ts, self._gc_lifetime_ms)
+        )
+
+
+@dataclass
+class CoordinatorHandle:
+    """A running coordinator."""
+
+    address: str
+    """``host:port`` it listens on (the real port when 0 was asked)."""
+    server: grpc.aio.Server
+    oracle: TimestampOracle
+    registry: LivenessRegistry
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        """Stop serving (in-flight RPCs get ``grace_s`` to finish), then close the oracle."""
+        await self.server.stop(grace_s)
+        await self.oracle.close()
+
+    async def wait_for_termination(self) -> None:
+        """Wait until the server stops."""
+        await self.server.wait_for_termination()
+
+
+async def start_coordinator(
+    listen: str,
+    store_dsn: str,
+    *,
+    gc_lifetime_ms: int = DEFAULT_GC_LIFETIME_MS,
+    window_ms: int = DEFAULT_WINDOW_MS,
+    oracle_table: str = DEFAULT_TABLE,
+    registry: LivenessRegistry | None = None,
+) -> CoordinatorHandle:
+    """Open the oracle on ``store_dsn`` and serve the coordinator on ``listen`` (``host:port``,
+    port 0 = any free port)."""
+    host, sep, port = listen.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"listen address must be HOST:PORT, got {listen!r}")
+    oracle = await TimestampOracle.open(store_dsn, table=oracle_table, window_ms=window_ms)
+    registry = registry or LivenessRegistry()
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    pb_grpc.add_CoordinatorServicer_to_server(
+        CoordinatorService(oracle, registry, gc_lifetime_ms), server
+    )
+    try:
+        bound = server.add_insecure_port(listen)
+    except RuntimeError as exc:
+        await oracle.close()
+        raise OSError(f"coordinator cannot listen on {listen}: {exc}") from exc
+    if bound == 0:
+        await oracle.close()
+        raise OSError(f"coordinator cannot listen on {listen}")
+    await server.start()
+    address = f"{host}:{bound}"
+    log.info("coordinator listening on %s", address)
+    return CoordinatorHandle(address, server, oracle, registry)
