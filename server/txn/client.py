@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.config import TxnConfig
 from percolator.server.txn.errors import Retryable
-from percolator.server.txn.lock_resolver import LockResolver, TimestampSource
+from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
+from percolator.server.txn.timestamps import TimestampSource
 from percolator.server.txn.transaction import Transaction, TxnServices
 
 T = TypeVar("T")

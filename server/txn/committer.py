@@ -36,8 +36,9 @@ from percolator.server.txn.errors import (
     TransactionTooOld,
     WriteConflict,
 )
-from percolator.server.txn.lock_resolver import LockResolver, TimestampSource
+from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
+from percolator.server.txn.timestamps import TimestampSource
 
 
 class TwoPhaseCommitter:

@@ -13,16 +13,10 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from typing import Protocol
 
 from percolator.server.storage.cells import CellKey, LockInfo, TxnState
 from percolator.server.storage.store import CellStore
-
-
-class TimestampSource(Protocol):
-    """Anything that hands out timestamps from the oracle."""
-
-    async def get_timestamp(self) -> int: ...
+from percolator.server.txn.timestamps import TimestampSource
 
 
 class LockResolver:

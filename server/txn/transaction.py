@@ -29,8 +29,9 @@ from percolator.server.storage.store import CellStore
 from percolator.server.txn.committer import TwoPhaseCommitter
 from percolator.server.txn.config import TxnConfig
 from percolator.server.txn.errors import LockWaitTimeout, TransactionClosed, TransactionTooLarge
-from percolator.server.txn.lock_resolver import LockResolver, TimestampSource
+from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
+from percolator.server.txn.timestamps import TimestampSource
 
 Row = tuple[bytes, dict[str, bytes]]
 """A row from a scan: its key and its columns' values."""
