@@ -20,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,11 @@ SERVER_SETTINGS: dict[str, str] = {
 
 
 def _binaries() -> Path:
-    import pgserver  # imported lazily: only the embedded mode needs it
+    # Imported lazily (only the embedded mode needs it); its import warns about an unset
+    # XDG_RUNTIME_DIR through platformdirs, which does not concern us.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
 
     return Path(pgserver.__file__).parent / "pginstall" / "bin"
 
