@@ -40,7 +40,7 @@ async def create_database(base_dsn: str, prefix: str = "t") -> str:
 
 
 @pytest.fixture
-async def fresh_dsns(embedded_pg: EmbeddedPostgres):
+def fresh_dsns(embedded_pg: EmbeddedPostgres):
     """A factory of DSNs of new, empty databases (one per shard)."""
 
     async def make(n: int = 1) -> list[str]:

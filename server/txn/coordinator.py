@@ -7,13 +7,18 @@ in-process through :func:`start_coordinator`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 
+from percolator.server.storage.store import CellStore
+from percolator.server.txn.gc import run_gc_loop
 from percolator.server.txn.liveness import DEFAULT_GC_LIFETIME_MS, LivenessRegistry
+from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.proto import coordinator_pb2 as pb
 from percolator.server.txn.proto import coordinator_pb2_grpc as pb_grpc
 from percolator.server.txn.timestamps import (
@@ -26,6 +31,7 @@ from percolator.server.txn.timestamps import (
 log = logging.getLogger(__name__)
 
 DEFAULT_COORDINATOR_ADDRESS = "127.0.0.1:7470"
+DEFAULT_GC_INTERVAL_S = 60.0
 MAX_TIMESTAMPS_PER_REQUEST = 1 << 28
 """About a second of timestamps (2**18 per ms): far more than any batch of waiting requests."""
 
@@ -105,9 +111,14 @@ class CoordinatorHandle:
     server: grpc.aio.Server
     oracle: TimestampOracle
     registry: LivenessRegistry
+    gc_task: asyncio.Task[None] | None = field(default=None)
 
     async def stop(self, grace_s: float = 1.0) -> None:
-        """Stop serving (in-flight RPCs get ``grace_s`` to finish), then close the oracle."""
+        """Stop GC and serving (in-flight RPCs get ``grace_s`` to finish), close the oracle."""
+        if self.gc_task is not None:
+            self.gc_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.gc_task
         await self.server.stop(grace_s)
         await self.oracle.close()
 
@@ -124,9 +135,12 @@ async def start_coordinator(
     window_ms: int = DEFAULT_WINDOW_MS,
     oracle_table: str = DEFAULT_TABLE,
     registry: LivenessRegistry | None = None,
+    gc_store: CellStore | None = None,
+    gc_interval_s: float = DEFAULT_GC_INTERVAL_S,
 ) -> CoordinatorHandle:
     """Open the oracle on ``store_dsn`` and serve the coordinator on ``listen`` (``host:port``,
-    port 0 = any free port)."""
+    port 0 = any free port). With ``gc_store``, also run MVCC GC on it every ``gc_interval_s``
+    at the registry's safe point."""
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ValueError(f"listen address must be HOST:PORT, got {listen!r}")
@@ -147,4 +161,22 @@ async def start_coordinator(
     await server.start()
     address = f"{host}:{bound}"
     log.info("coordinator listening on %s", address)
-    return CoordinatorHandle(address, server, oracle, registry)
+    handle = CoordinatorHandle(address, server, oracle, registry)
+    if gc_store is not None:
+        handle.gc_task = asyncio.create_task(
+            _gc(gc_store, oracle, handle.registry, gc_lifetime_ms, gc_interval_s)
+        )
+    return handle
+
+
+async def _gc(
+    store: CellStore,
+    oracle: TimestampOracle,
+    registry: LivenessRegistry,
+    gc_lifetime_ms: int,
+    interval_s: float,
+) -> None:
+    async def safe_point() -> int:
+        return registry.safe_point(await oracle.get_timestamp(), gc_lifetime_ms)
+
+    await run_gc_loop(store, LockResolver(store, oracle), safe_point, interval_s)

@@ -18,7 +18,9 @@ One pass, in an order that never loses a committed write:
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from percolator.server.storage.cells import GcResult
@@ -49,3 +51,20 @@ async def collect_garbage(store: CellStore, resolver: LockResolver, safe_point: 
     report = GcReport(safe_point, len(locks) - len(held), len(held), removed)
     log.info("gc at %d: %s", safe_point, report)
     return report
+
+
+async def run_gc_loop(
+    store: CellStore,
+    resolver: LockResolver,
+    safe_point: Callable[[], Awaitable[int]],
+    interval_s: float,
+) -> None:
+    """Run a GC pass every ``interval_s`` until cancelled; a failed pass is logged and retried."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await collect_garbage(store, resolver, await safe_point())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("GC pass failed; retrying in %.0fs", interval_s, exc_info=True)

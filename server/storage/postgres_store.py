@@ -1,0 +1,591 @@
+"""The cell store on N Postgres shards, through asyncpg.
+
+Each operation groups its cells by shard and sends one statement per shard, all shards in
+parallel; each statement is a call of a server-side function (``schema.py``) or a single SELECT,
+so the conflict check and the write happen in one round trip, atomically per row. A shard batch
+touching more than ``MAX_ROWS_PER_STATEMENT`` distinct rows is split into chunks (one round trip
+each, sent in parallel), which bounds the advisory locks one statement holds.
+See ``docs/storage.md`` for the SQL and the round trips of each operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import asyncpg
+
+from percolator.server.storage.cells import (
+    CellKey,
+    CellRead,
+    CommitFailure,
+    CommitStatus,
+    GcResult,
+    LockInfo,
+    Mutation,
+    PrewriteFailure,
+    PrewriteStatus,
+    TxnState,
+    TxnStatus,
+    WriteKind,
+)
+from percolator.server.storage.errors import (
+    CorruptRecordError,
+    SchemaVersionError,
+    StoreError,
+    StoreUnavailable,
+    redact_dsn,
+)
+from percolator.server.storage.schema import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
+from percolator.server.storage.sharding import row_hash, shard_for
+from percolator.server.storage.store import CellStore, StoreStats
+
+T = TypeVar("T")
+
+MAX_ROWS_PER_STATEMENT = 1024
+"""Distinct rows per mutating statement: one advisory lock each, held until it commits."""
+
+_PREWRITE_STATUS = {
+    1: PrewriteStatus.WRITE_CONFLICT,
+    2: PrewriteStatus.LOCKED,
+    3: PrewriteStatus.ROLLED_BACK,
+    4: PrewriteStatus.TOO_OLD,
+}
+_COMMIT_STATUS = {1: CommitStatus.LOCK_MISSING, 2: CommitStatus.ROLLED_BACK}
+_TXN_STATE = {
+    1: TxnState.COMMITTED,
+    2: TxnState.ROLLED_BACK,
+    3: TxnState.LOCKED,
+    4: TxnState.MISSING,
+}
+
+_LOCK_COLUMNS = "l.start_ts, l.primary_tbl, l.primary_rkey, l.primary_col, l.ttl_ms, l.kind"
+_READ_ONE = f"""
+SELECT {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
+FROM (SELECT 1) one
+LEFT JOIN percolator_lock l
+    ON l.tbl = $1 AND l.rkey = $2 AND l.col = $3 AND l.start_ts <= $4 AND l.kind <> 4
+LEFT JOIN LATERAL (
+    SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
+    WHERE w.tbl = $1 AND w.rkey = $2 AND w.col = $3 AND w.commit_ts <= $4 AND w.kind IN (1, 2)
+    ORDER BY w.commit_ts DESC LIMIT 1
+) w ON true"""
+_READ_MANY = f"""
+SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
+FROM unnest($1::text[], $2::bytea[], $3::text[]) WITH ORDINALITY AS k(tbl, rkey, col, i)
+LEFT JOIN percolator_lock l
+    ON l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts <= $4
+    AND l.kind <> 4
+LEFT JOIN LATERAL (
+    SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
+    WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.commit_ts <= $4
+    AND w.kind IN (1, 2)
+    ORDER BY w.commit_ts DESC LIMIT 1
+) w ON true"""
+_PREWRITE = "SELECT * FROM percolator_prewrite($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+_COMMIT = "SELECT * FROM percolator_commit($1, $2, $3, $4, $5, $6)"
+_ROLLBACK = "SELECT * FROM percolator_rollback($1, $2, $3, $4, $5, $6)"
+_CHECK_TXN_STATUS = "SELECT * FROM percolator_check_txn_status($1, $2, $3, $4, $5, $6, $7)"
+_HEARTBEAT = """
+UPDATE percolator_lock SET ttl_ms = GREATEST(ttl_ms, $5)
+WHERE tbl = $1 AND rkey = $2 AND col = $3 AND start_ts = $4 RETURNING 1"""
+_SCAN_LOCKS = f"""
+SELECT l.tbl, l.rkey, l.col, {_LOCK_COLUMNS} FROM percolator_lock l
+WHERE l.start_ts < $1 ORDER BY l.tbl, l.rkey, l.col LIMIT $2"""
+_SET_SAFE_POINT = """
+UPDATE percolator_gc SET safe_point = GREATEST(safe_point, $1) WHERE id = 1
+RETURNING safe_point"""
+_GC = """
+WITH newest AS (
+    SELECT DISTINCT ON (tbl, rkey, col) tbl, rkey, col, commit_ts, kind
+    FROM percolator_write WHERE commit_ts <= $1 AND kind IN (1, 2)
+    ORDER BY tbl, rkey, col, commit_ts DESC
+), versions AS (
+    DELETE FROM percolator_write w USING newest n
+    WHERE w.tbl = n.tbl AND w.rkey = n.rkey AND w.col = n.col AND w.kind IN (1, 2)
+    AND (w.commit_ts < n.commit_ts OR (w.commit_ts = n.commit_ts AND n.kind = 2))
+    RETURNING 1
+), markers AS (
+    DELETE FROM percolator_write WHERE commit_ts < $1 AND kind IN (3, 4) RETURNING kind
+)
+SELECT (SELECT count(*) FROM versions) + (SELECT count(*) FROM markers WHERE kind = 4),
+    (SELECT count(*) FROM markers WHERE kind = 3)"""
+
+
+def _scan_sql(first: bool, bounded: bool) -> str:
+    """One page of a scan: the newest visible write records and the blocking locks of the next
+    page of cells after the cursor, in one statement.
+
+    Parameters: $1 table, $2 columns (or NULL), $3 ts, $4 page size, $5 row (start or cursor),
+    then $6 the cursor's column when not ``first``, then the end row when ``bounded``.
+    """
+    after = "rkey >= $5" if first else "(rkey, col) > ($5, $6)"
+    end = f" AND rkey < ${6 if first else 7}" if bounded else ""
+    where = f"tbl = $1 AND {after}{end} AND ($2::text[] IS NULL OR col = ANY($2))"
+    return f"""
+WITH w AS (
+    SELECT DISTINCT ON (rkey, col) rkey, col, commit_ts, kind, value FROM percolator_write
+    WHERE {where} AND commit_ts <= $3 AND kind IN (1, 2)
+    ORDER BY rkey, col, commit_ts DESC LIMIT $4
+), l AS (
+    SELECT rkey, col, start_ts, primary_tbl, primary_rkey, primary_col, ttl_ms, kind
+    FROM percolator_lock WHERE {where} AND start_ts <= $3 AND kind <> 4
+    ORDER BY rkey, col LIMIT $4
+)
+SELECT false AS is_lock, rkey, col, commit_ts, kind, value, NULL::bigint AS start_ts,
+    NULL::text AS primary_tbl, NULL::bytea AS primary_rkey, NULL::text AS primary_col,
+    NULL::integer AS ttl_ms FROM w
+UNION ALL
+SELECT true, rkey, col, NULL, kind, NULL, start_ts, primary_tbl, primary_rkey, primary_col,
+    ttl_ms FROM l"""
+
+
+_SCAN_SQL = {
+    (first, bounded): _scan_sql(first, bounded)
+    for first in (True, False)
+    for bounded in (True, False)
+}
+
+
+def _kind(code: int) -> WriteKind:
+    try:
+        return WriteKind(code)
+    except ValueError:
+        raise CorruptRecordError(f"unknown record kind {code} in the store") from None
+
+
+def _lock_info(key: CellKey, r: asyncpg.Record | Sequence[Any], at: int) -> LockInfo:
+    """A LockInfo from 6 columns starting at ``at``: start_ts, primary (3 columns), ttl, kind."""
+    return LockInfo(
+        key, r[at], CellKey(r[at + 1], r[at + 2], r[at + 3]), r[at + 4], _kind(r[at + 5])
+    )
+
+
+def _read_result(key: CellKey, r: asyncpg.Record | Sequence[Any], at: int) -> CellRead:
+    """A CellRead from lock columns at ``at`` and write columns at ``at + 6``."""
+    if r[at] is not None:
+        return CellRead(key, None, lock=_lock_info(key, r, at))
+    commit_ts, kind = r[at + 6], r[at + 7]
+    if commit_ts is None:
+        return CellRead(key, None)
+    return CellRead(key, r[at + 8] if _kind(kind) == WriteKind.PUT else None, commit_ts)
+
+
+@dataclass
+class _Shard:
+    index: int
+    dsn: str
+    pool: asyncpg.Pool
+
+
+class PostgresCellStore(CellStore):
+    """Cells on Postgres shards; create with :meth:`connect`."""
+
+    def __init__(self, shards: list[_Shard], connect_timeout: float) -> None:
+        self._shards = shards
+        self._timeout = connect_timeout
+        self.stats = StoreStats()
+
+    @classmethod
+    async def connect(
+        cls, dsns: Sequence[str], *, pool_size: int = 16, connect_timeout: float = 10.0
+    ) -> PostgresCellStore:
+        """Open a pool per shard (in parallel) and create or migrate each shard's schema."""
+        if not dsns:
+            raise ValueError("a store needs at least one shard DSN")
+        results = await asyncio.gather(
+            *(_open_shard(i, dsn, pool_size, connect_timeout) for i, dsn in enumerate(dsns)),
+            return_exceptions=True,
+        )
+        shards = [r for r in results if isinstance(r, _Shard)]
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            await asyncio.gather(*(s.pool.close() for s in shards), return_exceptions=True)
+            raise failure
+        return cls(shards, connect_timeout)
+
+    @property
+    def shard_count(self) -> int:
+        return len(self._shards)
+
+    def shard_of(self, table: str, row: bytes) -> int:
+        return shard_for(table, row, len(self._shards))
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _call(
+        self, op: str, shard: _Shard, fn: Callable[[asyncpg.Connection], Awaitable[T]]
+    ) -> T:
+        """Run one statement on a shard: one round trip, counted under ``op``."""
+        self.stats.round_trips[op] += 1
+        try:
+            # No timeout on acquiring: waiting for a busy pool is load, not an outage; opening a
+            # new connection is bounded by the pool's connect timeout.
+            async with shard.pool.acquire() as conn:
+                return await fn(conn)
+        except (
+            TimeoutError,
+            OSError,
+            asyncpg.exceptions.ConnectionDoesNotExistError,
+            asyncpg.exceptions.CannotConnectNowError,
+        ) as exc:
+            raise StoreUnavailable(shard.dsn, f"{type(exc).__name__}: {exc}") from exc
+        except asyncpg.PostgresError as exc:
+            raise StoreError(f"shard {redact_dsn(shard.dsn)}: {exc}") from exc
+
+    def _group(self, keys: Sequence[CellKey]) -> dict[int, list[list[int]]]:
+        """Indices of ``keys`` per shard, in chunks of at most MAX_ROWS_PER_STATEMENT rows."""
+        per_shard: dict[int, dict[tuple[str, bytes], list[int]]] = defaultdict(dict)
+        n = len(self._shards)
+        for i, k in enumerate(keys):
+            per_shard[shard_for(k.table, k.row, n)].setdefault((k.table, k.row), []).append(i)
+        chunks: dict[int, list[list[int]]] = {}
+        for shard, rows in per_shard.items():
+            groups = list(rows.values())
+            chunks[shard] = [
+                [i for g in groups[j : j + MAX_ROWS_PER_STATEMENT] for i in g]
+                for j in range(0, len(groups), MAX_ROWS_PER_STATEMENT)
+            ]
+        return chunks
+
+    async def _per_chunk(
+        self,
+        op: str,
+        keys: Sequence[CellKey],
+        run: Callable[[asyncpg.Connection, list[int]], Awaitable[list[T]]],
+    ) -> list[T]:
+        """Run ``run`` for every chunk of every shard in parallel; concatenate the results."""
+        jobs = [
+            self._call(op, self._shards[shard], lambda conn, idx=idx: run(conn, idx))
+            for shard, chunks in self._group(keys).items()
+            for idx in chunks
+        ]
+        if len(jobs) == 1:
+            return await jobs[0]
+        results = await asyncio.gather(*jobs)
+        return [item for part in results for item in part]
+
+    @staticmethod
+    def _key_arrays(
+        keys: Sequence[CellKey], idx: list[int]
+    ) -> tuple[list[str], list[bytes], list[str], list[int]]:
+        tbl, rows, cols, hashes = [], [], [], []
+        for i in idx:
+            k = keys[i]
+            tbl.append(k.table)
+            rows.append(k.row)
+            cols.append(k.column)
+            hashes.append(row_hash(k.table, k.row))
+        return tbl, rows, cols, hashes
+
+    # -- operations ----------------------------------------------------------------------------
+
+    async def prewrite(
+        self, start_ts: int, primary: CellKey, ttl_ms: int, mutations: Sequence[Mutation]
+    ) -> list[PrewriteFailure]:
+        keys = [m.key for m in mutations]
+
+        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[PrewriteFailure]:
+            tbl, rows, cols, hashes = self._key_arrays(keys, idx)
+            kinds = [int(mutations[i].kind) for i in idx]
+            values = [mutations[i].value for i in idx]
+            records = await conn.fetch(
+                _PREWRITE,
+                start_ts,
+                primary.table,
+                primary.row,
+                primary.column,
+                ttl_ms,
+                tbl,
+                rows,
+                cols,
+                kinds,
+                values,
+                hashes,
+            )
+            return [self._prewrite_failure(keys[idx[r[0] - 1]], r) for r in records]
+
+        return await self._per_chunk("prewrite", keys, run)
+
+    @staticmethod
+    def _prewrite_failure(key: CellKey, r: asyncpg.Record) -> PrewriteFailure:
+        status = _PREWRITE_STATUS[r[1]]
+        if status == PrewriteStatus.LOCKED:
+            return PrewriteFailure(key, status, lock=_lock_info(key, r, 3))
+        return PrewriteFailure(key, status, conflict_ts=r[2])
+
+    async def commit(
+        self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
+    ) -> list[CommitFailure]:
+        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[CommitFailure]:
+            records = await conn.fetch(_COMMIT, start_ts, commit_ts, *self._key_arrays(keys, idx))
+            return [CommitFailure(keys[idx[r[0] - 1]], _COMMIT_STATUS[r[1]]) for r in records]
+
+        return await self._per_chunk("commit", keys, run)
+
+    async def rollback(
+        self, start_ts: int, keys: Sequence[CellKey], *, leave_marker: bool
+    ) -> list[CellKey]:
+        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[CellKey]:
+            records = await conn.fetch(
+                _ROLLBACK, start_ts, leave_marker, *self._key_arrays(keys, idx)
+            )
+            return [keys[idx[r[0] - 1]] for r in records]
+
+        return await self._per_chunk("rollback", keys, run)
+
+    async def read(self, ts: int, keys: Sequence[CellKey]) -> list[CellRead]:
+        if len(keys) == 1:
+            k = keys[0]
+            shard = self._shards[self.shard_of(k.table, k.row)]
+            record = await self._call(
+                "read", shard, lambda conn: conn.fetchrow(_READ_ONE, k.table, k.row, k.column, ts)
+            )
+            assert record is not None
+            return [_read_result(k, record, 0)]
+        results: list[CellRead | None] = [None] * len(keys)
+        by_shard: dict[int, list[int]] = defaultdict(list)
+        for i, k in enumerate(keys):
+            by_shard[self.shard_of(k.table, k.row)].append(i)
+
+        async def run(shard: int, idx: list[int]) -> None:
+            tbl, rows, cols, _ = self._key_arrays(keys, idx)
+            records = await self._call(
+                "read",
+                self._shards[shard],
+                lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, ts),
+            )
+            for r in records:
+                i = idx[r[0] - 1]
+                results[i] = _read_result(keys[i], r, 1)
+
+        await asyncio.gather(*(run(s, idx) for s, idx in by_shard.items()))
+        return [r for r in results if r is not None]
+
+    async def scan(
+        self,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None = None,
+        *,
+        page_size: int = 1000,
+    ) -> AsyncIterator[CellRead]:
+        streams = [
+            self._scan_shard(s, ts, table, start, end, columns, page_size) for s in self._shards
+        ]
+        if len(streams) == 1:
+            async for cell in streams[0]:
+                yield cell
+            return
+        async for cell in _merge(streams):
+            yield cell
+
+    async def _scan_shard(
+        self,
+        shard: _Shard,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None,
+        page_size: int,
+    ) -> AsyncIterator[CellRead]:
+        cursor: tuple[bytes, str] | None = None
+        cols = list(columns) if columns is not None else None
+        while True:
+            sql = _SCAN_SQL[(cursor is None, end is not None)]
+            args: list[Any] = [table, cols, ts, page_size]
+            args += [start or b""] if cursor is None else list(cursor)
+            if end is not None:
+                args.append(end)
+            records = await self._call(
+                "scan", shard, lambda conn, sql=sql, args=args: conn.fetch(sql, *args)
+            )
+            cells, cursor = _scan_page(table, records, page_size)
+            for cell in cells:
+                yield cell
+            if cursor is None:
+                return
+
+    async def check_txn_status(
+        self, primary: CellKey, start_ts: int, now_ts: int, *, rollback_if_missing: bool
+    ) -> TxnStatus:
+        shard = self._shards[self.shard_of(primary.table, primary.row)]
+        r = await self._call(
+            "check_txn_status",
+            shard,
+            lambda conn: conn.fetchrow(
+                _CHECK_TXN_STATUS,
+                primary.table,
+                primary.row,
+                primary.column,
+                row_hash(primary.table, primary.row),
+                start_ts,
+                now_ts,
+                rollback_if_missing,
+            ),
+        )
+        assert r is not None
+        state = _TXN_STATE[r[0]]
+        if state == TxnState.LOCKED:
+            lock = LockInfo(primary, start_ts, CellKey(r[2], r[3], r[4]), r[5], _kind(r[6]))
+            return TxnStatus(state, lock=lock)
+        return TxnStatus(state, commit_ts=r[1])
+
+    async def heartbeat(self, primary: CellKey, start_ts: int, ttl_ms: int) -> bool:
+        shard = self._shards[self.shard_of(primary.table, primary.row)]
+        result = await self._call(
+            "heartbeat",
+            shard,
+            lambda conn: conn.fetchval(
+                _HEARTBEAT, primary.table, primary.row, primary.column, start_ts, ttl_ms
+            ),
+        )
+        return result is not None
+
+    async def scan_locks(self, max_start_ts: int, limit: int = 1000) -> list[LockInfo]:
+        async def one(shard: _Shard) -> list[LockInfo]:
+            records = await self._call(
+                "scan_locks", shard, lambda conn: conn.fetch(_SCAN_LOCKS, max_start_ts, limit)
+            )
+            return [_lock_info(CellKey(r[0], r[1], r[2]), r, 3) for r in records]
+
+        per_shard = await asyncio.gather(*(one(s) for s in self._shards))
+        return sorted((lk for part in per_shard for lk in part), key=lambda lk: lk.key)[:limit]
+
+    async def set_gc_safe_point(self, safe_point: int) -> int:
+        points = await asyncio.gather(
+            *(
+                self._call(
+                    "set_gc_safe_point", s, lambda conn: conn.fetchval(_SET_SAFE_POINT, safe_point)
+                )
+                for s in self._shards
+            )
+        )
+        return min(points)
+
+    async def gc(self, safe_point: int) -> GcResult:
+        results = await asyncio.gather(
+            *(
+                self._call("gc", s, lambda conn: conn.fetchrow(_GC, safe_point))
+                for s in self._shards
+            )
+        )
+        total = GcResult()
+        for r in results:
+            total = total + GcResult(r[0], r[1])
+        return total
+
+    async def close(self) -> None:
+        await asyncio.gather(*(s.pool.close() for s in self._shards), return_exceptions=True)
+
+
+def _scan_page(
+    table: str, records: list[asyncpg.Record], page_size: int
+) -> tuple[list[CellRead], tuple[bytes, str] | None]:
+    """Merge a page's write records and locks; returns the cells up to the page's bound and
+    the cursor after it (None at the end of the range).
+
+    Writes and locks are each limited to ``page_size``; where one list was cut short, cells past
+    its last key are not yet known, so the page ends there and the next starts after it.
+    """
+    writes = [r for r in records if not r["is_lock"]]
+    locks = [r for r in records if r["is_lock"]]
+    bounds = [(rs[-1]["rkey"], rs[-1]["col"]) for rs in (writes, locks) if len(rs) >= page_size]
+    bound = min(bounds) if bounds else None
+    cells: dict[tuple[bytes, str], CellRead] = {}
+    for r in writes:
+        pos = (r["rkey"], r["col"])
+        if bound is None or pos <= bound:
+            key = CellKey(table, pos[0], pos[1])
+            value = r["value"] if _kind(r["kind"]) == WriteKind.PUT else None
+            if value is not None:
+                cells[pos] = CellRead(key, value, r["commit_ts"])
+    for r in locks:
+        pos = (r["rkey"], r["col"])
+        if bound is None or pos <= bound:
+            key = CellKey(table, pos[0], pos[1])
+            lock = LockInfo(
+                key,
+                r["start_ts"],
+                CellKey(r["primary_tbl"], r["primary_rkey"], r["primary_col"]),
+                r["ttl_ms"],
+                _kind(r["kind"]),
+            )
+            cells[pos] = CellRead(key, None, lock=lock)
+    return [cells[pos] for pos in sorted(cells)], bound
+
+
+async def _merge(streams: list[AsyncIterator[CellRead]]) -> AsyncIterator[CellRead]:
+    """Merge per-shard streams that are each in key order (a row lives on one shard)."""
+    heap: list[tuple[CellKey, int, CellRead]] = []
+    for i, stream in enumerate(streams):
+        first = await anext(stream, None)
+        if first is not None:
+            heap.append((first.key, i, first))
+    heapq.heapify(heap)
+    while heap:
+        _, i, cell = heapq.heappop(heap)
+        yield cell
+        following = await anext(streams[i], None)
+        if following is not None:
+            heapq.heappush(heap, (following.key, i, following))
+
+
+async def _open_shard(index: int, dsn: str, pool_size: int, connect_timeout_s: float) -> _Shard:
+    try:
+        pool = await asyncio.wait_for(
+            asyncpg.create_pool(
+                dsn,
+                min_size=1,
+                max_size=pool_size,
+                timeout=connect_timeout_s,
+                server_settings={
+                    "default_transaction_isolation": "read committed",
+                    "application_name": "percolator",
+                },
+            ),
+            connect_timeout_s,
+        )
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.exceptions.InterfaceError) as exc:
+        raise StoreUnavailable(dsn, f"{type(exc).__name__}: {exc}") from exc
+    try:
+        async with pool.acquire() as conn:
+            await _migrate(conn, dsn)
+    except BaseException:
+        await pool.close()
+        raise
+    return _Shard(index, dsn, pool)
+
+
+async def _migrate(conn: asyncpg.Connection, dsn: str) -> None:
+    """Create or upgrade the shard's schema to SCHEMA_VERSION, one migrator at a time."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", MIGRATION_LOCK_KEY)
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS percolator_meta (key text PRIMARY KEY, value text)"
+        )
+        found = await conn.fetchval(
+            "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
+        )
+        version = int(found) if found is not None else 0
+        if version > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                f"shard {redact_dsn(dsn)} has schema version {version}, newer than this "
+                f"Percolator's {SCHEMA_VERSION}: upgrade Percolator before using this store"
+            )
+        for v in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[v]:
+                await conn.execute(statement)
+        if version != SCHEMA_VERSION:
+            await conn.execute(
+                "INSERT INTO percolator_meta VALUES ('schema_version', $1) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                str(SCHEMA_VERSION),
+            )

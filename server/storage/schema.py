@@ -1,0 +1,220 @@
+"""The tables and server-side functions of one Postgres shard, and their migrations.
+
+Per shard:
+
+``percolator_lock``
+    At most one lock per cell (primary key (tbl, rkey, col)): the owner's start_ts, its primary
+    cell, TTL, the kind of write, and the value to be written (Percolator's ``data`` at start_ts,
+    kept in the lock until commit).
+``percolator_write``
+    Write records (unique (tbl, rkey, col, commit_ts DESC), so the newest version at or before a
+    timestamp is the first index entry): start_ts, kind, and for a PUT the value, copied from the
+    lock by the commit, server-side.
+``percolator_gc``
+    The shard's GC safe point; a prewrite at or below it fails.
+``percolator_meta``
+    The schema version.
+
+Mutating functions first take ``pg_advisory_xact_lock`` on every distinct row they touch, in
+ascending key order (no deadlocks), in a statement of their own: in READ COMMITTED each later
+statement of the function then takes a snapshot that sees whatever the previous holder of the
+lock committed. That makes every batch atomic per row, the Bigtable contract, and closes the
+check-then-insert races that READ COMMITTED otherwise allows (a prewrite and a rollback of the
+same transaction both passing their checks).
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+MIGRATION_LOCK_KEY = 0x5045_5243_4F4C_0001
+"""Advisory lock held while creating or migrating the schema (one migrator at a time)."""
+
+_KEY_COLUMNS = """
+    tbl text COLLATE "C" NOT NULL,
+    rkey bytea NOT NULL,
+    col text COLLATE "C" NOT NULL"""
+
+_V1_TABLES = [
+    f"""CREATE TABLE percolator_lock ({_KEY_COLUMNS},
+    start_ts bigint NOT NULL,
+    primary_tbl text COLLATE "C" NOT NULL,
+    primary_rkey bytea NOT NULL,
+    primary_col text COLLATE "C" NOT NULL,
+    ttl_ms integer NOT NULL,
+    kind smallint NOT NULL,
+    value bytea,
+    PRIMARY KEY (tbl, rkey, col))""",
+    "CREATE INDEX percolator_lock_start_ts ON percolator_lock (start_ts)",
+    f"""CREATE TABLE percolator_write ({_KEY_COLUMNS},
+    commit_ts bigint NOT NULL,
+    start_ts bigint NOT NULL,
+    kind smallint NOT NULL,
+    value bytea)""",
+    """CREATE UNIQUE INDEX percolator_write_key
+    ON percolator_write (tbl, rkey, col, commit_ts DESC)""",
+    """CREATE TABLE percolator_gc (
+    id integer PRIMARY KEY CHECK (id = 1),
+    safe_point bigint NOT NULL)""",
+    "INSERT INTO percolator_gc VALUES (1, 0)",
+]
+
+# Kinds, as stored (WriteKind): 1 PUT, 2 DELETE, 3 ROLLBACK, 4 LOCK.
+# Prewrite failure codes returned: 1 WRITE_CONFLICT, 2 LOCKED, 3 ROLLED_BACK, 4 TOO_OLD.
+# Commit failure codes returned: 1 LOCK_MISSING, 2 ROLLED_BACK.
+
+_LOCK_ROWS = """
+    PERFORM pg_advisory_xact_lock(h) FROM (SELECT DISTINCT unnest(p_hash) AS h ORDER BY 1) s;"""
+
+_CELLS = """unnest(p_tbl, p_row, p_col) WITH ORDINALITY AS k(tbl, rkey, col, i)"""
+
+_FUNCTIONS = [
+    f"""CREATE OR REPLACE FUNCTION percolator_prewrite(
+    p_start_ts bigint, p_ptbl text, p_prow bytea, p_pcol text, p_ttl integer,
+    p_tbl text[], p_row bytea[], p_col text[], p_kind smallint[], p_value bytea[],
+    p_hash bigint[])
+RETURNS TABLE (idx bigint, status integer, conflict_ts bigint, l_start_ts bigint,
+    l_ptbl text, l_prow bytea, l_pcol text, l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN{_LOCK_ROWS}
+    IF p_start_ts <= (SELECT safe_point FROM percolator_gc WHERE id = 1) THEN
+        RETURN QUERY SELECT k.i, 4, NULL::bigint, NULL::bigint, NULL::text, NULL::bytea,
+            NULL::text, NULL::integer, NULL::smallint FROM {_CELLS};
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH k AS (
+        SELECT * FROM unnest(p_tbl, p_row, p_col, p_kind, p_value)
+            WITH ORDINALITY AS k(tbl, rkey, col, kind, value, i)
+    ), c AS (
+        SELECT k.*, l.start_ts AS l_start, l.primary_tbl, l.primary_rkey, l.primary_col,
+            l.ttl_ms, l.kind AS lock_kind,
+            EXISTS (SELECT 1 FROM percolator_write w
+                WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col
+                AND w.commit_ts = p_start_ts AND w.start_ts = p_start_ts AND w.kind = 3
+            ) AS rolled,
+            (SELECT w.commit_ts FROM percolator_write w
+                WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col
+                AND w.commit_ts >= p_start_ts
+                ORDER BY w.commit_ts DESC LIMIT 1) AS newer
+        FROM k LEFT JOIN percolator_lock l
+            ON l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
+    ), ins AS (
+        INSERT INTO percolator_lock
+        SELECT c.tbl, c.rkey, c.col, p_start_ts, p_ptbl, p_prow, p_pcol, p_ttl, c.kind,
+            CASE WHEN c.kind = 1 THEN c.value END
+        FROM c WHERE c.l_start IS NULL AND NOT c.rolled AND c.newer IS NULL
+        ON CONFLICT DO NOTHING
+    )
+    SELECT c.i,
+        CASE WHEN c.l_start IS NOT NULL THEN 2 WHEN c.rolled THEN 3 ELSE 1 END,
+        c.newer, c.l_start, c.primary_tbl, c.primary_rkey, c.primary_col, c.ttl_ms,
+        c.lock_kind
+    FROM c
+    WHERE (c.l_start IS NOT NULL AND c.l_start <> p_start_ts)
+        OR (c.l_start IS NULL AND (c.rolled OR c.newer IS NOT NULL));
+END $$""",
+    f"""CREATE OR REPLACE FUNCTION percolator_commit(
+    p_start_ts bigint, p_commit_ts bigint,
+    p_tbl text[], p_row bytea[], p_col text[], p_hash bigint[])
+RETURNS TABLE (idx bigint, status integer)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN{_LOCK_ROWS}
+    RETURN QUERY
+    WITH k AS (SELECT * FROM {_CELLS}),
+    del AS (
+        DELETE FROM percolator_lock l USING k
+        WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts = p_start_ts
+        RETURNING k.i, l.tbl, l.rkey, l.col, l.kind, l.value
+    ), ins AS (
+        INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
+        SELECT del.tbl, del.rkey, del.col, p_commit_ts, p_start_ts, del.kind, del.value FROM del
+    ), missing AS (
+        SELECT k.* FROM k WHERE k.i NOT IN (SELECT del.i FROM del)
+    )
+    SELECT m.i, CASE WHEN r.kind = 3 THEN 2 ELSE 1 END
+    FROM missing m LEFT JOIN LATERAL (
+        SELECT w.kind FROM percolator_write w
+        WHERE w.tbl = m.tbl AND w.rkey = m.rkey AND w.col = m.col
+        AND w.commit_ts >= p_start_ts AND w.start_ts = p_start_ts LIMIT 1
+    ) r ON true
+    WHERE r.kind IS NULL OR r.kind = 3;
+END $$""",
+    f"""CREATE OR REPLACE FUNCTION percolator_rollback(
+    p_start_ts bigint, p_marker boolean,
+    p_tbl text[], p_row bytea[], p_col text[], p_hash bigint[])
+RETURNS TABLE (idx bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN{_LOCK_ROWS}
+    RETURN QUERY
+    WITH k AS (
+        SELECT k.*, EXISTS (SELECT 1 FROM percolator_write w
+            WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col
+            AND w.commit_ts >= p_start_ts AND w.start_ts = p_start_ts AND w.kind <> 3
+        ) AS committed
+        FROM {_CELLS}
+    ), del AS (
+        DELETE FROM percolator_lock l USING k
+        WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
+        AND l.start_ts = p_start_ts AND NOT k.committed
+    ), mark AS (
+        INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
+        SELECT k.tbl, k.rkey, k.col, p_start_ts, p_start_ts, 3, NULL FROM k
+        WHERE p_marker AND NOT k.committed
+        ON CONFLICT DO NOTHING
+    )
+    SELECT k.i FROM k WHERE k.committed;
+END $$""",
+    """CREATE OR REPLACE FUNCTION percolator_check_txn_status(
+    p_tbl text, p_row bytea, p_col text, p_hash bigint,
+    p_start_ts bigint, p_now_ts bigint, p_rollback_if_missing boolean)
+RETURNS TABLE (state integer, commit_ts bigint, l_ptbl text, l_prow bytea, l_pcol text,
+    l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    rec record;
+    lk record;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_hash);
+    SELECT w.commit_ts, w.kind INTO rec FROM percolator_write w
+        WHERE w.tbl = p_tbl AND w.rkey = p_row AND w.col = p_col
+        AND w.commit_ts >= p_start_ts AND w.start_ts = p_start_ts LIMIT 1;
+    IF FOUND THEN
+        IF rec.kind = 3 THEN
+            RETURN QUERY SELECT 2, NULL::bigint, NULL::text, NULL::bytea, NULL::text,
+                NULL::integer, NULL::smallint;
+        ELSE
+            RETURN QUERY SELECT 1, rec.commit_ts, NULL::text, NULL::bytea, NULL::text,
+                NULL::integer, NULL::smallint;
+        END IF;
+        RETURN;
+    END IF;
+    SELECT * INTO lk FROM percolator_lock l
+        WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col AND l.start_ts = p_start_ts;
+    IF FOUND THEN
+        IF (lk.start_ts >> 18) + lk.ttl_ms >= (p_now_ts >> 18) THEN
+            RETURN QUERY SELECT 3, NULL::bigint, lk.primary_tbl, lk.primary_rkey,
+                lk.primary_col, lk.ttl_ms, lk.kind;
+            RETURN;
+        END IF;
+        DELETE FROM percolator_lock l
+            WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col
+            AND l.start_ts = p_start_ts;
+    ELSIF NOT p_rollback_if_missing THEN
+        RETURN QUERY SELECT 4, NULL::bigint, NULL::text, NULL::bytea, NULL::text,
+            NULL::integer, NULL::smallint;
+        RETURN;
+    END IF;
+    INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
+        VALUES (p_tbl, p_row, p_col, p_start_ts, p_start_ts, 3, NULL)
+        ON CONFLICT DO NOTHING;
+    RETURN QUERY SELECT 2, NULL::bigint, NULL::text, NULL::bytea, NULL::text,
+        NULL::integer, NULL::smallint;
+END $$""",
+]
+
+MIGRATIONS: dict[int, list[str]] = {1: _V1_TABLES + _FUNCTIONS}
+"""Statements that bring a shard from version ``v - 1`` to ``v``."""
