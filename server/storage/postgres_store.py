@@ -71,7 +71,7 @@ LEFT JOIN percolator_lock l
     ON l.tbl = $1 AND l.rkey = $2 AND l.col = $3 AND l.start_ts <= $4 AND l.kind <> 4
 LEFT JOIN LATERAL (
     SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
-    WHERE w.tbl = $1 AND w.rkey = $2 AND w.col = $3 AND w.commit_ts <= $4 AND w.kind IN (1, 2)
+    WHERE w.tbl = $1 AND w.rkey = $2 AND w.col = $3 AND w.commit_ts <= $4 AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
 ) w ON true"""
 _READ_MANY = f"""
@@ -83,7 +83,7 @@ LEFT JOIN percolator_lock l
 LEFT JOIN LATERAL (
     SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
     WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.commit_ts <= $4
-    AND w.kind IN (1, 2)
+    AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
 ) w ON true"""
 _PREWRITE = "SELECT * FROM percolator_prewrite($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
@@ -129,7 +129,7 @@ def _scan_sql(first: bool, bounded: bool) -> str:
     return f"""
 WITH w AS (
     SELECT DISTINCT ON (rkey, col) rkey, col, commit_ts, kind, value FROM percolator_write
-    WHERE {where} AND commit_ts <= $3 AND kind IN (1, 2)
+    WHERE {where} AND commit_ts <= $3 AND kind NOT IN (3, 4)
     ORDER BY rkey, col, commit_ts DESC LIMIT $4
 ), l AS (
     SELECT rkey, col, start_ts, primary_tbl, primary_rkey, primary_col, ttl_ms, kind

@@ -159,8 +159,10 @@ async def test_bank_total_is_conserved_under_sigkill(
 
     now = await client.clock.get_timestamp()
     leftover = await client.store.scan_locks(now, limit=100_000)
-    print(f"{kills} kills, {len(acked)} acknowledged transfers, {len(leftover)} locks left "
-          f"by killed workers, {client.resolver.counts} resolved by the final reads")
+    print(
+        f"{kills} kills, {len(acked)} acknowledged transfers, {len(leftover)} locks left "
+        f"by killed workers, {client.resolver.counts} resolved by the final reads"
+    )
     still_held = await client.resolver.resolve(leftover)
     assert still_held == []
     assert await client.store.scan_locks(await client.clock.get_timestamp()) == []
