@@ -58,6 +58,10 @@ class Setup:
         await self.raw_pool.close()
 
 
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    """The raw baseline's sessions change no state either."""
+
+
 def key_of(i: int) -> bytes:
     return f"user{i:08d}".encode()
 
@@ -80,7 +84,10 @@ async def setup(
     server_dsn: str, shards: int, concurrency: int, key_count: int, value: bytes
 ) -> Setup:
     raw_dsn, *shard_dsns = await create_databases(server_dsn, 1 + shards)
-    raw_pool = await asyncpg.create_pool(raw_dsn, min_size=concurrency, max_size=concurrency)
+    # Same pool settings as the store's: no reset query on release (a round trip each).
+    raw_pool = await asyncpg.create_pool(
+        raw_dsn, min_size=concurrency, max_size=concurrency, reset=_no_reset
+    )
     await raw_pool.execute("CREATE TABLE kv (k bytea PRIMARY KEY, v bytea NOT NULL)")
     keys = [key_of(i) for i in range(key_count)]
     await raw_pool.executemany("INSERT INTO kv VALUES ($1, $2)", [(k, value) for k in keys])

@@ -104,7 +104,6 @@ BEGIN{_LOCK_ROWS}
         SELECT c.tbl, c.rkey, c.col, p_start_ts, p_ptbl, p_prow, p_pcol, p_ttl, c.kind,
             CASE WHEN c.kind = 1 THEN c.value END
         FROM c WHERE c.l_start IS NULL AND NOT c.rolled AND c.newer IS NULL
-        ON CONFLICT DO NOTHING
     )
     SELECT c.i,
         CASE WHEN c.l_start IS NOT NULL THEN 2 WHEN c.rolled THEN 3 ELSE 1 END,
@@ -216,5 +215,77 @@ BEGIN
 END $$""",
 ]
 
-MIGRATIONS: dict[int, list[str]] = {1: _V1_TABLES + _FUNCTIONS}
+# Single-cell twins of prewrite and commit: the commonest batches (a one-cell transaction, the
+# primary's commit) run as a few cached single-row statements instead of set-based CTEs over
+# arrays, about three times cheaper. Same semantics and result codes.
+_SINGLE_CELL_FUNCTIONS = [
+    """CREATE OR REPLACE FUNCTION percolator_prewrite_one(
+    p_start_ts bigint, p_ptbl text, p_prow bytea, p_pcol text, p_ttl integer,
+    p_tbl text, p_row bytea, p_col text, p_kind smallint, p_value bytea, p_hash bigint)
+RETURNS TABLE (status integer, conflict_ts bigint, l_start_ts bigint, l_ptbl text,
+    l_prow bytea, l_pcol text, l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    lk percolator_lock%ROWTYPE;
+    rolled boolean;
+    newer bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_hash);
+    IF p_start_ts <= (SELECT safe_point FROM percolator_gc WHERE id = 1) THEN
+        RETURN QUERY SELECT 4, NULL::bigint, NULL::bigint, NULL::text, NULL::bytea, NULL::text,
+            NULL::integer, NULL::smallint;
+        RETURN;
+    END IF;
+    SELECT * INTO lk FROM percolator_lock l
+        WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col;
+    IF FOUND THEN
+        IF lk.start_ts <> p_start_ts THEN
+            RETURN QUERY SELECT 2, NULL::bigint, lk.start_ts, lk.primary_tbl, lk.primary_rkey,
+                lk.primary_col, lk.ttl_ms, lk.kind;
+        END IF;
+        RETURN;
+    END IF;
+    SELECT bool_or(w.kind = 3 AND w.start_ts = p_start_ts AND w.commit_ts = p_start_ts),
+        max(w.commit_ts) INTO rolled, newer
+        FROM percolator_write w
+        WHERE w.tbl = p_tbl AND w.rkey = p_row AND w.col = p_col AND w.commit_ts >= p_start_ts;
+    IF newer IS NOT NULL THEN
+        RETURN QUERY SELECT CASE WHEN rolled THEN 3 ELSE 1 END, newer, NULL::bigint,
+            NULL::text, NULL::bytea, NULL::text, NULL::integer, NULL::smallint;
+        RETURN;
+    END IF;
+    INSERT INTO percolator_lock VALUES (p_tbl, p_row, p_col, p_start_ts, p_ptbl, p_prow,
+        p_pcol, p_ttl, p_kind, CASE WHEN p_kind = 1 THEN p_value END);
+END $$""",
+    """CREATE OR REPLACE FUNCTION percolator_commit_one(
+    p_start_ts bigint, p_commit_ts bigint, p_tbl text, p_row bytea, p_col text, p_hash bigint)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    found_kind smallint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_hash);
+    WITH del AS (
+        DELETE FROM percolator_lock l
+        WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col AND l.start_ts = p_start_ts
+        RETURNING l.kind, l.value
+    )
+    INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
+    SELECT p_tbl, p_row, p_col, p_commit_ts, p_start_ts, del.kind, del.value FROM del;
+    IF FOUND THEN
+        RETURN 0;
+    END IF;
+    SELECT w.kind INTO found_kind FROM percolator_write w
+        WHERE w.tbl = p_tbl AND w.rkey = p_row AND w.col = p_col
+        AND w.commit_ts >= p_start_ts AND w.start_ts = p_start_ts LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN 1;
+    END IF;
+    RETURN CASE WHEN found_kind = 3 THEN 2 ELSE 0 END;
+END $$""",
+]
+
+MIGRATIONS: dict[int, list[str]] = {1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS}
 """Statements that bring a shard from version ``v - 1`` to ``v``."""
