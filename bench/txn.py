@@ -5,12 +5,15 @@ Postgres server, alternating raw and Percolator rounds so that machine noise hit
 
 - raw read:  ``SELECT v FROM kv WHERE k = $1`` through an asyncpg pool;
 - read:      a read-only Percolator transaction reading one cell (start_ts + one read);
+             concurrent point reads of a shard share statements (``read_batcher.py``);
+- read_unbatched: the same with each read its own statement, reported beside it;
 - raw write: ``INSERT ... ON CONFLICT (k) DO UPDATE`` through an asyncpg pool;
 - write:     a Percolator transaction writing one cell (start_ts, prewrite, commit_ts, commit).
 
 ``--cells N --shards S`` instead measures transactions that write N random cells spread over S
 shards, and counts the Postgres round trips per commit (secondaries included).
 
+Both sides run on the same event loop (uvloop when installed, as ``percolator serve`` does).
 The oracle is the in-process one, persisting its high-water mark in the first shard, as
 ``percolator serve`` runs it. Each figure is the best of ``--rounds`` rounds.
 """
@@ -33,6 +36,7 @@ import asyncpg
 
 from percolator.server.storage.embedded import EmbeddedPostgres
 from percolator.server.storage.postgres_store import PostgresCellStore
+from percolator.server.txn import eventloop
 from percolator.server.txn.client import TransactionClient
 from percolator.server.txn.errors import Retryable
 from percolator.server.txn.timestamps import TimestampOracle
@@ -49,10 +53,14 @@ class Setup:
     store: PostgresCellStore
     oracle: TimestampOracle
     client: TransactionClient
+    unbatched: TransactionClient
+    """The same, on a store whose point reads are one statement each."""
     keys: list[bytes]
 
     async def close(self) -> None:
         await self.client.close()
+        await self.unbatched.close()
+        await self.unbatched.store.close()
         await self.store.close()
         await self.oracle.close()
         await self.raw_pool.close()
@@ -99,9 +107,12 @@ async def setup(
             for k in keys[i : i + 5000]:
                 txn.set(TABLE, k, COLUMN, value)
     await client.secondaries.drain()
-    for pool_query in ("VACUUM ANALYZE kv",):
-        await raw_pool.execute(pool_query)
-    return Setup(raw_pool, store, oracle, client, keys)
+    await raw_pool.execute("VACUUM ANALYZE kv")
+    unbatched_store = await PostgresCellStore.connect(
+        shard_dsns, pool_size=concurrency, batch_reads=False
+    )
+    unbatched = TransactionClient(unbatched_store, oracle)
+    return Setup(raw_pool, store, oracle, client, unbatched, keys)
 
 
 async def throughput(
@@ -139,6 +150,12 @@ def single_cell_ops(
         await txn.commit()
         return True
 
+    async def read_unbatched(rng: random.Random) -> bool:
+        txn = await s.unbatched.begin()
+        await txn.get(TABLE, rng.choice(keys), COLUMN)
+        await txn.commit()
+        return True
+
     async def raw_write(rng: random.Random) -> bool:
         async with s.raw_pool.acquire() as conn:
             await conn.execute(
@@ -157,20 +174,28 @@ def single_cell_ops(
             return False
         return True
 
-    return {"raw_read": raw_read, "read": read, "raw_write": raw_write, "write": write}
+    return {
+        "raw_read": raw_read,
+        "read": read,
+        "read_unbatched": read_unbatched,
+        "raw_write": raw_write,
+        "write": write,
+    }
 
 
 async def bench_single_cell(s: Setup, args: argparse.Namespace, value: bytes) -> dict:
     ops = single_cell_ops(s, value)
     best: dict[str, float] = {}
     for _ in range(args.rounds):
-        for name in ("raw_read", "read", "raw_write", "write"):
+        for name in ("raw_read", "read", "read_unbatched", "raw_write", "write"):
             rate = await throughput(ops[name], args.concurrency, args.seconds)
             best[name] = max(best.get(name, 0.0), rate)
     return {
         "raw_read_ops": round(best["raw_read"]),
         "read_ops": round(best["read"]),
         "read_ratio": round(best["read"] / best["raw_read"], 3),
+        "read_unbatched_ops": round(best["read_unbatched"]),
+        "read_unbatched_ratio": round(best["read_unbatched"] / best["raw_read"], 3),
         "raw_write_ops": round(best["raw_write"]),
         "write_ops": round(best["write"]),
         "write_ratio": round(best["write"] / best["raw_write"], 3),
@@ -271,7 +296,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    result = asyncio.run(main_async(args))
+    result = eventloop.run(main_async(args))
     if args.json:
         print(json.dumps(result))
     else:

@@ -14,7 +14,7 @@ import asyncio
 import heapq
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import asyncpg
@@ -40,12 +40,15 @@ from percolator.server.storage.errors import (
     StoreUnavailable,
     redact_dsn,
 )
+from percolator.server.storage.read_batcher import PointReadBatcher
 from percolator.server.storage.schema import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.store import CellStore, StoreStats
 
 T = TypeVar("T")
 
+READ_STATEMENTS_PER_POOL_FRACTION = 4
+"""Point-read statements in flight per shard: a quarter of the pool."""
 MAX_ROWS_PER_STATEMENT = 1024
 """Distinct rows per mutating statement: one advisory lock each, held until it commits."""
 
@@ -76,13 +79,14 @@ LEFT JOIN LATERAL (
 ) w ON true"""
 _READ_MANY = f"""
 SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
-FROM unnest($1::text[], $2::bytea[], $3::text[]) WITH ORDINALITY AS k(tbl, rkey, col, i)
+FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[])
+    WITH ORDINALITY AS k(tbl, rkey, col, ts, i)
 LEFT JOIN percolator_lock l
-    ON l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts <= $4
+    ON l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts <= k.ts
     AND l.kind <> 4
 LEFT JOIN LATERAL (
     SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
-    WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.commit_ts <= $4
+    WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.commit_ts <= k.ts
     AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
 ) w ON true"""
@@ -184,21 +188,44 @@ class _Shard:
     index: int
     dsn: str
     pool: asyncpg.Pool
+    reads: PointReadBatcher = field(init=False)
 
 
 class PostgresCellStore(CellStore):
     """Cells on Postgres shards; create with :meth:`connect`."""
 
-    def __init__(self, shards: list[_Shard], connect_timeout: float) -> None:
+    def __init__(
+        self, shards: list[_Shard], connect_timeout: float, pool_size: int, batch_reads: bool
+    ) -> None:
         self._shards = shards
         self._timeout = connect_timeout
         self.stats = StoreStats()
+        self._batch_reads = batch_reads
+        for shard in shards:
+            # Leave most of the pool to writes; concurrent point reads share statements.
+            shard.reads = PointReadBatcher(
+                lambda keys, ts, i=shard.index: self._read_batch(i, keys, ts),
+                max_in_flight=(
+                    max(1, pool_size // READ_STATEMENTS_PER_POOL_FRACTION)
+                    if batch_reads
+                    else pool_size
+                ),
+            )
 
     @classmethod
     async def connect(
-        cls, dsns: Sequence[str], *, pool_size: int = 16, connect_timeout: float = 10.0
+        cls,
+        dsns: Sequence[str],
+        *,
+        pool_size: int = 16,
+        connect_timeout: float = 10.0,
+        batch_reads: bool = True,
     ) -> PostgresCellStore:
-        """Open a pool per shard (in parallel) and create or migrate each shard's schema."""
+        """Open a pool per shard (in parallel) and create or migrate each shard's schema.
+
+        ``batch_reads`` lets concurrent single-cell reads of a shard share statements
+        (:mod:`~percolator.server.storage.read_batcher`); off, each read is its own statement.
+        """
         if not dsns:
             raise ValueError("a store needs at least one shard DSN")
         results = await asyncio.gather(
@@ -210,7 +237,7 @@ class PostgresCellStore(CellStore):
         if failure is not None:
             await asyncio.gather(*(s.pool.close() for s in shards), return_exceptions=True)
             raise failure
-        return cls(shards, connect_timeout)
+        return cls(shards, connect_timeout, pool_size, batch_reads)
 
     @property
     def shard_count(self) -> int:
@@ -391,30 +418,48 @@ class PostgresCellStore(CellStore):
     async def read(self, ts: int, keys: Sequence[CellKey]) -> list[CellRead]:
         if len(keys) == 1:
             k = keys[0]
-            shard = self._shards[self.shard_of(k.table, k.row)]
-            record = await self._call(
-                "read", shard, lambda conn: conn.fetchrow(_READ_ONE, k.table, k.row, k.column, ts)
-            )
-            assert record is not None
-            return [_read_result(k, record, 0)]
+            shard = self.shard_of(k.table, k.row)
+            if not self._batch_reads:
+                return await self._read_batch(shard, [k], [ts])
+            return [await self._shards[shard].reads.read(k, ts)]
         results: list[CellRead | None] = [None] * len(keys)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
             by_shard[self.shard_of(k.table, k.row)].append(i)
 
         async def run(shard: int, idx: list[int]) -> None:
-            tbl, rows, cols, _ = self._key_arrays(keys, idx)
-            records = await self._call(
-                "read",
-                self._shards[shard],
-                lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, ts),
-            )
-            for r in records:
-                i = idx[r[0] - 1]
-                results[i] = _read_result(keys[i], r, 1)
+            cells = [keys[i] for i in idx]
+            for i, result in zip(
+                idx, await self._read_batch(shard, cells, [ts] * len(idx)), strict=True
+            ):
+                results[i] = result
 
         await asyncio.gather(*(run(s, idx) for s, idx in by_shard.items()))
         return [r for r in results if r is not None]
+
+    async def _read_batch(self, shard: int, keys: list[CellKey], ts: list[int]) -> list[CellRead]:
+        """Read cells of one shard, each at its own timestamp, in one statement."""
+        if len(keys) == 1:
+            k = keys[0]
+            record = await self._call(
+                "read",
+                self._shards[shard],
+                lambda conn: conn.fetchrow(_READ_ONE, k.table, k.row, k.column, ts[0]),
+            )
+            assert record is not None
+            return [_read_result(k, record, 0)]
+        tbl = [k.table for k in keys]
+        rows = [k.row for k in keys]
+        cols = [k.column for k in keys]
+        records = await self._call(
+            "read",
+            self._shards[shard],
+            lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, ts),
+        )
+        results: list[CellRead] = [None] * len(keys)  # type: ignore[list-item]
+        for r in records:
+            results[r[0] - 1] = _read_result(keys[r[0] - 1], r, 1)
+        return results
 
     async def scan(
         self,

@@ -132,7 +132,8 @@ class TimestampOracle:
 
     async def get_timestamp(self) -> int:
         """One timestamp (so an oracle is itself a :class:`TimestampSource`)."""
-        return await self.allocate(1)
+        first = self.try_allocate(1)  # the common case, without another coroutine layer
+        return first if first is not None else await self.allocate(1)
 
     async def allocate(self, count: int) -> int:
         """Reserve ``count`` timestamps ``[first, first + count)`` and return ``first``.
