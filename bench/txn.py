@@ -109,7 +109,7 @@ async def setup(
     await client.secondaries.drain()
     await raw_pool.execute("VACUUM ANALYZE kv")
     unbatched_store = await PostgresCellStore.connect(
-        shard_dsns, pool_size=concurrency, batch_reads=False
+        shard_dsns, pool_size=concurrency, coalesce=False
     )
     unbatched = TransactionClient(unbatched_store, oracle)
     return Setup(raw_pool, store, oracle, client, unbatched, keys)

@@ -40,15 +40,15 @@ from percolator.server.storage.errors import (
     StoreUnavailable,
     redact_dsn,
 )
-from percolator.server.storage.read_batcher import PointReadBatcher
 from percolator.server.storage.schema import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from percolator.server.storage.sharding import row_hash, shard_for
+from percolator.server.storage.statement_batcher import StatementBatcher
 from percolator.server.storage.store import CellStore, StoreStats
 
 T = TypeVar("T")
 
-READ_STATEMENTS_PER_POOL_FRACTION = 4
-"""Point-read statements in flight per shard: a quarter of the pool."""
+STATEMENTS_PER_POOL_FRACTION = 4
+"""Coalesced statements of one kind in flight per shard: a quarter of the pool."""
 MAX_ROWS_PER_STATEMENT = 1024
 """Distinct rows per mutating statement: one advisory lock each, held until it commits."""
 
@@ -96,6 +96,10 @@ _PREWRITE_ONE = (
     "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
 _COMMIT_ONE = "SELECT percolator_commit_one($1, $2, $3, $4, $5, $6)"
+_PREWRITE_EACH = (
+    "SELECT * FROM percolator_prewrite_each($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+)
+_COMMIT_EACH = "SELECT * FROM percolator_commit_each($1, $2, $3, $4, $5, $6)"
 _ROLLBACK = "SELECT * FROM percolator_rollback($1, $2, $3, $4, $5, $6)"
 _CHECK_TXN_STATUS = "SELECT * FROM percolator_check_txn_status($1, $2, $3, $4, $5, $6, $7)"
 _HEARTBEAT = """
@@ -183,33 +187,52 @@ def _read_result(key: CellKey, r: asyncpg.Record | Sequence[Any], at: int) -> Ce
     return CellRead(key, r[at + 8] if _kind(kind) == WriteKind.PUT else None, commit_ts)
 
 
+@dataclass(frozen=True, slots=True)
+class _PrewriteItem:
+    start_ts: int
+    primary: CellKey
+    ttl_ms: int
+    mutation: Mutation
+
+
+@dataclass(frozen=True, slots=True)
+class _CommitItem:
+    start_ts: int
+    commit_ts: int
+    key: CellKey
+
+
 @dataclass
 class _Shard:
     index: int
     dsn: str
     pool: asyncpg.Pool
-    reads: PointReadBatcher = field(init=False)
+    reads: StatementBatcher[tuple[CellKey, int], CellRead] = field(init=False)
+    prewrites: StatementBatcher[_PrewriteItem, PrewriteFailure | None] = field(init=False)
+    commits: StatementBatcher[_CommitItem, CommitFailure | None] = field(init=False)
 
 
 class PostgresCellStore(CellStore):
     """Cells on Postgres shards; create with :meth:`connect`."""
 
     def __init__(
-        self, shards: list[_Shard], connect_timeout: float, pool_size: int, batch_reads: bool
+        self, shards: list[_Shard], connect_timeout: float, pool_size: int, coalesce: bool
     ) -> None:
         self._shards = shards
         self._timeout = connect_timeout
         self.stats = StoreStats()
-        self._batch_reads = batch_reads
-        for shard in shards:
-            # Leave most of the pool to writes; concurrent point reads share statements.
-            shard.reads = PointReadBatcher(
-                lambda keys, ts, i=shard.index: self._read_batch(i, keys, ts),
-                max_in_flight=(
-                    max(1, pool_size // READ_STATEMENTS_PER_POOL_FRACTION)
-                    if batch_reads
-                    else pool_size
-                ),
+        self._coalesce = coalesce
+        in_flight = max(1, pool_size // STATEMENTS_PER_POOL_FRACTION)
+        for sh in shards:
+            sh.reads = StatementBatcher(
+                lambda items, i=sh.index: self._read_cells(i, items), max_in_flight=in_flight
+            )
+            sh.prewrites = StatementBatcher(
+                lambda items, i=sh.index: self._prewrite_cells(i, items),
+                max_in_flight=in_flight,
+            )
+            sh.commits = StatementBatcher(
+                lambda items, i=sh.index: self._commit_cells(i, items), max_in_flight=in_flight
             )
 
     @classmethod
@@ -219,12 +242,12 @@ class PostgresCellStore(CellStore):
         *,
         pool_size: int = 16,
         connect_timeout: float = 10.0,
-        batch_reads: bool = True,
+        coalesce: bool = True,
     ) -> PostgresCellStore:
         """Open a pool per shard (in parallel) and create or migrate each shard's schema.
 
-        ``batch_reads`` lets concurrent single-cell reads of a shard share statements
-        (:mod:`~percolator.server.storage.read_batcher`); off, each read is its own statement.
+        ``coalesce`` lets concurrent single-cell reads, prewrites and commits of a shard share
+        statements (:mod:`~percolator.server.storage.statement_batcher`); off, each is its own.
         """
         if not dsns:
             raise ValueError("a store needs at least one shard DSN")
@@ -237,7 +260,7 @@ class PostgresCellStore(CellStore):
         if failure is not None:
             await asyncio.gather(*(s.pool.close() for s in shards), return_exceptions=True)
             raise failure
-        return cls(shards, connect_timeout, pool_size, batch_reads)
+        return cls(shards, connect_timeout, pool_size, coalesce)
 
     @property
     def shard_count(self) -> int:
@@ -319,7 +342,14 @@ class PostgresCellStore(CellStore):
         self, start_ts: int, primary: CellKey, ttl_ms: int, mutations: Sequence[Mutation]
     ) -> list[PrewriteFailure]:
         if len(mutations) == 1:
-            return await self._prewrite_one(start_ts, primary, ttl_ms, mutations[0])
+            m = mutations[0]
+            shard = self.shard_of(m.key.table, m.key.row)
+            item = _PrewriteItem(start_ts, primary, ttl_ms, m)
+            if self._coalesce:
+                failure = await self._shards[shard].prewrites.submit(item)
+            else:
+                (failure,) = await self._prewrite_cells(shard, [item])
+            return [failure] if failure is not None else []
         keys = [m.key for m in mutations]
 
         async def run(conn: asyncpg.Connection, idx: list[int]) -> list[PrewriteFailure]:
@@ -344,30 +374,56 @@ class PostgresCellStore(CellStore):
 
         return await self._per_chunk("prewrite", keys, run)
 
-    async def _prewrite_one(
-        self, start_ts: int, primary: CellKey, ttl_ms: int, m: Mutation
-    ) -> list[PrewriteFailure]:
-        k = m.key
-        shard = self._shards[self.shard_of(k.table, k.row)]
-        records = await self._call(
-            "prewrite",
-            shard,
-            lambda conn: conn.fetch(
-                _PREWRITE_ONE,
-                start_ts,
-                primary.table,
-                primary.row,
-                primary.column,
-                ttl_ms,
-                k.table,
-                k.row,
-                k.column,
-                int(m.kind),
-                m.value,
-                row_hash(k.table, k.row),
-            ),
+    async def _prewrite_cells(
+        self, shard: int, items: list[_PrewriteItem]
+    ) -> list[PrewriteFailure | None]:
+        """Prewrite single cells, each of its own transaction, in one statement."""
+        if len(items) == 1:
+            it = items[0]
+            k, p = it.mutation.key, it.primary
+            records = await self._call(
+                "prewrite",
+                self._shards[shard],
+                lambda conn: conn.fetch(
+                    _PREWRITE_ONE,
+                    it.start_ts,
+                    p.table,
+                    p.row,
+                    p.column,
+                    it.ttl_ms,
+                    k.table,
+                    k.row,
+                    k.column,
+                    int(it.mutation.kind),
+                    it.mutation.value,
+                    row_hash(k.table, k.row),
+                ),
+            )
+            return [self._prewrite_failure(k, records[0], 0) if records else None]
+        hashes = [row_hash(it.mutation.key.table, it.mutation.key.row) for it in items]
+        order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
+        ordered = [items[i] for i in order]
+        args = (
+            [it.start_ts for it in ordered],
+            [it.primary.table for it in ordered],
+            [it.primary.row for it in ordered],
+            [it.primary.column for it in ordered],
+            [it.ttl_ms for it in ordered],
+            [it.mutation.key.table for it in ordered],
+            [it.mutation.key.row for it in ordered],
+            [it.mutation.key.column for it in ordered],
+            [int(it.mutation.kind) for it in ordered],
+            [it.mutation.value for it in ordered],
+            [hashes[i] for i in order],
         )
-        return [self._prewrite_failure(k, r, 0) for r in records]
+        records = await self._call(
+            "prewrite", self._shards[shard], lambda conn: conn.fetch(_PREWRITE_EACH, *args)
+        )
+        results: list[PrewriteFailure | None] = [None] * len(items)
+        for r in records:
+            i = order[r[0] - 1]
+            results[i] = self._prewrite_failure(items[i].mutation.key, r)
+        return results
 
     @staticmethod
     def _prewrite_failure(key: CellKey, r: asyncpg.Record, at: int = 1) -> PrewriteFailure:
@@ -382,27 +438,61 @@ class PostgresCellStore(CellStore):
     ) -> list[CommitFailure]:
         if len(keys) == 1:
             k = keys[0]
-            shard = self._shards[self.shard_of(k.table, k.row)]
-            code = await self._call(
-                "commit",
-                shard,
-                lambda conn: conn.fetchval(
-                    _COMMIT_ONE,
-                    start_ts,
-                    commit_ts,
-                    k.table,
-                    k.row,
-                    k.column,
-                    row_hash(k.table, k.row),
-                ),
-            )
-            return [CommitFailure(k, _COMMIT_STATUS[code])] if code else []
+            shard = self.shard_of(k.table, k.row)
+            item = _CommitItem(start_ts, commit_ts, k)
+            if self._coalesce:
+                failure = await self._shards[shard].commits.submit(item)
+            else:
+                (failure,) = await self._commit_cells(shard, [item])
+            return [failure] if failure is not None else []
 
         async def run(conn: asyncpg.Connection, idx: list[int]) -> list[CommitFailure]:
             records = await conn.fetch(_COMMIT, start_ts, commit_ts, *self._key_arrays(keys, idx))
             return [CommitFailure(keys[idx[r[0] - 1]], _COMMIT_STATUS[r[1]]) for r in records]
 
         return await self._per_chunk("commit", keys, run)
+
+    async def _commit_cells(
+        self, shard: int, items: list[_CommitItem]
+    ) -> list[CommitFailure | None]:
+        """Commit single cells, each of its own transaction, in one statement."""
+        if len(items) == 1:
+            it = items[0]
+            k = it.key
+            code = await self._call(
+                "commit",
+                self._shards[shard],
+                lambda conn: conn.fetchval(
+                    _COMMIT_ONE,
+                    it.start_ts,
+                    it.commit_ts,
+                    k.table,
+                    k.row,
+                    k.column,
+                    row_hash(k.table, k.row),
+                ),
+            )
+            return [CommitFailure(k, _COMMIT_STATUS[code]) if code else None]
+        hashes = [row_hash(it.key.table, it.key.row) for it in items]
+        order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
+        ordered = [items[i] for i in order]
+        args = (
+            [it.start_ts for it in ordered],
+            [it.commit_ts for it in ordered],
+            [it.key.table for it in ordered],
+            [it.key.row for it in ordered],
+            [it.key.column for it in ordered],
+            [hashes[i] for i in order],
+        )
+        records = await self._call(
+            "commit", self._shards[shard], lambda conn: conn.fetch(_COMMIT_EACH, *args)
+        )
+        results: list[CommitFailure | None] = [None] * len(items)
+        for r in records:
+            if r[1]:
+                i = order[r[0] - 1]
+                results[i] = CommitFailure(items[i].key, _COMMIT_STATUS[r[1]])
+        return results
 
     async def rollback(
         self, start_ts: int, keys: Sequence[CellKey], *, leave_marker: bool
@@ -419,26 +509,26 @@ class PostgresCellStore(CellStore):
         if len(keys) == 1:
             k = keys[0]
             shard = self.shard_of(k.table, k.row)
-            if not self._batch_reads:
-                return await self._read_batch(shard, [k], [ts])
-            return [await self._shards[shard].reads.read(k, ts)]
+            if not self._coalesce:
+                return await self._read_cells(shard, [(k, ts)])
+            return [await self._shards[shard].reads.submit((k, ts))]
         results: list[CellRead | None] = [None] * len(keys)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
             by_shard[self.shard_of(k.table, k.row)].append(i)
 
         async def run(shard: int, idx: list[int]) -> None:
-            cells = [keys[i] for i in idx]
-            for i, result in zip(
-                idx, await self._read_batch(shard, cells, [ts] * len(idx)), strict=True
-            ):
+            cells = [(keys[i], ts) for i in idx]
+            for i, result in zip(idx, await self._read_cells(shard, cells), strict=True):
                 results[i] = result
 
         await asyncio.gather(*(run(s, idx) for s, idx in by_shard.items()))
         return [r for r in results if r is not None]
 
-    async def _read_batch(self, shard: int, keys: list[CellKey], ts: list[int]) -> list[CellRead]:
+    async def _read_cells(self, shard: int, items: list[tuple[CellKey, int]]) -> list[CellRead]:
         """Read cells of one shard, each at its own timestamp, in one statement."""
+        keys = [k for k, _ in items]
+        ts = [t for _, t in items]
         if len(keys) == 1:
             k = keys[0]
             record = await self._call(

@@ -287,5 +287,38 @@ BEGIN
 END $$""",
 ]
 
-MIGRATIONS: dict[int, list[str]] = {1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS}
+# Batches of single-cell operations of different transactions (statement_batcher.py): a loop
+# over the single-cell functions, each cell with its own arguments. The caller orders the cells
+# by row lock key, so two such batches never wait on each other in a cycle.
+_BATCHED_SINGLE_CELL_FUNCTIONS = [
+    """CREATE OR REPLACE FUNCTION percolator_prewrite_each(
+    p_start_ts bigint[], p_ptbl text[], p_prow bytea[], p_pcol text[], p_ttl integer[],
+    p_tbl text[], p_row bytea[], p_col text[], p_kind smallint[], p_value bytea[],
+    p_hash bigint[])
+RETURNS TABLE (idx integer, status integer, conflict_ts bigint, l_start_ts bigint,
+    l_ptbl text, l_prow bytea, l_pcol text, l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. cardinality(p_tbl) LOOP
+        RETURN QUERY SELECT i, f.* FROM percolator_prewrite_one(p_start_ts[i], p_ptbl[i],
+            p_prow[i], p_pcol[i], p_ttl[i], p_tbl[i], p_row[i], p_col[i], p_kind[i],
+            p_value[i], p_hash[i]) f;
+    END LOOP;
+END $$""",
+    """CREATE OR REPLACE FUNCTION percolator_commit_each(
+    p_start_ts bigint[], p_commit_ts bigint[], p_tbl text[], p_row bytea[], p_col text[],
+    p_hash bigint[])
+RETURNS TABLE (idx integer, status integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. cardinality(p_tbl) LOOP
+        RETURN QUERY SELECT i, percolator_commit_one(p_start_ts[i], p_commit_ts[i], p_tbl[i],
+            p_row[i], p_col[i], p_hash[i]);
+    END LOOP;
+END $$""",
+]
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS
+}
 """Statements that bring a shard from version ``v - 1`` to ``v``."""
