@@ -221,16 +221,20 @@ async def bench_multi_cell(s: Setup, args: argparse.Namespace, value: bytes) -> 
         committed += 1
         return True
 
-    before = s.store.stats.total()
+    before = s.store.stats.snapshot()
     rate = await throughput(txn_op, args.concurrency, args.seconds)
     await s.client.secondaries.drain()
-    trips = s.store.stats.total() - before
+    after = s.store.stats.snapshot()
+    by_op = {op: n - before.get(op, 0) for op, n in after.items() if n != before.get(op, 0)}
+    trips = sum(by_op.values())
     return {
         "cells": args.cells,
         "shards": args.shards,
         "tx_per_s": round(rate, 1),
         "cells_per_s": round(rate * args.cells),
         "round_trips_per_commit": round(trips / max(committed, 1), 2),
+        "round_trips_by_op": by_op,
+        "committed": committed,
         "conflicts": conflicts,
         "concurrency": args.concurrency,
     }

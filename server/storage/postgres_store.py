@@ -81,17 +81,18 @@ _READ_MANY = f"""
 SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
 FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[])
     WITH ORDINALITY AS k(tbl, rkey, col, ts, i)
-LEFT JOIN percolator_lock l
-    ON l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts <= k.ts
-    AND l.kind <> 4
+LEFT JOIN LATERAL (
+    -- LIMIT keeps this an index probe per cell (the lock table churns; its statistics lie).
+    SELECT * FROM percolator_lock l
+    WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts <= k.ts
+    AND l.kind <> 4 LIMIT 1
+) l ON true
 LEFT JOIN LATERAL (
     SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
     WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.commit_ts <= k.ts
     AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
 ) w ON true"""
-_PREWRITE = "SELECT * FROM percolator_prewrite($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
-_COMMIT = "SELECT * FROM percolator_commit($1, $2, $3, $4, $5, $6)"
 _PREWRITE_ONE = (
     "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
@@ -350,34 +351,21 @@ class PostgresCellStore(CellStore):
             else:
                 (failure,) = await self._prewrite_cells(shard, [item])
             return [failure] if failure is not None else []
-        keys = [m.key for m in mutations]
-
-        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[PrewriteFailure]:
-            tbl, rows, cols, hashes = self._key_arrays(keys, idx)
-            kinds = [int(mutations[i].kind) for i in idx]
-            values = [mutations[i].value for i in idx]
-            records = await conn.fetch(
-                _PREWRITE,
-                start_ts,
-                primary.table,
-                primary.row,
-                primary.column,
-                ttl_ms,
-                tbl,
-                rows,
-                cols,
-                kinds,
-                values,
-                hashes,
+        items = [_PrewriteItem(start_ts, primary, ttl_ms, m) for m in mutations]
+        chunks = self._group([m.key for m in mutations])
+        results = await asyncio.gather(
+            *(
+                self._prewrite_cells(shard, [items[i] for i in idx])
+                for shard, shard_chunks in chunks.items()
+                for idx in shard_chunks
             )
-            return [self._prewrite_failure(keys[idx[r[0] - 1]], r) for r in records]
-
-        return await self._per_chunk("prewrite", keys, run)
+        )
+        return [f for part in results for f in part if f is not None]
 
     async def _prewrite_cells(
         self, shard: int, items: list[_PrewriteItem]
     ) -> list[PrewriteFailure | None]:
-        """Prewrite single cells, each of its own transaction, in one statement."""
+        """Prewrite cells of one shard (of one transaction or several) in one statement."""
         if len(items) == 1:
             it = items[0]
             k, p = it.mutation.key, it.primary
@@ -446,16 +434,20 @@ class PostgresCellStore(CellStore):
                 (failure,) = await self._commit_cells(shard, [item])
             return [failure] if failure is not None else []
 
-        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[CommitFailure]:
-            records = await conn.fetch(_COMMIT, start_ts, commit_ts, *self._key_arrays(keys, idx))
-            return [CommitFailure(keys[idx[r[0] - 1]], _COMMIT_STATUS[r[1]]) for r in records]
-
-        return await self._per_chunk("commit", keys, run)
+        items = [_CommitItem(start_ts, commit_ts, k) for k in keys]
+        results = await asyncio.gather(
+            *(
+                self._commit_cells(shard, [items[i] for i in idx])
+                for shard, shard_chunks in self._group(keys).items()
+                for idx in shard_chunks
+            )
+        )
+        return [f for part in results for f in part if f is not None]
 
     async def _commit_cells(
         self, shard: int, items: list[_CommitItem]
     ) -> list[CommitFailure | None]:
-        """Commit single cells, each of its own transaction, in one statement."""
+        """Commit cells of one shard (of one transaction or several) in one statement."""
         if len(items) == 1:
             it = items[0]
             k = it.key
