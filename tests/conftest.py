@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
@@ -13,12 +16,43 @@ import pytest
 from percolator.server.storage.embedded import EmbeddedPostgres
 
 
+@dataclass(frozen=True)
+class PostgresServer:
+    """A Postgres server for tests; ``dsn`` reaches its ``postgres`` database as superuser."""
+
+    dsn: str
+    kind: str
+
+
+def docker_engine_available() -> bool:
+    """True when a Docker engine answers (not just the docker client being installed)."""
+    if os.environ.get("PERCOLATOR_TEST_DOCKER") == "0" or shutil.which("docker") is None:
+        return False
+    result = subprocess.run(["docker", "info"], capture_output=True, timeout=20, check=False)
+    return result.returncode == 0
+
+
 @pytest.fixture(scope="session")
-def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedPostgres]:
-    """A real Postgres started by the tests themselves (pgserver's binaries)."""
+def embedded_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A real Postgres: in a container (testcontainers) where a Docker engine runs, else the
+    embedded one started by the tests themselves (pgserver's binaries)."""
+    if docker_engine_available():
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:
+            from testcontainers.postgres import PostgresContainer
+
+        # The store takes one advisory lock per row of a batch: give it the same lock table
+        # as the embedded server (docs/storage.md).
+        container = PostgresContainer("postgres:16", driver=None).with_command(
+            "postgres -c max_locks_per_transaction=1024 -c max_connections=300"
+        )
+        with container:
+            yield PostgresServer(container.get_connection_url(), "docker")
+        return
     pg = EmbeddedPostgres(Path(tmp_path_factory.mktemp("pg")))
     pg.start()
-    yield pg
+    yield PostgresServer(pg.dsn, "embedded")
     pg.stop()
 
 
@@ -40,7 +74,7 @@ async def create_database(base_dsn: str, prefix: str = "t") -> str:
 
 
 @pytest.fixture
-def fresh_dsns(embedded_pg: EmbeddedPostgres):
+def fresh_dsns(embedded_pg: PostgresServer):
     """A factory of DSNs of new, empty databases (one per shard)."""
 
     async def make(n: int = 1) -> list[str]:
