@@ -11,7 +11,9 @@ Postgres server, alternating raw and Percolator rounds so that machine noise hit
 - write:     a Percolator transaction writing one cell (start_ts, prewrite, commit_ts, commit).
 
 ``--cells N --shards S`` instead measures transactions that write N random cells spread over S
-shards, and counts the Postgres round trips per commit (secondaries included).
+shards, and counts the Postgres round trips per commit (secondaries included). Its baseline:
+transactions of N upserts on one raw Postgres database (no sharding, no snapshot isolation
+across databases).
 
 Both sides run on the same event loop (uvloop when installed, as ``percolator serve`` does).
 The oracle is the in-process one, persisting its high-water mark in the first shard, as
@@ -221,6 +223,15 @@ async def bench_multi_cell(s: Setup, args: argparse.Namespace, value: bytes) -> 
         committed += 1
         return True
 
+    async def raw_txn_op(rng: random.Random) -> bool:
+        rows = [(k, value) for k in sorted(rng.sample(s.keys, args.cells))]  # no deadlocks
+        async with s.raw_pool.acquire() as conn, conn.transaction():
+            await conn.executemany(
+                "INSERT INTO kv VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v", rows
+            )
+        return True
+
+    raw_rate = await throughput(raw_txn_op, args.concurrency, args.seconds)
     before = s.store.stats.snapshot()
     rate = await throughput(txn_op, args.concurrency, args.seconds)
     await s.client.secondaries.drain()
@@ -232,6 +243,8 @@ async def bench_multi_cell(s: Setup, args: argparse.Namespace, value: bytes) -> 
         "shards": args.shards,
         "tx_per_s": round(rate, 1),
         "cells_per_s": round(rate * args.cells),
+        "raw_tx_per_s": round(raw_rate, 1),
+        "tx_ratio": round(rate / raw_rate, 3),
         "round_trips_per_commit": round(trips / max(committed, 1), 2),
         "round_trips_by_op": by_op,
         "committed": committed,
