@@ -7,13 +7,12 @@ to the coordinator by :mod:`percolator.server.txn.liveness`) stays below their s
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
 from percolator.server.storage.store import CellStore
-from percolator.server.txn.config import TxnConfig
+from percolator.server.txn.config import TxnConfig, retry_delay_s
 from percolator.server.txn.errors import Retryable
 from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
@@ -81,8 +80,7 @@ class TransactionClient:
                 await txn.rollback()
                 if attempt == retries:
                     raise
-                delay = min(max_backoff_s, backoff_s * 2**attempt)
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                await asyncio.sleep(retry_delay_s(attempt, backoff_s, max_backoff_s))
             except BaseException:
                 await txn.rollback()
                 raise

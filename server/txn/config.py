@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 
@@ -29,3 +30,9 @@ class TxnConfig:
         mib = txn_bytes / (1024 * 1024)
         ttl = self.base_lock_ttl_ms * max(1.0, math.sqrt(mib))
         return int(min(ttl, self.max_lock_ttl_ms))
+
+
+def retry_delay_s(attempt: int, backoff_s: float, max_backoff_s: float = 1.0) -> float:
+    """How long to wait before retry number ``attempt`` (from 0) of a conflicted transaction:
+    exponential, capped, with jitter so that the transactions that collided spread out."""
+    return min(max_backoff_s, backoff_s * 2**attempt) * random.uniform(0.5, 1.5)

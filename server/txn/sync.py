@@ -7,7 +7,6 @@ async objects stay on their loop, so the facade may be used from any one thread 
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.client import TransactionClient
+from percolator.server.txn.config import retry_delay_s
 from percolator.server.txn.errors import Retryable
 from percolator.server.txn.transaction import Row, Transaction
 
@@ -148,7 +148,7 @@ class SyncTransactionClient:
                 txn.rollback()
                 if attempt == retries:
                     raise
-                time.sleep(min(1.0, backoff_s * 2**attempt) * random.uniform(0.5, 1.5))
+                time.sleep(retry_delay_s(attempt, backoff_s))
             except BaseException:
                 txn.rollback()
                 raise
