@@ -58,3 +58,53 @@ async def test_transaction_older_than_the_safe_point_cannot_commit(
     await collect_garbage(client.store, client.resolver, await clock.get_timestamp())
     with pytest.raises(TransactionTooOld):
         await old.commit()
+
+
+async def test_coordinator_gc_waits_for_reported_transactions(fresh_dsns) -> None:
+    """Periodic GC in the coordinator never collects what a reported running transaction
+    reads; once that client stops reporting (crashed, lease over), GC catches up."""
+    import asyncio
+
+    from percolator.server.storage.postgres_store import PostgresCellStore
+    from percolator.server.txn.coordinator import start_coordinator
+    from percolator.server.txn.liveness import LivenessReporter
+    from percolator.server.txn.timestamp_client import CoordinatorClient, GrpcTimestampSource
+
+    dsns = await fresh_dsns(2)
+    store = await PostgresCellStore.connect(dsns)
+    handle = await start_coordinator(
+        "127.0.0.1:0", dsns[0], gc_lifetime_ms=1, gc_store=store, gc_interval_s=0.2
+    )
+    clock = GrpcTimestampSource(handle.address)
+    client = TransactionClient(store, clock)
+    control = CoordinatorClient(handle.address)
+    reporter = LivenessReporter(control, client.min_running_start_ts, interval_s=0.1, lease_ms=500)
+    await write(client, b"a", b"old")
+    reader = await client.begin()
+    await reporter.report()  # the reader is registered before anything newer is written
+    reporter.start()
+    for i in range(5):
+        await write(client, b"a", f"new{i}".encode())
+    await asyncio.sleep(1.0)  # five GC passes
+    assert await reader.get("t", b"a", "c") == b"old"
+
+    await reporter.stop()
+    await reader.rollback()
+    await asyncio.sleep(1.5)  # the lease ends; GC passes at a safe point near now
+    async with client.begin() as txn:
+        assert await txn.get("t", b"a", "c") == b"new4"
+    versions = 0
+    import asyncpg
+
+    for dsn in dsns:
+        conn = await asyncpg.connect(dsn)
+        versions += await conn.fetchval(
+            "SELECT count(*) FROM percolator_write WHERE tbl = 't' AND rkey = 'a'"
+        )
+        await conn.close()
+    assert versions == 1, "only the newest version is left"
+    await client.close()
+    await control.close()
+    await clock.close()
+    await handle.stop()
+    await store.close()
