@@ -23,6 +23,18 @@ class CorruptRecordError(StoreError):
     """A lock or write record in a format this code does not understand."""
 
 
+class SnapshotTooOld(StoreError):
+    """A read at a timestamp below the shard's GC safe point: its versions may be gone."""
+
+    def __init__(self, ts: int, safe_point: int) -> None:
+        super().__init__(
+            f"snapshot at ts {ts} is older than the GC safe point {safe_point}: the versions it "
+            "reads may have been collected (transaction ran longer than the GC lifetime)"
+        )
+        self.ts = ts
+        self.safe_point = safe_point
+
+
 class LimitExceeded(StoreError, ValueError):
     """A key, column name or value is larger than the documented limit."""
 

@@ -27,6 +27,7 @@ from percolator.server.storage.cells import (
     TxnStatus,
     WriteKind,
 )
+from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.sharding import shard_for
 from percolator.server.storage.store import CellStore, StoreStats
 
@@ -170,7 +171,12 @@ class MemoryCellStore(CellStore):
 
     async def read(self, ts: int, keys: Sequence[CellKey]) -> list[CellRead]:
         await self._round_trips("read", keys)
+        self._check_snapshot(ts)
         return [self._read_one(ts, key) for key in keys]
+
+    def _check_snapshot(self, ts: int) -> None:
+        if ts < self._safe_point:
+            raise SnapshotTooOld(ts, self._safe_point)
 
     def _read_one(self, ts: int, key: CellKey) -> CellRead:
         cell = self._cells.get(key)
@@ -196,6 +202,7 @@ class MemoryCellStore(CellStore):
         *,
         page_size: int = 1000,
     ) -> AsyncIterator[CellRead]:
+        self._check_snapshot(ts)
         wanted = set(columns) if columns is not None else None
         keys = sorted(
             k

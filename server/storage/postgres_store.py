@@ -36,6 +36,7 @@ from percolator.server.storage.cells import (
 from percolator.server.storage.errors import (
     CorruptRecordError,
     SchemaVersionError,
+    SnapshotTooOld,
     StoreError,
     StoreUnavailable,
     redact_dsn,
@@ -67,8 +68,9 @@ _TXN_STATE = {
 }
 
 _LOCK_COLUMNS = "l.start_ts, l.primary_tbl, l.primary_rkey, l.primary_col, l.ttl_ms, l.kind"
+_SAFE_POINT = "(SELECT safe_point FROM percolator_gc WHERE id = 1)"
 _READ_ONE = f"""
-SELECT {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
+SELECT {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value, {_SAFE_POINT}
 FROM (SELECT 1) one
 LEFT JOIN percolator_lock l
     ON l.tbl = $1 AND l.rkey = $2 AND l.col = $3 AND l.start_ts <= $4 AND l.kind <> 4
@@ -78,7 +80,7 @@ LEFT JOIN LATERAL (
     ORDER BY w.commit_ts DESC LIMIT 1
 ) w ON true"""
 _READ_MANY = f"""
-SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
+SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value, {_SAFE_POINT}
 FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[])
     WITH ORDINALITY AS k(tbl, rkey, col, ts, i)
 LEFT JOIN LATERAL (
@@ -154,7 +156,9 @@ SELECT false AS is_lock, rkey, col, commit_ts, kind, value, NULL::bigint AS star
     NULL::integer AS ttl_ms FROM w
 UNION ALL
 SELECT true, rkey, col, NULL, kind, NULL, start_ts, primary_tbl, primary_rkey, primary_col,
-    ttl_ms FROM l"""
+    ttl_ms FROM l
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, {_SAFE_POINT}, NULL, NULL, NULL, NULL"""
 
 
 _SCAN_SQL = {
@@ -208,7 +212,7 @@ class _Shard:
     index: int
     dsn: str
     pool: asyncpg.Pool
-    reads: StatementBatcher[tuple[CellKey, int], CellRead] = field(init=False)
+    reads: StatementBatcher[tuple[CellKey, int], CellRead | SnapshotTooOld] = field(init=False)
     prewrites: StatementBatcher[_PrewriteItem, PrewriteFailure | None] = field(init=False)
     commits: StatementBatcher[_CommitItem, CommitFailure | None] = field(init=False)
 
@@ -501,10 +505,14 @@ class PostgresCellStore(CellStore):
         if len(keys) == 1:
             k = keys[0]
             shard = self.shard_of(k.table, k.row)
-            if not self._coalesce:
-                return await self._read_cells(shard, [(k, ts)])
-            return [await self._shards[shard].reads.submit((k, ts))]
-        results: list[CellRead | None] = [None] * len(keys)
+            if self._coalesce:
+                result = await self._shards[shard].reads.submit((k, ts))
+            else:
+                (result,) = await self._read_cells(shard, [(k, ts)])
+            if isinstance(result, SnapshotTooOld):
+                raise result
+            return [result]
+        results: list[CellRead | SnapshotTooOld | None] = [None] * len(keys)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
             by_shard[self.shard_of(k.table, k.row)].append(i)
@@ -515,10 +523,19 @@ class PostgresCellStore(CellStore):
                 results[i] = result
 
         await asyncio.gather(*(run(s, idx) for s, idx in by_shard.items()))
-        return [r for r in results if r is not None]
+        reads = []
+        for r in results:
+            if isinstance(r, SnapshotTooOld):
+                raise r
+            assert r is not None
+            reads.append(r)
+        return reads
 
-    async def _read_cells(self, shard: int, items: list[tuple[CellKey, int]]) -> list[CellRead]:
-        """Read cells of one shard, each at its own timestamp, in one statement."""
+    async def _read_cells(
+        self, shard: int, items: list[tuple[CellKey, int]]
+    ) -> list[CellRead | SnapshotTooOld]:
+        """Read cells of one shard, each at its own timestamp, in one statement. A cell read
+        below the safe point gets an error of its own, so it fails only its own reader."""
         keys = [k for k, _ in items]
         ts = [t for _, t in items]
         if len(keys) == 1:
@@ -529,6 +546,8 @@ class PostgresCellStore(CellStore):
                 lambda conn: conn.fetchrow(_READ_ONE, k.table, k.row, k.column, ts[0]),
             )
             assert record is not None
+            if ts[0] < record[9]:
+                return [SnapshotTooOld(ts[0], record[9])]
             return [_read_result(k, record, 0)]
         tbl = [k.table for k in keys]
         rows = [k.row for k in keys]
@@ -538,9 +557,11 @@ class PostgresCellStore(CellStore):
             self._shards[shard],
             lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, ts),
         )
-        results: list[CellRead] = [None] * len(keys)  # type: ignore[list-item]
+        results: list[CellRead | SnapshotTooOld] = [None] * len(keys)  # type: ignore[list-item]
         for r in records:
-            results[r[0] - 1] = _read_result(keys[r[0] - 1], r, 1)
+            i = r[0] - 1
+            too_old = ts[i] < r[10]
+            results[i] = SnapshotTooOld(ts[i], r[10]) if too_old else _read_result(keys[i], r, 1)
         return results
 
     async def scan(
@@ -584,6 +605,9 @@ class PostgresCellStore(CellStore):
             records = await self._call(
                 "scan", shard, lambda conn, sql=sql, args=args: conn.fetch(sql, *args)
             )
+            safe_point = next(r["start_ts"] for r in records if r["is_lock"] is None)
+            if ts < safe_point:
+                raise SnapshotTooOld(ts, safe_point)
             cells, cursor = _scan_page(table, records, page_size)
             for cell in cells:
                 yield cell
@@ -672,7 +696,7 @@ def _scan_page(
     Writes and locks are each limited to ``page_size``; where one list was cut short, cells past
     its last key are not yet known, so the page ends there and the next starts after it.
     """
-    writes = [r for r in records if not r["is_lock"]]
+    writes = [r for r in records if r["is_lock"] is False]
     locks = [r for r in records if r["is_lock"]]
     bounds = [(rs[-1]["rkey"], rs[-1]["col"]) for rs in (writes, locks) if len(rs) >= page_size]
     bound = min(bounds) if bounds else None

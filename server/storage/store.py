@@ -101,7 +101,10 @@ class CellStore(abc.ABC):
 
     @abc.abstractmethod
     async def read(self, ts: int, keys: Sequence[CellKey]) -> list[CellRead]:
-        """Read cells as of ts, in the order given."""
+        """Read cells as of ts, in the order given.
+
+        Raises SnapshotTooOld when ts is below the shard's GC safe point.
+        """
 
     @abc.abstractmethod
     def scan(

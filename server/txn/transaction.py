@@ -24,11 +24,16 @@ from percolator.server.storage.cells import (
     Mutation,
     WriteKind,
 )
-from percolator.server.storage.errors import LimitExceeded
+from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.committer import TwoPhaseCommitter
 from percolator.server.txn.config import TxnConfig
-from percolator.server.txn.errors import LockWaitTimeout, TransactionClosed, TransactionTooLarge
+from percolator.server.txn.errors import (
+    LockWaitTimeout,
+    TransactionClosed,
+    TransactionTooLarge,
+    TransactionTooOld,
+)
 from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
 from percolator.server.txn.timestamps import TimestampSource
@@ -108,7 +113,7 @@ class Transaction:
         own = self._own_writes_in(table, start, end, columns)
         current: bytes | None = None
         values: dict[str, bytes] = {}
-        async for cell in self._merged_cells(table, start, end, columns, own):
+        async for cell in self._merged_cells_checked(table, start, end, columns, own):
             if cell.key.row != current:
                 if current is not None and values:
                     yield current, values
@@ -134,6 +139,20 @@ class Transaction:
             ),
             key=lambda m: m.key,
         )
+
+    async def _merged_cells_checked(
+        self,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None,
+        own: list[Mutation],
+    ) -> AsyncIterator[CellRead]:
+        try:
+            async for cell in self._merged_cells(table, start, end, columns, own):
+                yield cell
+        except SnapshotTooOld as exc:
+            raise TransactionTooOld(f"transaction {self.start_ts}: {exc}; retry it") from exc
 
     async def _merged_cells(
         self,
@@ -161,6 +180,12 @@ class Transaction:
 
     async def _read(self, keys: Sequence[CellKey]) -> list[CellRead]:
         """Read at start_ts, resolving locks and waiting for live ones up to the timeout."""
+        try:
+            return await self._read_resolving(keys)
+        except SnapshotTooOld as exc:
+            raise TransactionTooOld(f"transaction {self.start_ts}: {exc}; retry it") from exc
+
+    async def _read_resolving(self, keys: Sequence[CellKey]) -> list[CellRead]:
         results = await self._s.store.read(self.start_ts, keys)
         blocked = [i for i, r in enumerate(results) if r.lock is not None]
         if not blocked:

@@ -15,6 +15,7 @@ from percolator.server.storage.cells import (
     WriteKind,
     ts_from_physical_ms,
 )
+from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.memory_store import MemoryCellStore
 from percolator.server.storage.store import CellStore
 
@@ -304,3 +305,14 @@ async def test_one_round_trip_per_shard_batch(store: CellStore) -> None:
     after = store.stats.snapshot()
     for op in ("prewrite", "commit", "read"):
         assert after.get(op, 0) - before.get(op, 0) == len(shards), op
+
+
+async def test_reads_below_the_safe_point_are_refused(store: CellStore) -> None:
+    await write(store, key("a"), b"1", ts(1), ts(2))
+    assert await store.set_gc_safe_point(ts(5)) == ts(5)
+    assert [r.value for r in await store.read(ts(5), [key("a")])] == [b"1"]
+    for keys in ([key("a")], [key("a"), key("b")]):
+        with pytest.raises(SnapshotTooOld):
+            await store.read(ts(4), keys)
+    with pytest.raises(SnapshotTooOld):
+        [c async for c in store.scan(ts(4), "t", None, None)]

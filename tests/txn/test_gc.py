@@ -50,6 +50,19 @@ async def test_gc_rolls_forward_before_removing_a_primary_commit_record(
         assert await txn.get("t", b"p", "c") == b"p2"
 
 
+async def test_transaction_older_than_the_safe_point_cannot_read(
+    client: TransactionClient, clock: WallClock
+) -> None:
+    await write(client, b"a", b"1")
+    old = await client.begin()
+    await write(client, b"a", b"2")
+    await collect_garbage(client.store, client.resolver, await clock.get_timestamp())
+    with pytest.raises(TransactionTooOld):
+        await old.get("t", b"a", "c")
+    with pytest.raises(TransactionTooOld):
+        [row async for row in old.scan("t")]
+
+
 async def test_transaction_older_than_the_safe_point_cannot_commit(
     client: TransactionClient, clock: WallClock
 ) -> None:
