@@ -290,6 +290,12 @@ class Transaction:
         if self.state != TransactionState.ACTIVE:
             raise TransactionClosed(f"transaction {self.start_ts} is already {self.state.value}")
 
+    def __del__(self) -> None:
+        # Dropped without commit or rollback: nothing was sent, but it must stop holding the GC
+        # safe point back (the client reports the oldest running start_ts).
+        if self.state == TransactionState.ACTIVE:
+            self._s.on_finish(self.start_ts)
+
     async def __aenter__(self) -> Transaction:
         return self
 

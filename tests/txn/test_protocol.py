@@ -272,3 +272,13 @@ async def test_closed_transaction_and_limits(client: TransactionClient) -> None:
     with pytest.raises(TransactionTooLarge):
         big.set("acct", b"3", "v", b"1")
     await big.rollback()
+
+
+async def test_a_dropped_transaction_stops_holding_gc_back(client: TransactionClient) -> None:
+    import gc
+
+    txn = await client.begin()
+    assert client.min_running_start_ts() == txn.start_ts
+    del txn
+    gc.collect()
+    assert client.min_running_start_ts() is None
