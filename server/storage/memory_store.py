@@ -118,12 +118,13 @@ class MemoryCellStore(CellStore):
             if cell.lock.info.start_ts == start_ts:
                 return None
             return PrewriteFailure(m.key, PrewriteStatus.LOCKED, lock=cell.lock.info)
-        for w in cell.writes:
-            if w.commit_ts < start_ts:
-                break
-            if w.kind == WriteKind.ROLLBACK and w.start_ts == start_ts:
-                return PrewriteFailure(m.key, PrewriteStatus.ROLLED_BACK)
-            return PrewriteFailure(m.key, PrewriteStatus.WRITE_CONFLICT, conflict_ts=w.commit_ts)
+        newer = [w for w in cell.writes if w.commit_ts >= start_ts]  # newest first
+        if any(w.kind == WriteKind.ROLLBACK and w.start_ts == start_ts for w in newer):
+            return PrewriteFailure(m.key, PrewriteStatus.ROLLED_BACK)
+        if newer:
+            return PrewriteFailure(
+                m.key, PrewriteStatus.WRITE_CONFLICT, conflict_ts=newer[0].commit_ts
+            )
         info = LockInfo(m.key, start_ts, primary, ttl_ms, m.kind)
         cell.lock = _Lock(info, m.value if m.kind == WriteKind.PUT else None)
         return None

@@ -162,6 +162,14 @@ async def test_rollback_with_marker_stops_a_delayed_prewrite(store: CellStore) -
     assert (await store.read(ts(5), [k]))[0].value == b"y"
 
 
+async def test_rollback_record_wins_over_a_newer_write(store: CellStore) -> None:
+    k = key("a")
+    assert await store.rollback(ts(1), [k], leave_marker=True) == []
+    await write(store, k, b"later", ts(2), ts(3))
+    failures = await store.prewrite(ts(1), k, 3000, [put(k, b"x")])
+    assert [f.status for f in failures] == [PrewriteStatus.ROLLED_BACK]
+
+
 async def test_rollback_without_marker_only_removes_the_lock(store: CellStore) -> None:
     k = key("a")
     assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
