@@ -5,7 +5,7 @@ Postgres server, alternating raw and Percolator rounds so that machine noise hit
 
 - raw read:  ``SELECT v FROM kv WHERE k = $1`` through an asyncpg pool;
 - read:      a read-only Percolator transaction reading one cell (start_ts + one read);
-             concurrent point reads of a shard share statements (``read_batcher.py``);
+             concurrent point reads of a shard share statements (``statement_batcher.py``);
 - read_unbatched: the same with each read its own statement, reported beside it;
 - raw write: ``INSERT ... ON CONFLICT (k) DO UPDATE`` through an asyncpg pool;
 - write:     a Percolator transaction writing one cell (start_ts, prewrite, commit_ts, commit).

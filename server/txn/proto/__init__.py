@@ -1,1 +1,1 @@
-"""Generated gRPC/protobuf code for the coordinator (regenerate with bench/../scripts)."""
+"""Generated gRPC/protobuf code for the coordinator (regenerate with scripts/gen_proto.sh)."""
