@@ -113,13 +113,16 @@ class Transaction:
         own = self._own_writes_in(table, start, end, columns)
         current: bytes | None = None
         values: dict[str, bytes] = {}
-        async for cell in self._merged_cells_checked(table, start, end, columns, own):
-            if cell.key.row != current:
-                if current is not None and values:
-                    yield current, values
-                current, values = cell.key.row, {}
-            if cell.value is not None:
-                values[cell.key.column] = cell.value
+        try:
+            async for cell in self._merged_cells(table, start, end, columns, own):
+                if cell.key.row != current:
+                    if current is not None and values:
+                        yield current, values
+                    current, values = cell.key.row, {}
+                if cell.value is not None:
+                    values[cell.key.column] = cell.value
+        except SnapshotTooOld as exc:
+            raise self._too_old(exc) from exc
         if current is not None and values:
             yield current, values
 
@@ -139,20 +142,6 @@ class Transaction:
             ),
             key=lambda m: m.key,
         )
-
-    async def _merged_cells_checked(
-        self,
-        table: str,
-        start: bytes | None,
-        end: bytes | None,
-        columns: Sequence[str] | None,
-        own: list[Mutation],
-    ) -> AsyncIterator[CellRead]:
-        try:
-            async for cell in self._merged_cells(table, start, end, columns, own):
-                yield cell
-        except SnapshotTooOld as exc:
-            raise TransactionTooOld(f"transaction {self.start_ts}: {exc}; retry it") from exc
 
     async def _merged_cells(
         self,
@@ -183,7 +172,10 @@ class Transaction:
         try:
             return await self._read_resolving(keys)
         except SnapshotTooOld as exc:
-            raise TransactionTooOld(f"transaction {self.start_ts}: {exc}; retry it") from exc
+            raise self._too_old(exc) from exc
+
+    def _too_old(self, exc: SnapshotTooOld) -> TransactionTooOld:
+        return TransactionTooOld(f"transaction {self.start_ts}: {exc}; retry it")
 
     async def _read_resolving(self, keys: Sequence[CellKey]) -> list[CellRead]:
         results = await self._s.store.read(self.start_ts, keys)
