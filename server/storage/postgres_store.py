@@ -105,9 +105,7 @@ _PREWRITE_EACH = (
 _COMMIT_EACH = "SELECT * FROM percolator_commit_each($1, $2, $3, $4, $5, $6)"
 _ROLLBACK = "SELECT * FROM percolator_rollback($1, $2, $3, $4, $5, $6)"
 _CHECK_TXN_STATUS = "SELECT * FROM percolator_check_txn_status($1, $2, $3, $4, $5, $6, $7)"
-_HEARTBEAT = """
-UPDATE percolator_lock SET ttl_ms = GREATEST(ttl_ms, $5)
-WHERE tbl = $1 AND rkey = $2 AND col = $3 AND start_ts = $4 RETURNING 1"""
+_HEARTBEAT = "SELECT percolator_heartbeat($1, $2, $3, $4, $5, $6)"
 _SCAN_LOCKS = f"""
 SELECT l.tbl, l.rkey, l.col, {_LOCK_COLUMNS} FROM percolator_lock l
 WHERE l.start_ts < $1 ORDER BY l.tbl, l.rkey, l.col LIMIT $2"""
@@ -645,7 +643,13 @@ class PostgresCellStore(CellStore):
             "heartbeat",
             shard,
             lambda conn: conn.fetchval(
-                _HEARTBEAT, primary.table, primary.row, primary.column, start_ts, ttl_ms
+                _HEARTBEAT,
+                primary.table,
+                primary.row,
+                primary.column,
+                row_hash(primary.table, primary.row),
+                start_ts,
+                ttl_ms,
             ),
         )
         return result is not None

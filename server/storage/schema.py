@@ -13,7 +13,8 @@ Per shard:
 ``percolator_gc``
     The shard's GC safe point; a prewrite at or below it fails.
 ``percolator_meta``
-    The schema version.
+    The schema version (``SCHEMA_VERSION``); ``MIGRATIONS[v]`` brings a shard from ``v - 1`` to
+    ``v``, so a shard of any older version is upgraded step by step on first use.
 
 Mutating functions first take ``pg_advisory_xact_lock`` on every distinct row they touch, in
 ascending key order (no deadlocks), in a statement of their own: in READ COMMITTED each later
@@ -25,7 +26,7 @@ same transaction both passing their checks).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 MIGRATION_LOCK_KEY = 0x5045_5243_4F4C_0001
 """Advisory lock held while creating or migrating the schema (one migrator at a time)."""
 
@@ -254,7 +255,29 @@ BEGIN
 END $$""",
 ]
 
+# Version 2: the heartbeat takes its row's lock like every other mutation. As a bare UPDATE it
+# could interleave with check_txn_status, which reads the lock, finds it expired and deletes it:
+# the heartbeat's UPDATE landed in between, so it reported the lock extended while the check
+# rolled the transaction back on the TTL it had read before.
+_V2_HEARTBEAT = [
+    """CREATE OR REPLACE FUNCTION percolator_heartbeat(
+    p_tbl text, p_row bytea, p_col text, p_hash bigint, p_start_ts bigint, p_ttl integer)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    ttl integer;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_hash);
+    UPDATE percolator_lock l SET ttl_ms = GREATEST(l.ttl_ms, p_ttl)
+        WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col AND l.start_ts = p_start_ts
+        RETURNING l.ttl_ms INTO ttl;
+    RETURN ttl;
+END $$""",
+]
+
 MIGRATIONS: dict[int, list[str]] = {
-    1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS
+    1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS,
+    2: _V2_HEARTBEAT,
 }
 """Statements that bring a shard from version ``v - 1`` to ``v``."""
