@@ -1,23 +1,26 @@
-"""What only the Postgres store has: schema versions, bad input, races, big batches."""
+"""What only the Postgres store has: schema versions, bad input, races, big batches, and the
+exact round trips of docs/storage.md."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from percolator.server.storage.cells import CellKey, Mutation, WriteKind
+from percolator.server.storage.cells import CellKey, Mutation, TxnState, WriteKind
 from percolator.server.storage.errors import (
     CorruptRecordError,
     SchemaVersionError,
     StoreUnavailable,
 )
 from percolator.server.storage.postgres_store import MAX_ROWS_PER_STATEMENT, PostgresCellStore
-from percolator.server.storage.schema import SCHEMA_VERSION
+from percolator.server.storage.schema import MIGRATIONS, SCHEMA_VERSION
+from percolator.server.storage.sharding import row_hash
 
-from .test_contract import key, put, ts
+from .test_contract import key, put, ts, write
 
 
 async def test_schema_is_created_once_with_its_version(fresh_dsns) -> None:
@@ -110,4 +113,214 @@ async def test_big_batches_are_chunked_and_counted(fresh_dsns) -> None:
     assert await store.commit(ts(1), ts(2), cells) == []
     scanned = [c async for c in store.scan(ts(3), "big", None, None, ["b"], page_size=300)]
     assert [c.key for c in scanned] == [c for c in cells if c.column == "b"]
+    await store.close()
+
+
+async def test_an_older_shard_is_migrated_step_by_step(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    conn = await asyncpg.connect(dsn)
+    try:
+        # A shard as version 1 of the code left it.
+        await conn.execute("CREATE TABLE percolator_meta (key text PRIMARY KEY, value text)")
+        for statement in MIGRATIONS[1]:
+            await conn.execute(statement)
+        await conn.execute("INSERT INTO percolator_meta VALUES ('schema_version', '1')")
+        store = await PostgresCellStore.connect([dsn])
+        version = await conn.fetchval(
+            "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
+        )
+    finally:
+        await conn.close()
+    assert version == str(SCHEMA_VERSION)
+    k = key("a")
+    assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
+    assert await store.heartbeat(k, ts(1), 9000)
+    await store.close()
+
+
+async def test_a_silent_server_times_out_instead_of_hanging() -> None:
+    """A server that accepts the connection and never answers (a hung host, a firewall)."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    dsn = f"postgresql://u@127.0.0.1:{port}/db"
+    started = time.monotonic()
+    try:
+        with pytest.raises(StoreUnavailable, match=f"127.0.0.1:{port}/db"):
+            await PostgresCellStore.connect([dsn], connect_timeout=1.0)
+    finally:
+        for w in accepted:
+            w.close()
+        server.close()
+        await server.wait_closed()
+    assert time.monotonic() - started < 4
+
+
+@pytest.fixture
+async def two_shards(fresh_dsns) -> AsyncIterator[tuple[PostgresCellStore, list[str]]]:
+    dsns = await fresh_dsns(2)
+    store = await PostgresCellStore.connect(dsns)
+    yield store, dsns
+    await store.close()
+
+
+def _keys_on_both_shards(store: PostgresCellStore, n: int) -> list[CellKey]:
+    keys = [key(f"r{i:03d}") for i in range(n)]
+    assert {store.shard_of(k.table, k.row) for k in keys} == {0, 1}
+    return keys
+
+
+async def test_round_trips_per_operation_are_as_documented(two_shards) -> None:
+    """docs/storage.md, "Operations and their round trips": one statement per shard batch."""
+    store, _ = two_shards
+    keys = _keys_on_both_shards(store, 30)
+    per_shard = [sum(store.shard_of(k.table, k.row) == s for k in keys) for s in (0, 1)]
+
+    async def trips(op: str, action) -> int:
+        before = store.stats.snapshot().get(op, 0)
+        await action
+        return store.stats.snapshot().get(op, 0) - before
+
+    muts = [put(k, b"v") for k in keys]
+    assert await trips("prewrite", store.prewrite(ts(1), keys[0], 3000, muts)) == 2
+    assert await trips("heartbeat", store.heartbeat(keys[0], ts(1), 9000)) == 1
+    assert await trips("scan_locks", store.scan_locks(ts(2))) == 2
+    live = store.check_txn_status(keys[0], ts(1), ts(2), rollback_if_missing=False)
+    assert await trips("check_txn_status", live) == 1
+    assert await trips("commit", store.commit(ts(1), ts(2), keys)) == 2
+    assert await trips("commit", store.commit(ts(1), ts(2), keys[:1])) == 1
+    assert await trips("read", store.read(ts(3), keys)) == 2
+    assert await trips("read", store.read(ts(3), keys[:1])) == 1
+    assert await trips("prewrite", store.prewrite(ts(4), keys[0], 3000, muts[:1])) == 1
+    assert await trips("rollback", store.rollback(ts(4), keys, leave_marker=True)) == 2
+
+    # A scan sends a page per shard until a page comes back short: n // page_size + 1 each.
+    page = 4
+    scan = [c async for c in store.scan(ts(5), "t", None, None, page_size=page)]
+    assert len(scan) == len(keys)
+    assert store.stats.round_trips["scan"] == sum(n // page + 1 for n in per_shard)
+
+    assert await trips("set_gc_safe_point", store.set_gc_safe_point(ts(5))) == 2
+    assert await trips("gc", store.gc(ts(5))) == 2
+
+
+async def _wait_for_lock(conn: asyncpg.Connection, k: CellKey) -> None:
+    query = "SELECT count(*) FROM percolator_lock WHERE tbl = $1 AND rkey = $2 AND col = $3"
+    # Another process's table: polling it is the only way to watch it.
+    async with asyncio.timeout(10):
+        while True:
+            if await conn.fetchval(query, k.table, k.row, k.column):
+                return
+            await asyncio.sleep(0.01)
+
+
+async def test_shards_are_written_in_parallel(two_shards) -> None:
+    """With one shard's row held, the other shard's part of the batch still completes."""
+    store, dsns = two_shards
+    keys = _keys_on_both_shards(store, 30)
+    by_shard = {store.shard_of(k.table, k.row): k for k in keys}
+    for n, (blocked, other) in enumerate([(0, 1), (1, 0)]):
+        held = by_shard[blocked]
+        blocker = await asyncpg.connect(dsns[blocked])
+        watcher = await asyncpg.connect(dsns[other])
+        try:
+            await blocker.execute("SELECT pg_advisory_lock($1)", row_hash(held.table, held.row))
+            start = ts(10 + n)
+            muts = [put(by_shard[0], b"v"), put(by_shard[1], b"v")]
+            task = asyncio.create_task(store.prewrite(start, by_shard[0], 3000, muts))
+            await _wait_for_lock(watcher, by_shard[other])
+            assert not task.done()
+            await blocker.execute("SELECT pg_advisory_unlock_all()")
+            assert await task == []
+            await store.rollback(start, list(by_shard.values()), leave_marker=False)
+        finally:
+            await blocker.close()
+            await watcher.close()
+
+
+async def test_rows_live_on_their_shard_and_scans_merge_in_order(two_shards) -> None:
+    store, dsns = two_shards
+    keys = _keys_on_both_shards(store, 40)
+    cells = [CellKey(k.table, k.row, col) for k in keys for col in ("a", "b")]
+    assert await store.prewrite(ts(1), cells[0], 3000, [put(c, c.row) for c in cells]) == []
+    assert await store.commit(ts(1), ts(2), cells) == []
+    for shard, dsn in enumerate(dsns):
+        conn = await asyncpg.connect(dsn)
+        try:
+            stored = await conn.fetch("SELECT DISTINCT rkey FROM percolator_write")
+        finally:
+            await conn.close()
+        expected = {k.row for k in keys if store.shard_of(k.table, k.row) == shard}
+        assert {r["rkey"] for r in stored} == expected
+    scanned = [c async for c in store.scan(ts(3), "t", None, None, page_size=7)]
+    assert [c.key for c in scanned] == sorted(cells)
+    assert all(c.value == c.key.row for c in scanned)
+    ranged = [c.key async for c in store.scan(ts(3), "t", b"r010", b"r020", ["b"], page_size=3)]
+    assert ranged == [c for c in sorted(cells) if b"r010" <= c.row < b"r020" and c.column == "b"]
+
+
+async def test_unknown_lock_kind_is_an_error_and_the_store_stays_usable(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    k, other = key("a"), key("b")
+    await write(store, other, b"fine", ts(1), ts(2))
+    assert await store.prewrite(ts(3), k, 3000, [put(k, b"x")]) == []
+    conn = await asyncpg.connect(dsn)
+    await conn.execute("UPDATE percolator_lock SET kind = 7")
+    await conn.close()
+    for attempt in (
+        store.read(ts(4), [k]),
+        store.scan_locks(ts(4)),
+        store.check_txn_status(k, ts(3), ts(4), rollback_if_missing=False),
+        store.prewrite(ts(5), k, 3000, [put(k, b"y")]),
+    ):
+        with pytest.raises(CorruptRecordError, match="unknown record kind 7"):
+            await attempt
+    with pytest.raises(CorruptRecordError):
+        [c async for c in store.scan(ts(4), "t", None, None)]
+    assert [r.value for r in await store.read(ts(4), [other])] == [b"fine"]
+    await store.close()
+
+
+async def test_heartbeat_and_expiry_check_never_both_win(fresh_dsns) -> None:
+    """A heartbeat that reports the lock extended must not lose it to a concurrent check that
+    read the old TTL (schema version 2 made the heartbeat take its row's lock)."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn], pool_size=8)
+    for i in range(150):
+        k = key(f"hb{i}")
+        start = ts(10 + i)
+        assert await store.prewrite(start, k, 10, [put(k, b"x")]) == []
+        expired_now = start + ts(100) - ts(0)  # 100 ms after start: past the 10 ms TTL
+        extended, status = await asyncio.gather(
+            store.heartbeat(k, start, 3_600_000),
+            store.check_txn_status(k, start, expired_now, rollback_if_missing=False),
+        )
+        if extended:
+            assert status.state == TxnState.LOCKED, f"round {i}"
+        else:
+            assert status.state == TxnState.ROLLED_BACK, f"round {i}"
+    await store.close()
+
+
+async def test_commit_and_rollback_of_one_transaction_never_both_win(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn], pool_size=8)
+    for i in range(150):
+        k = key(f"cr{i}")
+        start = ts(10 + i)
+        assert await store.prewrite(start, k, 3000, [put(k, b"x")]) == []
+        failures, committed = await asyncio.gather(
+            store.commit(start, start + 1, [k]),
+            store.rollback(start, [k], leave_marker=True),
+        )
+        # Committed first: the rollback reports the cell committed. Rolled back first: the
+        # commit fails. Never a commit that the rollback did not see.
+        assert (failures == []) == (committed == [k]), f"round {i}"
+        value = (await store.read(start + 2, [k]))[0].value
+        assert value == (b"x" if committed else None), f"round {i}"
     await store.close()
