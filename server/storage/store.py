@@ -51,10 +51,6 @@ class StoreStats:
 
     round_trips: Counter[str] = field(default_factory=Counter)
 
-    def total(self) -> int:
-        """All round trips of every operation."""
-        return sum(self.round_trips.values())
-
     def snapshot(self) -> dict[str, int]:
         """A copy of the counters, for diffing before and after an operation."""
         return dict(self.round_trips)

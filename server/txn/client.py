@@ -56,10 +56,6 @@ class TransactionClient:
         """The oldest start_ts among this process's running transactions."""
         return min(self._running, default=None)
 
-    @property
-    def running_count(self) -> int:
-        return len(self._running)
-
     async def run_in_transaction(
         self,
         fn: Callable[[Transaction], Awaitable[T]],
