@@ -124,6 +124,10 @@ class Session(Protocol):
     def take_parameter_changes(self) -> list[tuple[str, str]]:
         """ParameterStatus messages owed since the last call (after ``SET application_name``)."""
 
+    def take_deallocations(self) -> list[str | None]:
+        """Named statements that SQL ``DEALLOCATE`` removed since the last call (None: all of
+        them); the front end drops them from its table of prepared statements."""
+
     def parse(self, sql: str) -> list[ParsedStatement]:
         """Split a query string into statements and parse them; raises SqlError (42601 with a
         position) for bad syntax. An empty string gives one empty statement."""

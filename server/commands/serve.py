@@ -1,32 +1,89 @@
-"""``percolator serve``: run the system on one machine.
+"""``percolator serve``: the SQL server (Postgres wire protocol) and, unless told otherwise,
+everything it needs in one process.
 
 With no options: an embedded Postgres in ``./data``, the coordinator (oracle, liveness, GC) on
-127.0.0.1:7470. The SQL front end (Postgres wire protocol on port 5433) is not built yet; until
-it is, applications use the Python client API against this process.
+127.0.0.1:7470, and SQL on 127.0.0.1:5433. Settings come from flags, ``PERCOLATOR_*``
+environment variables or a TOML file (see ``percolator.server.config``). SIGTERM or SIGINT
+shuts down gracefully: no new connections, running statements get the shutdown timeout to
+finish, open transactions roll back; nothing is left half-committed.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import signal
+import sys
 
-from percolator.server.commands import coordinator
+from percolator.server import config as server_config
+from percolator.server.runtime import resolve_dsns, start_server
+from percolator.server.storage.errors import StoreError
+from percolator.server.txn import eventloop
+from percolator.server.txn.timestamps import OracleError
 
-BANNER = """percolator is running: coordinator on {0}
-  Python:  db = await percolator.clients.connect(coordinator="{0}", data_dir=...)
-  (the SQL front end on port 5433 is not implemented yet)"""
+log = logging.getLogger("percolator.serve")
+
+BANNER = """percolator is running
+  SQL:          psql "host={host} port={port} user={user} dbname={database}"
+  auth:         {auth}
+  coordinator:  {coordinator}
+  Python:       db = await percolator.clients.connect(coordinator="{coordinator}", store=...)"""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``serve`` subcommand."""
     p = subparsers.add_parser(
         "serve",
-        help="run the system (embedded Postgres and coordinator by default)",
+        help="run the SQL server (embedded Postgres and coordinator by default)",
         description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    coordinator.add_coordinator_arguments(p, "--coordinator-listen")
-    coordinator.add_store_arguments(p)
+    server_config.add_arguments(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    return coordinator.run(args, BANNER)
+    try:
+        config = server_config.load(args)
+    except (ValueError, OSError) as exc:
+        print(f"percolator: {exc}", file=sys.stderr)
+        return 2
+    try:
+        dsns, embedded = resolve_dsns(config)
+    except (StoreError, OSError, RuntimeError) as exc:
+        print(f"percolator: cannot start the embedded Postgres: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return eventloop.run(_serve(config, dsns))
+    except (OracleError, StoreError, OSError, ValueError) as exc:
+        print(f"percolator: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+async def _serve(config: server_config.ServerConfig, dsns: list[str]) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    server = await start_server(config, dsns)
+    host, _ = config.host_port
+    print(
+        BANNER.format(
+            host=host,
+            port=server.port,
+            user=config.user,
+            database=config.database,
+            auth=config.auth_method,
+            coordinator=server.coordinator_address,
+        ),
+        flush=True,
+    )
+    log.info("listening on %s:%d", host, server.port)
+    await stop.wait()
+    log.info("shutting down")
+    await server.close()
+    return 0

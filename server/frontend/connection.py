@@ -354,6 +354,11 @@ class Connection:
         assert self.session is not None
         for name, value in self.session.take_parameter_changes():
             self.channel.send(ParameterStatus(name, value))
+        for statement in self.session.take_deallocations():
+            if statement is None:
+                self._statements.clear()
+            else:
+                self._statements.pop(statement, None)
 
     async def _end_of_query(self) -> None:
         """End a simple Query or an extended batch: sync the session, drop the portals that

@@ -52,6 +52,17 @@ class TransactionClient:
         self._running.add(start_ts)
         return Transaction(self._services, start_ts)
 
+    async def renew_snapshot(self, txn: Transaction) -> None:
+        """Move a transaction to a new snapshot (READ COMMITTED: one per statement).
+
+        Its buffered writes move with it: they were never sent, so a newer start_ts only makes
+        the commit's conflict check compare against a later point, as a statement of a
+        read-committed transaction should."""
+        start_ts = await self.clock.get_timestamp()
+        self._running.add(start_ts)
+        self._running.discard(txn.start_ts)
+        txn.start_ts = start_ts
+
     def min_running_start_ts(self) -> int | None:
         """The oldest start_ts among this process's running transactions."""
         return min(self._running, default=None)

@@ -62,6 +62,14 @@ class TxnServices:
     """Called with start_ts once the transaction has committed or rolled back."""
 
 
+@dataclass(frozen=True)
+class Savepoint:
+    """A copy of a transaction's write buffer (see :meth:`Transaction.savepoint`)."""
+
+    writes: dict[CellKey, Mutation]
+    size: int
+
+
 class TransactionState(Enum):
     """Where a transaction is in its life."""
 
@@ -236,6 +244,18 @@ class Transaction:
             )
         self._writes[key] = mutation
         self._bytes += size
+
+    def savepoint(self) -> Savepoint:
+        """The buffered writes as they are now (writes are buffered until commit, so a
+        savepoint is a copy of the buffer, with no round trip)."""
+        self._check_active()
+        return Savepoint(dict(self._writes), self._bytes)
+
+    def rollback_to(self, savepoint: Savepoint) -> None:
+        """Discard the writes buffered since ``savepoint``."""
+        self._check_active()
+        self._writes = dict(savepoint.writes)
+        self._bytes = savepoint.size
 
     @property
     def read_only(self) -> bool:

@@ -171,6 +171,9 @@ class FakeSession:
         out, self.changes = self.changes, []
         return out
 
+    def take_deallocations(self) -> list[str | None]:
+        return []
+
     def parse(self, sql: str) -> list[ParsedStatement]:
         parts = [p.strip() for p in sql.split(";")]
         statements = [ParsedStatement(p) for p in parts if p]

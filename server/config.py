@@ -1,0 +1,133 @@
+"""Settings of ``percolator serve``: defaults, a TOML config file, environment variables and
+command-line flags, in increasing order of precedence.
+
+====================  ===========================  ==========================================
+setting               environment variable         default
+====================  ===========================  ==========================================
+listen                PERCOLATOR_LISTEN            127.0.0.1:5433
+store                 PERCOLATOR_STORE             (an embedded Postgres in data_dir)
+coordinator           PERCOLATOR_COORDINATOR       (run one in this process)
+coordinator_listen    PERCOLATOR_COORDINATOR_LISTEN 127.0.0.1:7470
+data_dir              PERCOLATOR_DATA_DIR          ./data
+database              PERCOLATOR_DATABASE          postgres
+user                  PERCOLATOR_USER              postgres
+password              PERCOLATOR_PASSWORD          (none)
+auth                  PERCOLATOR_AUTH              scram-sha-256 with a password, else trust
+tls_cert, tls_key     PERCOLATOR_TLS_CERT/_KEY     (no TLS)
+max_connections       PERCOLATOR_MAX_CONNECTIONS   100
+statement_timeout     PERCOLATOR_STATEMENT_TIMEOUT 0 (off)
+idle_in_transaction_session_timeout  PERCOLATOR_IDLE_IN_TRANSACTION_SESSION_TIMEOUT  0 (off)
+====================  ===========================  ==========================================
+
+The config file (``--config FILE``) holds the same keys at its top level, e.g.
+``listen = "0.0.0.0:5433"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+ENV_PREFIX = "PERCOLATOR_"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything ``percolator serve`` needs to start."""
+
+    listen: str = "127.0.0.1:5433"
+    store: str | None = None
+    coordinator: str | None = None
+    coordinator_listen: str = "127.0.0.1:7470"
+    data_dir: str = "data"
+    database: str = "postgres"
+    user: str = "postgres"
+    password: str | None = None
+    auth: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    max_connections: int = 100
+    statement_timeout: str = "0"
+    idle_in_transaction_session_timeout: str = "0"
+    gc_lifetime: float = 600.0
+    gc_interval: float = 60.0
+    shutdown_timeout: float = 30.0
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host or "127.0.0.1", int(port)
+
+    @property
+    def auth_method(self) -> str:
+        if self.auth:
+            return self.auth
+        return "scram-sha-256" if self.password else "trust"
+
+
+def load(args: argparse.Namespace, environ: dict[str, str] | None = None) -> ServerConfig:
+    """The configuration from defaults, ``args.config``, the environment, then flags."""
+    env = os.environ if environ is None else environ
+    config = ServerConfig()
+    path = getattr(args, "config", None)
+    if path:
+        with open(path, "rb") as f:
+            config = _apply(config, tomllib.load(f), f"config file {path}")
+    from_env = {
+        f.name: env[ENV_PREFIX + f.name.upper()]
+        for f in fields(ServerConfig)
+        if ENV_PREFIX + f.name.upper() in env
+    }
+    config = _apply(config, from_env, "environment")
+    from_flags = {
+        f.name: getattr(args, f.name)
+        for f in fields(ServerConfig)
+        if getattr(args, f.name, None) is not None
+    }
+    return _apply(config, from_flags, "command line")
+
+
+def _apply(config: ServerConfig, values: dict[str, Any], source: str) -> ServerConfig:
+    types = {f.name: f.type for f in fields(ServerConfig)}
+    changes: dict[str, Any] = {}
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in types:
+            raise ValueError(f"unknown setting {key!r} in {source}")
+        kind = types[name]
+        if kind in ("int", int):
+            value = int(value)
+        elif kind in ("float", float):
+            value = float(value)
+        elif value is not None:
+            value = str(value)
+        changes[name] = value
+    return replace(config, **changes)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of ``percolator serve`` (each overrides the file and the environment)."""
+    p.add_argument("--config", metavar="FILE", help="TOML file with the settings below")
+    p.add_argument("--listen", metavar="HOST:PORT", help="SQL address (default 127.0.0.1:5433)")
+    p.add_argument("--store", metavar="DSN[,DSN...]", help="Postgres shards (default: embedded)")
+    p.add_argument("--coordinator", metavar="HOST:PORT", help="an external coordinator")
+    p.add_argument(
+        "--coordinator-listen", metavar="HOST:PORT", help="in-process coordinator's address"
+    )
+    p.add_argument(
+        "--data-dir", metavar="DIR", help="embedded Postgres data directory (default ./data)"
+    )
+    p.add_argument("--database", help="database name clients connect to (default postgres)")
+    p.add_argument("--user", help="bootstrap superuser (default postgres)")
+    p.add_argument("--password", help="bootstrap superuser's password (or PERCOLATOR_PASSWORD)")
+    p.add_argument("--auth", choices=["trust", "password", "md5", "scram-sha-256"])
+    p.add_argument("--tls-cert", metavar="FILE")
+    p.add_argument("--tls-key", metavar="FILE")
+    p.add_argument("--max-connections", type=int)
+    p.add_argument("--statement-timeout", metavar="DURATION")
+    p.add_argument("--idle-in-transaction-session-timeout", metavar="DURATION")
+    p.add_argument("--gc-lifetime", type=float, metavar="SECONDS")
+    p.add_argument("--gc-interval", type=float, metavar="SECONDS")

@@ -1,0 +1,151 @@
+"""The SQL engine of one process: the catalog cache, parse and plan caches, sequences, roles.
+
+Sessions (:mod:`percolator.server.session`) share one Engine. The catalog is read from the
+store at start, replaced when a local DDL transaction commits, and polled (one cell, one round
+trip per ``catalog_poll_s``) so DDL committed by another process is picked up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from percolator.server.engine_api import ParsedStatement, UserInfo
+from percolator.server.planner.planner import Planner
+from percolator.server.sequences import SequenceAllocator
+from percolator.server.sql import catalog_store
+from percolator.server.sql.catalog import Catalog
+from percolator.server.sql.errors import INVALID_CATALOG_NAME, SqlError
+from percolator.server.txn.client import TransactionClient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Settings of the SQL engine."""
+
+    database: str = "postgres"
+    """The one database name clients connect to."""
+    bootstrap_user: str = "postgres"
+    """A superuser that always exists (its password: ``bootstrap_password``)."""
+    bootstrap_password: str | None = None
+    catalog_poll_s: float = 1.0
+    parse_cache_size: int = 4096
+    plan_cache_size: int = 4096
+    settings: dict[str, str] = field(default_factory=dict)
+    """Session setting defaults that differ from Postgres's (statement_timeout, ...)."""
+
+
+class LruCache:
+    """A small LRU map."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: Any, value: Any) -> None:
+        self._data[key] = value
+        self._data.move_to_end(key)
+        if len(self._data) > self._size:
+            self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+class Engine:
+    """Per-process SQL state shared by every session."""
+
+    def __init__(self, client: TransactionClient, config: EngineConfig | None = None) -> None:
+        self.client = client
+        self.config = config or EngineConfig()
+        self.catalog = Catalog()
+        self.planner = Planner()
+        self.sequences = SequenceAllocator(client)
+        self.parse_cache = LruCache(self.config.parse_cache_size)
+        self.plan_cache = LruCache(self.config.plan_cache_size)
+        self._poller: asyncio.Task[None] | None = None
+        self._bootstrap_verifier: str | None = None
+        self._bootstrap_md5: str | None = None
+        self.sessions: set[Any] = set()
+
+    async def start(self) -> None:
+        """Load the catalog and start polling for other processes' DDL."""
+        from percolator.server.frontend.auth import make_md5_hash, make_scram_verifier
+
+        if self.config.bootstrap_password is not None:
+            self._bootstrap_verifier = make_scram_verifier(self.config.bootstrap_password)
+            self._bootstrap_md5 = make_md5_hash(
+                self.config.bootstrap_user, self.config.bootstrap_password
+            )
+        await self.refresh_catalog(force=True)
+        if self.config.catalog_poll_s > 0:
+            self._poller = asyncio.create_task(self._poll())
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+
+    async def refresh_catalog(self, *, force: bool = False) -> Catalog:
+        """Reload the catalog if its version in the store moved (one read; a scan if so)."""
+        async with self.client.begin() as txn:
+            version = await catalog_store.read_version(txn)
+            if force or version != self.catalog.version:
+                self.publish(await catalog_store.load(txn))
+        return self.catalog
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.catalog_poll_s)
+            try:
+                await self.refresh_catalog()
+            except Exception:  # keep polling through transient store errors
+                log.warning("catalog poll failed", exc_info=True)
+
+    def publish(self, catalog: Catalog) -> None:
+        """Make a committed catalog the current one (plans bound to the old one are rebound)."""
+        if catalog is not self.catalog:
+            self.catalog = catalog
+            self.plan_cache.clear()
+
+    # -- front-end API -----------------------------------------------------------------------
+
+    async def lookup_user(self, name: str) -> UserInfo | None:
+        role = self.catalog.roles.get(name)
+        if role is None and name != self.config.bootstrap_user:
+            await self.refresh_catalog()
+            role = self.catalog.roles.get(name)
+        if role is not None:
+            if not role.login:
+                return None
+            return UserInfo(role.name, role.scram_verifier, role.md5_hash, role.superuser)
+        if name == self.config.bootstrap_user:
+            return UserInfo(name, self._bootstrap_verifier, self._bootstrap_md5, True)
+        return None
+
+    def open_session(
+        self, user: str, database: str, options: dict[str, str], backend_pid: int
+    ) -> Any:
+        from percolator.server.session import SqlSession
+
+        if database != self.config.database:
+            raise SqlError(INVALID_CATALOG_NAME, f'database "{database}" does not exist')
+        session = SqlSession(self, user, database, options, backend_pid)
+        self.sessions.add(session)
+        return session
+
+    def cached_parse(self, sql: str) -> list[ParsedStatement] | None:
+        return self.parse_cache.get(sql)  # type: ignore[no-any-return]

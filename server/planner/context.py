@@ -1,0 +1,40 @@
+"""What an executing statement can reach: its transaction, parameters, session facts, and
+the values of its subqueries for the current row."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from percolator.server.sql.catalog import Catalog
+from percolator.server.txn.transaction import Transaction
+
+
+@dataclass
+class ExecContext:
+    """Per-statement execution state (one per Execute)."""
+
+    txn: Transaction
+    catalog: Catalog
+    params: list[object]
+    user: str
+    database: str
+    backend_pid: int
+    settings: dict[str, str]
+    transaction_time: dt.datetime
+    statement_time: dt.datetime
+    bootstrap_user: str = "postgres"
+    set_setting: Callable[[str, str], None] = lambda name, value: None
+    subquery_values: dict[int, object] = field(default_factory=dict)
+    outer_rows: list[tuple[object, ...]] = field(default_factory=list)
+    services: Any = None
+    """Engine services DML needs (sequences, row-id allocation)."""
+
+    @property
+    def start_ts(self) -> int:
+        return self.txn.start_ts
+
+    def clock_time(self) -> dt.datetime:
+        return dt.datetime.now(dt.UTC)

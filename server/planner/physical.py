@@ -1,0 +1,645 @@
+"""Physical operators: each streams rows (tuples) from ``rows(ctx)``, an async iterator.
+
+Scans read through the transaction layer (a snapshot at the transaction's start_ts, with its
+own writes); nothing here holds a whole table in memory except where the operator's meaning
+requires it (sort, hash join build side, aggregation, DISTINCT), as in any database.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from percolator.server.planner.compile import Compiled, compile_expr
+from percolator.server.planner.row_codec import IndexCodec, Row, RowCodec
+from percolator.server.sql.aggregates import Accumulator
+from percolator.server.sql.bound import BSubquery, SubqueryKind
+from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
+from percolator.server.sql.keycodec import prefix_successor
+
+BATCH_GET = 256
+"""Rows fetched per batch by index lookups (one round trip per shard each)."""
+
+
+class Node:
+    """A physical operator."""
+
+    width: int
+
+    def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        raise NotImplementedError
+
+    def explain(self) -> list[str]:
+        """Lines of EXPLAIN output for this subtree (children indented)."""
+        raise NotImplementedError
+
+    def children(self) -> list[Node]:
+        return []
+
+
+def _explain_tree(label: str, details: list[str], children: Sequence[Node]) -> list[str]:
+    lines = [label] + [f"  {d}" for d in details]
+    for c in children:
+        sub = c.explain()
+        lines.append("  ->  " + sub[0])
+        lines.extend("      " + s for s in sub[1:])
+    return lines
+
+
+# -- subqueries -----------------------------------------------------------------------------
+
+
+@dataclass
+class SubqueryRunner:
+    """Computes one subquery's value into ``ctx.subquery_values`` before a row is evaluated."""
+
+    sub: BSubquery
+    node: Node
+
+    async def prepare(self, row: Row, ctx: Any) -> None:
+        if not self.sub.correlated and self.sub.slot in ctx.subquery_values:
+            return
+        if self.sub.correlated:
+            ctx.outer_rows.append(row)
+        try:
+            ctx.subquery_values[self.sub.slot] = await self._value(ctx)
+        finally:
+            if self.sub.correlated:
+                ctx.outer_rows.pop()
+
+    async def _value(self, ctx: Any) -> object:
+        kind = self.sub.kind
+        if kind is SubqueryKind.EXISTS:
+            async for _ in self.node.rows(ctx):
+                return not self.sub.negate
+            return self.sub.negate
+        if kind is SubqueryKind.SCALAR:
+            found: object = None
+            n = 0
+            async for r in self.node.rows(ctx):
+                n += 1
+                if n > 1:
+                    raise SqlError(
+                        CARDINALITY_VIOLATION,
+                        "more than one row returned by a subquery used as an expression",
+                    )
+                found = r[0]
+            return found
+        if kind is SubqueryKind.ARRAY:
+            return [r[0] async for r in self.node.rows(ctx)]
+        values = set()
+        has_null = False
+        async for r in self.node.rows(ctx):
+            if r[0] is None:
+                has_null = True
+            else:
+                values.add(r[0])
+        return values, has_null
+
+
+async def _prepare(runners: list[SubqueryRunner], row: Row, ctx: Any) -> None:
+    for r in runners:
+        await r.prepare(row, ctx)
+
+
+# -- scans ----------------------------------------------------------------------------------
+
+
+@dataclass
+class KeyRange:
+    """A range of row keys computed when the statement runs (from constants/parameters)."""
+
+    describe: str
+    bounds: Callable[[Any], tuple[bytes | None, bytes | None] | None]
+    """None: the range is empty (a NULL bound)."""
+
+
+@dataclass
+class TableScan(Node):
+    """A snapshot scan of a table (all of it, or a primary-key range), with a filter."""
+
+    codec: RowCodec
+    table_name: str
+    predicate: Compiled | None
+    filter_text: str
+    key_range: KeyRange | None = None
+    lock_rows: bool = False
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        start = end = None
+        if self.key_range is not None:
+            bounds = self.key_range.bounds(ctx)
+            if bounds is None:
+                return
+            start, end = bounds
+        codec = self.codec
+        pred = self.predicate
+        async for key, cells in ctx.txn.scan(codec.storage, start, end, codec.cell_names):
+            if "_" not in cells:
+                continue
+            row = codec.decode(key, cells)
+            if pred is not None and pred(row, ctx) is not True:
+                continue
+            if self.lock_rows:
+                codec.lock(ctx.txn, key)
+            yield row
+
+    def explain(self) -> list[str]:
+        if self.key_range is not None:
+            label = f"Range Scan on {self.table_name} (primary key {self.key_range.describe})"
+        else:
+            label = f"Seq Scan on {self.table_name}"
+        details = [f"Filter: {self.filter_text}"] if self.filter_text else []
+        if self.lock_rows:
+            details.append("Lock Rows: FOR UPDATE")
+        return _explain_tree(label, details, [])
+
+
+@dataclass
+class PointGet(Node):
+    """Rows by primary key: one batched read (one round trip per shard)."""
+
+    codec: RowCodec
+    table_name: str
+    keys: Callable[[Any], list[bytes]]
+    describe: str
+    predicate: Compiled | None
+    filter_text: str
+    lock_rows: bool = False
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        keys = self.keys(ctx)
+        if not keys:
+            return
+        keys = sorted(set(keys))
+        found = await self.codec.get_rows(ctx.txn, keys)
+        pred = self.predicate
+        for key, row in zip(keys, found, strict=True):
+            if row is None:
+                continue
+            if pred is not None and pred(row, ctx) is not True:
+                continue
+            if self.lock_rows:
+                self.codec.lock(ctx.txn, key)
+            yield row
+
+    def explain(self) -> list[str]:
+        details = [f"Filter: {self.filter_text}"] if self.filter_text else []
+        if self.lock_rows:
+            details.append("Lock Rows: FOR UPDATE")
+        return _explain_tree(
+            f"Point Get on {self.table_name} (primary key {self.describe})", details, []
+        )
+
+
+@dataclass
+class IndexLookup(Node):
+    """Rows through a secondary index: scan the index range, then batched row reads."""
+
+    codec: RowCodec
+    index: IndexCodec
+    table_name: str
+    prefix: Callable[[Any], bytes | None]
+    describe: str
+    predicate: Compiled | None
+    filter_text: str
+    lock_rows: bool = False
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        prefix = self.prefix(ctx)
+        if prefix is None:
+            return
+        end = prefix_successor(prefix)
+        batch: list[bytes] = []
+        async for _, cells in ctx.txn.scan(self.index.storage, prefix, end, ["_"]):
+            row_key = cells.get("_")
+            if row_key is None:
+                continue
+            batch.append(row_key)
+            if len(batch) >= BATCH_GET:
+                async for r in self._fetch(batch, ctx):
+                    yield r
+                batch = []
+        if batch:
+            async for r in self._fetch(batch, ctx):
+                yield r
+
+    async def _fetch(self, keys: list[bytes], ctx: Any) -> AsyncIterator[Row]:
+        rows = await self.codec.get_rows(ctx.txn, keys)
+        pred = self.predicate
+        for key, row in zip(keys, rows, strict=True):
+            if row is None or (pred is not None and pred(row, ctx) is not True):
+                continue
+            if self.lock_rows:
+                self.codec.lock(ctx.txn, key)
+            yield row
+
+    def explain(self) -> list[str]:
+        details = [f"Filter: {self.filter_text}"] if self.filter_text else []
+        return _explain_tree(
+            f"Index Lookup using {self.index.index.name} on {self.table_name} ({self.describe})",
+            details,
+            [],
+        )
+
+
+@dataclass
+class VirtualScan(Node):
+    name: str
+    source: Callable[[Any], Any]
+    predicate: Compiled | None
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        pred = self.predicate
+        for row in self.source(ctx):
+            if pred is None or pred(row, ctx) is True:
+                yield row
+
+    def explain(self) -> list[str]:
+        return [f"System Table Scan on {self.name}"]
+
+
+@dataclass
+class ValuesScan(Node):
+    rows_exprs: list[list[Compiled]]
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        for exprs in self.rows_exprs:
+            yield tuple(e((), ctx) for e in exprs)
+
+    def explain(self) -> list[str]:
+        if self.width == 0 and len(self.rows_exprs) == 1:
+            return ["Result"]
+        return [f"Values Scan ({len(self.rows_exprs)} rows)"]
+
+
+@dataclass
+class FunctionScan(Node):
+    name: str
+    fn: Callable[..., Any]
+    args: list[Compiled]
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        values = [a((), ctx) for a in self.args]
+        if any(v is None for v in values):
+            return
+        for row in self.fn(*values):
+            yield row
+
+    def explain(self) -> list[str]:
+        return [f"Function Scan on {self.name}"]
+
+
+# -- row-by-row operators -------------------------------------------------------------------
+
+
+@dataclass
+class Filter(Node):
+    input: Node
+    predicate: Compiled
+    text: str
+    runners: list[SubqueryRunner] = field(default_factory=list)
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        pred = self.predicate
+        runners = self.runners
+        async for row in self.input.rows(ctx):
+            if runners:
+                await _prepare(runners, row, ctx)
+            if pred(row, ctx) is True:
+                yield row
+
+    def explain(self) -> list[str]:
+        return _explain_tree(
+            "Filter", [f"Filter: {self.text}"], [self.input, *(r.node for r in self.runners)]
+        )
+
+    def children(self) -> list[Node]:
+        return [self.input]
+
+
+@dataclass
+class Project(Node):
+    input: Node
+    exprs: list[Compiled]
+    runners: list[SubqueryRunner] = field(default_factory=list)
+    passthrough: bool = False
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        exprs = self.exprs
+        runners = self.runners
+        if self.passthrough:
+            async for row in self.input.rows(ctx):
+                yield row
+            return
+        async for row in self.input.rows(ctx):
+            if runners:
+                await _prepare(runners, row, ctx)
+            yield tuple([e(row, ctx) for e in exprs])
+
+    def explain(self) -> list[str]:
+        if self.passthrough:
+            return self.input.explain()
+        if self.runners:
+            return _explain_tree("Project", [], [self.input, *(r.node for r in self.runners)])
+        return self.input.explain()
+
+    def children(self) -> list[Node]:
+        return [self.input]
+
+
+@dataclass
+class NestedLoopJoin(Node):
+    left: Node
+    right: Node
+    kind: str
+    condition: Compiled | None
+    right_width: int
+    left_width: int
+    runners: list[SubqueryRunner] = field(default_factory=list)
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        right_rows = [r async for r in self.right.rows(ctx)]
+        matched_right = [False] * len(right_rows)
+        cond = self.condition
+        null_right = (None,) * self.right_width
+        async for lrow in self.left.rows(ctx):
+            hit = False
+            for j, rrow in enumerate(right_rows):
+                row = lrow + rrow
+                if cond is not None:
+                    if self.runners:
+                        await _prepare(self.runners, row, ctx)
+                    if cond(row, ctx) is not True:
+                        continue
+                hit = True
+                matched_right[j] = True
+                yield row
+            if not hit and self.kind in ("left", "full"):
+                yield lrow + null_right
+        if self.kind in ("right", "full"):
+            null_left = (None,) * self.left_width
+            for j, rrow in enumerate(right_rows):
+                if not matched_right[j]:
+                    yield null_left + rrow
+
+    def explain(self) -> list[str]:
+        label = "Nested Loop" + (
+            "" if self.kind in ("inner", "cross") else f" {self.kind.title()} Join"
+        )
+        return _explain_tree(label, [], [self.left, self.right])
+
+
+@dataclass
+class HashJoin(Node):
+    left: Node
+    right: Node
+    kind: str
+    left_keys: list[Compiled]
+    right_keys: list[Compiled]
+    residual: Compiled | None
+    right_width: int
+    left_width: int
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        table: dict[tuple[object, ...], list[int]] = {}
+        right_rows: list[Row] = []
+        async for r in self.right.rows(ctx):
+            key = tuple(k(r, ctx) for k in self.right_keys)
+            right_rows.append(r)
+            if None in key:
+                continue
+            table.setdefault(_hashable(key), []).append(len(right_rows) - 1)
+        matched = [False] * len(right_rows)
+        null_right = (None,) * self.right_width
+        residual = self.residual
+        async for lrow in self.left.rows(ctx):
+            key = tuple(k(lrow, ctx) for k in self.left_keys)
+            hit = False
+            if None not in key:
+                for j in table.get(_hashable(key), ()):
+                    row = lrow + right_rows[j]
+                    if residual is not None and residual(row, ctx) is not True:
+                        continue
+                    hit = True
+                    matched[j] = True
+                    yield row
+            if not hit and self.kind in ("left", "full"):
+                yield lrow + null_right
+        if self.kind in ("right", "full"):
+            null_left = (None,) * self.left_width
+            for j, rrow in enumerate(right_rows):
+                if not matched[j]:
+                    yield null_left + rrow
+
+    def explain(self) -> list[str]:
+        label = "Hash Join" if self.kind == "inner" else f"Hash {self.kind.title()} Join"
+        return _explain_tree(label, [], [self.left, self.right])
+
+
+def _hashable(key: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(tuple(k) if isinstance(k, list) else k for k in key)
+
+
+@dataclass
+class Aggregate(Node):
+    input: Node
+    groups: list[Compiled]
+    aggs: list[tuple[Callable[[], Accumulator], list[Compiled], bool, Compiled | None]]
+    """(accumulator factory, argument closures, distinct, filter)."""
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        groups = self.groups
+        states: dict[tuple[object, ...], list[Accumulator]] = {}
+        seen: dict[tuple[object, ...], list[set[tuple[object, ...]]]] = {}
+        order: list[tuple[object, ...]] = []
+        async for row in self.input.rows(ctx):
+            key = tuple(g(row, ctx) for g in groups)
+            hkey = _hashable(key)
+            accs = states.get(hkey)
+            if accs is None:
+                accs = states[hkey] = [factory() for factory, _, _, _ in self.aggs]
+                seen[hkey] = [set() for _ in self.aggs]
+                order.append(key)
+            for i, (_, args, distinct, filt) in enumerate(self.aggs):
+                if filt is not None and filt(row, ctx) is not True:
+                    continue
+                values = [a(row, ctx) for a in args]
+                if distinct:
+                    dk = _hashable(tuple(values))
+                    if values and values[0] is None:
+                        continue
+                    if dk in seen[hkey][i]:
+                        continue
+                    seen[hkey][i].add(dk)
+                accs[i].add(*values)
+        if not order and not groups:
+            yield tuple(factory().result() for factory, _, _, _ in self.aggs)
+            return
+        for key in order:
+            accs = states[_hashable(key)]
+            yield key + tuple(a.result() for a in accs)
+
+    def explain(self) -> list[str]:
+        label = "HashAggregate" if self.groups else "Aggregate"
+        return _explain_tree(label, [], [self.input])
+
+
+@dataclass
+class Sort(Node):
+    input: Node
+    keys: list[tuple[Compiled, bool, bool, Callable[[Any], Any]]]
+    """(expression, descending, nulls_first, sort key of a non-null value)."""
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        rows = [r async for r in self.input.rows(ctx)]
+        decorated = [(r, [k[0](r, ctx) for k in self.keys]) for r in rows]
+        for i in range(len(self.keys) - 1, -1, -1):
+            _, desc, nulls_first, sk = self.keys[i]
+            null_flag = (0 if nulls_first else 2) if not desc else (2 if nulls_first else 0)
+
+            def key(
+                item: tuple[Row, list[object]], _i: int = i, _nf: int = null_flag, _sk: Any = sk
+            ) -> Any:
+                v = item[1][_i]
+                return (_nf, None) if v is None else (1, _sk(v))
+
+            try:
+                decorated.sort(key=key, reverse=desc)
+            except TypeError:
+                decorated.sort(key=lambda item, _i=i: str(item[1][_i]), reverse=desc)
+        for r, _ in decorated:
+            yield r
+
+    def explain(self) -> list[str]:
+        return _explain_tree("Sort", [], [self.input])
+
+
+@dataclass
+class Limit(Node):
+    input: Node
+    limit: Compiled | None
+    offset: Compiled | None
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        limit = self.limit((), ctx) if self.limit is not None else None
+        offset = self.offset((), ctx) if self.offset is not None else 0
+        offset = offset or 0
+        if limit is not None and limit < 0:
+            raise SqlError("2201W", "LIMIT must not be negative")
+        if offset < 0:
+            raise SqlError("2201X", "OFFSET must not be negative")
+        if limit == 0:
+            return
+        n = 0
+        async for row in self.input.rows(ctx):
+            if offset:
+                offset -= 1
+                continue
+            yield row
+            n += 1
+            if limit is not None and n >= limit:
+                return
+
+    def explain(self) -> list[str]:
+        return _explain_tree("Limit", [], [self.input])
+
+
+@dataclass
+class Distinct(Node):
+    input: Node
+    on: list[Compiled] | None
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        seen: set[tuple[object, ...]] = set()
+        async for row in self.input.rows(ctx):
+            key = (
+                _hashable(tuple(e(row, ctx) for e in self.on))
+                if self.on is not None
+                else _hashable(row)
+            )
+            if key in seen:
+                continue
+            seen.add(key)
+            yield row
+
+    def explain(self) -> list[str]:
+        return _explain_tree("Unique", [], [self.input])
+
+
+@dataclass
+class SetOp(Node):
+    kind: str
+    all: bool
+    left: Node
+    right: Node
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        if self.kind == "union":
+            seen: set[tuple[object, ...]] = set()
+            async for row in _chain(self.left.rows(ctx), self.right.rows(ctx)):
+                if not self.all:
+                    h = _hashable(row)
+                    if h in seen:
+                        continue
+                    seen.add(h)
+                yield row
+            return
+        counts: dict[tuple[object, ...], int] = {}
+        async for row in self.right.rows(ctx):
+            h = _hashable(row)
+            counts[h] = counts.get(h, 0) + 1
+        emitted: set[tuple[object, ...]] = set()
+        async for row in self.left.rows(ctx):
+            h = _hashable(row)
+            present = counts.get(h, 0) > 0
+            if self.kind == "intersect":
+                if not present:
+                    continue
+                if self.all:
+                    counts[h] -= 1
+                elif h in emitted:
+                    continue
+            else:
+                if present:
+                    if self.all:
+                        counts[h] -= 1
+                    continue
+                if not self.all and h in emitted:
+                    continue
+            emitted.add(h)
+            yield row
+
+    def explain(self) -> list[str]:
+        label = {"union": "Append" if self.all else "Union"}.get(self.kind, self.kind.title())
+        return _explain_tree(label, [], [self.left, self.right])
+
+
+async def _chain(*iters: AsyncIterator[Row]) -> AsyncIterator[Row]:
+    for it in iters:
+        async for row in it:
+            yield row
+
+
+def compile_all(exprs: Sequence[Any]) -> list[Compiled]:
+    return [compile_expr(e) for e in exprs]
+
+
+__all__ = ["Node", "itertools"]

@@ -1,0 +1,481 @@
+"""From bound relations to physical operators, choosing each table's access path.
+
+For a table, the conjuncts the binder pushed into it decide the path, in this order:
+
+1. every primary-key column fixed by ``=`` (or one by ``IN``) -> a point get, all keys in one
+   batched read;
+2. a secondary index whose leading columns are fixed by ``=`` -> an index lookup;
+3. leading primary-key columns fixed by ``=`` and/or a range on the next one -> a range scan;
+4. otherwise a full snapshot scan.
+
+Every conjunct is still applied as a filter afterwards, so the path only has to be a superset.
+Joins with equality conditions become hash joins, others nested loops. The planner's output
+for a statement is cached with the prepared statement (no re-planning per execution).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from percolator.server.planner.compile import Compiled, compile_expr
+from percolator.server.planner.physical import (
+    Aggregate,
+    Distinct,
+    Filter,
+    FunctionScan,
+    HashJoin,
+    IndexLookup,
+    KeyRange,
+    Limit,
+    NestedLoopJoin,
+    Node,
+    PointGet,
+    Project,
+    SetOp,
+    Sort,
+    SubqueryRunner,
+    TableScan,
+    ValuesScan,
+    VirtualScan,
+)
+from percolator.server.planner.row_codec import IndexCodec, RowCodec
+from percolator.server.sql import casts
+from percolator.server.sql.aggregates import make_factory
+from percolator.server.sql.bound import (
+    AggregateRel,
+    BBool,
+    BCall,
+    BColumn,
+    BConst,
+    BContextCall,
+    BExpr,
+    BInList,
+    BOuter,
+    BParam,
+    BSubquery,
+    DistinctRel,
+    FilterRel,
+    FunctionRel,
+    JoinRel,
+    LimitRel,
+    ProjectRel,
+    Rel,
+    SetOpRel,
+    SortRel,
+    TableRel,
+    ValuesRel,
+    VirtualRel,
+    walk,
+)
+from percolator.server.sql.catalog import TableDef
+from percolator.server.sql.errors import unsupported
+from percolator.server.sql.keycodec import KeyType, prefix_successor
+from percolator.server.sql.types import TypeId, key_type
+
+_MAX_POINT_KEYS = 10_000
+
+
+class Planner:
+    """Builds physical plans; caches one row codec per table definition."""
+
+    def __init__(self) -> None:
+        self._codecs: dict[int, tuple[TableDef, RowCodec]] = {}
+
+    def codec(self, table: TableDef) -> RowCodec:
+        cached = self._codecs.get(id(table))
+        if cached is not None and cached[0] is table:
+            return cached[1]
+        codec = RowCodec(table)
+        self._codecs[id(table)] = (table, codec)
+        return codec
+
+    def plan(self, rel: Rel) -> Node:
+        method = getattr(self, f"_plan_{type(rel).__name__}")
+        node: Node = method(rel)
+        node.width = len(rel.columns)
+        return node
+
+    # -- leaves ----------------------------------------------------------------------------
+
+    def _plan_TableRel(self, rel: TableRel) -> Node:
+        return self.table_access(rel.table, rel.alias, rel.filters, rel.lock_rows)
+
+    def table_access(
+        self, table: TableDef, alias: str, filters: list[BExpr], lock_rows: bool = False
+    ) -> Node:
+        codec = self.codec(table)
+        predicate = _conjunction(filters)
+        filter_text = " AND ".join(describe(f, table) for f in filters)
+        eq, ins, ranges = _analyze(filters)
+        pk = [table.position(c) for c in table.primary_key]
+        if pk and all(p in eq or p in ins for p in pk) and sum(p in ins for p in pk) <= 1:
+            keys = _point_keys(codec, pk, eq, ins)
+            desc = ", ".join(f"{table.columns[p].name} {'IN' if p in ins else '='} ..." for p in pk)
+            return PointGet(codec, table.name, keys, desc, predicate, filter_text, lock_rows)
+        best_index = None
+        for ix in table.indexes:
+            positions = [table.position(c) for c in ix.column_ids]
+            n = 0
+            while n < len(positions) and positions[n] in eq:
+                n += 1
+            if n and (best_index is None or n > best_index[1]):
+                best_index = (ix, n, positions)
+        if best_index is not None:
+            ix, n, positions = best_index
+            icodec = IndexCodec(table, ix)
+            exprs = [eq[p] for p in positions[:n]]
+            desc = " AND ".join(f"{table.columns[p].name} = ..." for p in positions[:n])
+            prefix = _index_prefix(icodec, exprs)
+            return IndexLookup(
+                codec, icodec, table.name, prefix, desc, predicate, filter_text, lock_rows
+            )
+        key_range = _pk_range(codec, table, pk, eq, ranges)
+        return TableScan(codec, table.name, predicate, filter_text, key_range, lock_rows)
+
+    def _plan_VirtualRel(self, rel: VirtualRel) -> Node:
+        return VirtualScan(rel.name, rel.rows, _conjunction(rel.filters))
+
+    def _plan_ValuesRel(self, rel: ValuesRel) -> Node:
+        return ValuesScan([[compile_expr(e) for e in row] for row in rel.rows])
+
+    def _plan_FunctionRel(self, rel: FunctionRel) -> Node:
+        return FunctionScan(rel.name, rel.fn, [compile_expr(a) for a in rel.args])
+
+    # -- operators -------------------------------------------------------------------------
+
+    def _plan_FilterRel(self, rel: FilterRel) -> Node:
+        return Filter(
+            self.plan(rel.input),
+            compile_expr(rel.predicate),
+            describe(rel.predicate),
+            self.runners([rel.predicate]),
+        )
+
+    def _plan_ProjectRel(self, rel: ProjectRel) -> Node:
+        child = self.plan(rel.input)
+        identity = len(rel.exprs) == len(rel.input.columns) and all(
+            isinstance(e, BColumn) and e.index == i for i, e in enumerate(rel.exprs)
+        )
+        return Project(
+            child, [compile_expr(e) for e in rel.exprs], self.runners(rel.exprs), identity
+        )
+
+    def _plan_JoinRel(self, rel: JoinRel) -> Node:
+        left = self.plan(rel.left)
+        right = self.plan(rel.right)
+        nleft, nright = len(rel.left.columns), len(rel.right.columns)
+        kind = rel.kind.value
+        has_subquery = rel.condition is not None and any(
+            isinstance(n, BSubquery) for n in walk(rel.condition)
+        )
+        if rel.equi_keys and not has_subquery:
+            return HashJoin(
+                left,
+                right,
+                kind,
+                [compile_expr(a) for a, _ in rel.equi_keys],
+                [compile_expr(b) for _, b in rel.equi_keys],
+                compile_expr(rel.condition) if rel.condition is not None else None,
+                nright,
+                nleft,
+            )
+        cond = compile_expr(rel.condition) if rel.condition is not None else None
+        runners = self.runners([rel.condition]) if rel.condition is not None else []
+        return NestedLoopJoin(left, right, kind, cond, nright, nleft, runners)
+
+    def _plan_AggregateRel(self, rel: AggregateRel) -> Node:
+        child = self.plan(rel.input)
+        aggs = []
+        for a in rel.aggs:
+            less = _less(a.args[0].type) if a.args else (lambda x, y: x < y)
+            factory = make_factory(a.name, [x.type for x in a.args], less)
+            aggs.append(
+                (
+                    factory,
+                    [compile_expr(x) for x in a.args],
+                    a.distinct,
+                    compile_expr(a.filter) if a.filter is not None else None,
+                )
+            )
+            if a.order:
+                child = Sort(child, [_sort_key(k) for k in a.order])
+                child.width = len(rel.input.columns)
+        return Aggregate(child, [compile_expr(g) for g in rel.groups], aggs)
+
+    def _plan_SortRel(self, rel: SortRel) -> Node:
+        return Sort(self.plan(rel.input), [_sort_key(k) for k in rel.keys])
+
+    def _plan_LimitRel(self, rel: LimitRel) -> Node:
+        return Limit(
+            self.plan(rel.input),
+            compile_expr(rel.limit) if rel.limit is not None else None,
+            compile_expr(rel.offset) if rel.offset is not None else None,
+        )
+
+    def _plan_DistinctRel(self, rel: DistinctRel) -> Node:
+        on = [compile_expr(e) for e in rel.on] if rel.on is not None else None
+        return Distinct(self.plan(rel.input), on)
+
+    def _plan_SetOpRel(self, rel: SetOpRel) -> Node:
+        return SetOp(rel.kind.value, rel.all, self.plan(rel.left), self.plan(rel.right))
+
+    def runners(self, exprs: list[BExpr]) -> list[SubqueryRunner]:
+        """Runners for the subqueries inside these expressions (not inside nested ones)."""
+        out = []
+        for e in exprs:
+            for n in walk(e):
+                if isinstance(n, BSubquery):
+                    out.append(SubqueryRunner(n, self.plan(n.rel)))
+        return out
+
+
+# -- access-path analysis -------------------------------------------------------------------
+
+
+def _is_runtime_constant(e: BExpr) -> bool:
+    """True if ``e`` does not depend on the scanned row (constants, parameters, outer refs)."""
+    for n in walk(e):
+        if isinstance(n, BColumn | BSubquery):
+            return False
+        if isinstance(n, BCall) and n.volatile:
+            return False
+    return True
+
+
+def _key_column(e: BExpr) -> int | None:
+    """The position of the column ``e`` reads, if ``e`` is a column or a cast of one that keeps
+    its key encoding (int widening, varchar to text)."""
+    if isinstance(e, BColumn):
+        return e.index
+    if (
+        isinstance(e, BCall)
+        and e.name == "cast"
+        and len(e.args) == 1
+        and isinstance(e.args[0], BColumn)
+    ):
+        src = e.args[0].type
+        dst = e.type
+        ints = (TypeId.INT2, TypeId.INT4, TypeId.INT8)
+        if src.id in ints and dst.id in ints:
+            return e.args[0].index
+        if src.id in (TypeId.VARCHAR, TypeId.TEXT) and dst.id in (TypeId.VARCHAR, TypeId.TEXT):
+            return e.args[0].index
+    return None
+
+
+def _analyze(
+    filters: list[BExpr],
+) -> tuple[dict[int, BExpr], dict[int, list[BExpr]], dict[int, list[tuple[str, BExpr]]]]:
+    """Per column position: an equality value, IN values, range bounds (op, value)."""
+    eq: dict[int, BExpr] = {}
+    ins: dict[int, list[BExpr]] = {}
+    ranges: dict[int, list[tuple[str, BExpr]]] = {}
+    flip = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+    for f in filters:
+        if isinstance(f, BCall) and f.name in flip and len(f.args) == 2:
+            a, b = f.args
+            col, val, op = _key_column(a), b, f.name
+            if col is None or not _is_runtime_constant(val):
+                col, val, op = _key_column(b), a, flip[f.name]
+                if col is None or not _is_runtime_constant(val):
+                    continue
+            if op == "=":
+                eq.setdefault(col, val)
+            else:
+                ranges.setdefault(col, []).append((op, val))
+        elif isinstance(f, BInList) and not f.negate:
+            col = _key_column(f.arg)
+            if col is not None and all(_is_runtime_constant(i) for i in f.items):
+                ins.setdefault(col, f.items)
+    for col in eq:
+        ins.pop(col, None)
+    return eq, ins, ranges
+
+
+def _point_keys(
+    codec: RowCodec, pk: list[int], eq: dict[int, BExpr], ins: dict[int, list[BExpr]]
+) -> Callable[[Any], list[bytes]]:
+    columns: list[list[Compiled]] = []
+    for p in pk:
+        if p in eq:
+            columns.append([compile_expr(eq[p])])
+        else:
+            columns.append([compile_expr(i) for i in ins[p]])
+    types = codec.pk_types
+
+    def keys(ctx: Any) -> list[bytes]:
+        choices = []
+        for i, options in enumerate(columns):
+            values = []
+            for f in options:
+                v = f((), ctx)
+                if v is None:
+                    continue
+                v = _to_column_type(v, types[i])
+                if v is not _NO_MATCH:
+                    values.append(v)
+            choices.append(values)
+        out = []
+        for combo in itertools.product(*choices):
+            out.append(codec.key_of_values(combo))
+            if len(out) > _MAX_POINT_KEYS:
+                break
+        return out
+
+    return keys
+
+
+_NO_MATCH = object()
+
+
+def _to_column_type(v: object, t: Any) -> object:
+    """A lookup value as the key column's type; _NO_MATCH if no row can hold it (an int8
+    value beyond an int4 column's range)."""
+    if t.id in (TypeId.INT2, TypeId.INT4):
+        limit = 1 << (15 if t.id is TypeId.INT2 else 31)
+        if isinstance(v, int) and not -limit <= v < limit:
+            return _NO_MATCH
+    return v
+
+
+def _index_prefix(icodec: IndexCodec, exprs: list[BExpr]) -> Callable[[Any], bytes | None]:
+    compiled = [compile_expr(e) for e in exprs]
+
+    def prefix(ctx: Any) -> bytes | None:
+        values = [f((), ctx) for f in compiled]
+        if any(v is None for v in values):
+            return None
+        return icodec.prefix(values)
+
+    return prefix
+
+
+def _pk_range(
+    codec: RowCodec,
+    table: TableDef,
+    pk: list[int],
+    eq: dict[int, BExpr],
+    ranges: dict[int, list[tuple[str, BExpr]]],
+) -> KeyRange | None:
+    if not pk:
+        return None
+    fixed = []
+    for p in pk:
+        if p in eq:
+            fixed.append(p)
+        else:
+            break
+    nxt = pk[len(fixed)] if len(fixed) < len(pk) else None
+    bounds = ranges.get(nxt, []) if nxt is not None else []
+    kt = key_type(table.columns[nxt].type) if nxt is not None else None
+    if kt is KeyType.FLOAT:
+        bounds = []  # NaN ordering makes float ranges subtle; filter instead
+    if not fixed and not bounds:
+        return None
+    fixed_exprs = [compile_expr(eq[p]) for p in fixed]
+    lower = [(op, compile_expr(v)) for op, v in bounds if op in (">", ">=")]
+    upper = [(op, compile_expr(v)) for op, v in bounds if op in ("<", "<=")]
+    nfixed = len(fixed)
+
+    def compute(ctx: Any) -> tuple[bytes | None, bytes | None] | None:
+        values = [f((), ctx) for f in fixed_exprs]
+        if any(v is None for v in values):
+            return None
+        base = codec.key_of_values(values) if values else b""
+        start: bytes | None = base or None
+        end: bytes | None = prefix_successor(base) if base else None
+        for op, f in lower:
+            v = f((), ctx)
+            if v is None:
+                return None
+            k = codec.key_of_values([*values, v])
+            candidate = k if op == ">=" else prefix_successor(k)
+            if candidate is not None and (start is None or candidate > start):
+                start = candidate
+        for op, f in upper:
+            v = f((), ctx)
+            if v is None:
+                return None
+            k = codec.key_of_values([*values, v])
+            candidate = k if op == "<" else prefix_successor(k)
+            if candidate is not None and (end is None or candidate < end):
+                end = candidate
+        return start, end
+
+    names = [table.columns[p].name for p in fixed]
+    text = " AND ".join(f"{n} = ..." for n in names)
+    if bounds:
+        text = (text + " AND " if text else "") + " AND ".join(
+            f"{table.columns[nxt].name} {op} ..."
+            for op, _ in bounds  # type: ignore[index]
+        )
+    del nfixed
+    return KeyRange(text, compute)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _conjunction(filters: list[BExpr]) -> Compiled | None:
+    if not filters:
+        return None
+    if len(filters) == 1:
+        return compile_expr(filters[0])
+    return compile_expr(BBool(filters[0].type, True, filters))
+
+
+def _less(t: Any) -> Callable[[Any, Any], bool]:
+    sk = casts.compare_key(t)
+    return lambda a, b: sk(a) < sk(b)
+
+
+def _sort_key(k: Any) -> tuple[Compiled, bool, bool, Callable[[Any], Any]]:
+    nulls_first = k.nulls_first if k.nulls_first is not None else k.descending
+    return compile_expr(k.expr), k.descending, nulls_first, casts.compare_key(k.expr.type)
+
+
+def describe(e: BExpr, table: TableDef | None = None) -> str:
+    """A short text of an expression for EXPLAIN."""
+    if isinstance(e, BColumn):
+        if table is not None and e.index < len(table.columns):
+            return table.columns[e.index].name
+        return e.name or f"${e.index}"
+    if isinstance(e, BConst):
+        return (
+            "NULL"
+            if e.value is None
+            else repr(e.value)
+            if isinstance(e.value, str)
+            else str(e.value)
+        )
+    if isinstance(e, BParam):
+        return f"${e.index + 1}"
+    if isinstance(e, BOuter):
+        return "(outer)"
+    if isinstance(e, BBool):
+        word = " AND " if e.is_and else " OR "
+        return "(" + word.join(describe(a, table) for a in e.args) + ")"
+    if isinstance(e, BCall):
+        if e.name == "cast" and e.args:
+            return f"{describe(e.args[0], table)}::{e.type}"
+        if len(e.args) == 2 and not e.name.isidentifier():
+            return f"({describe(e.args[0], table)} {e.name} {describe(e.args[1], table)})"
+        return f"{e.name}({', '.join(describe(a, table) for a in e.args)})"
+    if isinstance(e, BContextCall):
+        return f"{e.name}()"
+    if isinstance(e, BInList):
+        return f"({describe(e.arg, table)} IN (...))"
+    if isinstance(e, BSubquery):
+        return f"(SubPlan {e.slot + 1})"
+    return type(e).__name__
+
+
+@dataclass
+class _Unused:
+    pass
+
+
+__all__ = ["Planner", "describe", "unsupported"]

@@ -1,0 +1,199 @@
+"""How a SQL row is stored as Percolator cells, and a secondary index entry as one cell.
+
+A row of table T lives in store table ``T.storage`` under its row key: the memcomparable
+encoding of its primary key (or, without one, a hidden row id: the inserting transaction's
+start_ts and a counter, unique across the deployment). Its cells:
+
+- ``_``: the row marker, an empty value; every row has it, so a row whose other columns are
+  all NULL still exists. UPDATE writes a lock-only record on it, so two transactions updating
+  the same row conflict (row-level write conflicts, as in Postgres), whichever columns they
+  change;
+- one cell per non-key column, named by the column's id (never reused), holding the value's
+  storage encoding; NULL is the absence of the cell.
+
+An index entry lives in store table ``index.storage``: its key is the encoded index columns
+followed by the row key (for a unique index only when a column is NULL, since NULLs never
+collide), and its single cell ``_`` holds the row key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from percolator.server.sql import storage_codec
+from percolator.server.sql.catalog import IndexDef, TableDef
+from percolator.server.sql.keycodec import KeyType, decode_key, encode_key
+from percolator.server.sql.types import key_type
+from percolator.server.storage.cells import CellKey
+from percolator.server.txn.transaction import Transaction
+
+MARKER = "_"
+_ROWID_TYPES = (KeyType.INT, KeyType.INT)
+
+Row = tuple[Any, ...]
+
+
+class RowCodec:
+    """Encodes and decodes the rows of one table (built once per table definition)."""
+
+    def __init__(self, table: TableDef) -> None:
+        self.table = table
+        self.hidden_key = not table.primary_key
+        self.storage = table.storage
+        self.width = len(table.columns)
+        self.pk_positions = [table.position(cid) for cid in table.primary_key]
+        pk_types = [table.column_by_id(cid).type for cid in table.primary_key]
+        self.pk_types = pk_types
+        self.key_types = [key_type(t) for t in pk_types]
+        self._key_values = [(lambda v, _t=t: storage_codec.key_value(_t, v)) for t in pk_types]
+        self._from_key = [(lambda v, _t=t: storage_codec.from_key_value(_t, v)) for t in pk_types]
+        pk = set(table.primary_key)
+        self.value_columns: list[tuple[int, str, Any, Any]] = [
+            (
+                i,
+                str(c.id),
+                storage_codec.encoder_for_store(c.type),
+                storage_codec.decoder_for(c.type),
+            )
+            for i, c in enumerate(table.columns)
+            if c.id not in pk
+        ]
+        self.cell_names = [MARKER] + [name for _, name, _, _ in self.value_columns]
+
+    # -- keys ------------------------------------------------------------------------------
+
+    def key_of(self, row: Row) -> bytes:
+        """The row key of a full row (tables with a primary key)."""
+        return encode_key(
+            self.key_types,  # type: ignore[arg-type]
+            [kv(row[p]) for kv, p in zip(self._key_values, self.pk_positions, strict=True)],
+        )
+
+    def key_of_values(self, values: Sequence[object]) -> bytes:
+        """The row key (or key prefix) for leading primary-key values."""
+        n = len(values)
+        return encode_key(
+            self.key_types[:n],  # type: ignore[arg-type]
+            [kv(v) for kv, v in zip(self._key_values[:n], values, strict=True)],
+        )
+
+    @staticmethod
+    def hidden_row_id(start_ts: int, counter: int) -> bytes:
+        return encode_key(_ROWID_TYPES, [start_ts, counter])
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def decode(self, key: bytes, cells: dict[str, bytes]) -> Row:
+        """A full row from its key and the cells a scan returned."""
+        row: list[object] = [None] * self.width
+        if self.pk_positions:
+            values = decode_key(self.key_types, key)  # type: ignore[arg-type]
+            for p, fk, v in zip(self.pk_positions, self._from_key, values, strict=True):
+                row[p] = fk(v)
+        else:
+            row.append(key)  # the hidden row id, after the table's columns
+        for i, name, _, dec in self.value_columns:
+            raw = cells.get(name)
+            if raw is not None:
+                row[i] = dec(raw)
+        return tuple(row)
+
+    def key_of_stored(self, row: Row) -> bytes:
+        """The row key of a row read from the store (hidden row id included)."""
+        return self.key_of(row) if self.pk_positions else row[self.width]
+
+    def cell_keys(self, key: bytes) -> list[CellKey]:
+        return [CellKey(self.storage, key, name) for name in self.cell_names]
+
+    async def get_rows(self, txn: Transaction, keys: Sequence[bytes]) -> list[Row | None]:
+        """The rows with these keys (None where absent): one batch, one round trip per shard."""
+        if not keys:
+            return []
+        names = self.cell_names
+        per = len(names)
+        cells = [CellKey(self.storage, k, n) for k in keys for n in names]
+        values = await txn.get_many(cells)
+        out: list[Row | None] = []
+        for j, key in enumerate(keys):
+            chunk = values[j * per : (j + 1) * per]
+            if chunk[0] is None:
+                out.append(None)
+                continue
+            out.append(self.decode(key, dict(zip(names, chunk, strict=True))))
+        return out
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write_new(self, txn: Transaction, key: bytes, row: Row) -> None:
+        """Buffer the cells of a new row."""
+        storage = self.storage
+        txn.set(storage, key, MARKER, b"")
+        for i, name, enc, _ in self.value_columns:
+            v = row[i]
+            if v is not None:
+                txn.set(storage, key, name, enc(v))
+
+    def write_update(self, txn: Transaction, key: bytes, old: Row, new: Row) -> None:
+        """Buffer the cells that changed, and a lock on the marker (row-level conflicts)."""
+        storage = self.storage
+        txn.lock(storage, key, MARKER)
+        for i, name, enc, _ in self.value_columns:
+            v = new[i]
+            if v == old[i] and type(v) is type(old[i]):
+                continue
+            if v is None:
+                txn.delete(storage, key, name)
+            else:
+                txn.set(storage, key, name, enc(v))
+
+    def write_delete(self, txn: Transaction, key: bytes, row: Row) -> None:
+        storage = self.storage
+        txn.delete(storage, key, MARKER)
+        for i, name, _, _ in self.value_columns:
+            if row[i] is not None:
+                txn.delete(storage, key, name)
+
+    def lock(self, txn: Transaction, key: bytes) -> None:
+        """SELECT ... FOR UPDATE: a lock-only write on the marker."""
+        txn.lock(self.storage, key, MARKER)
+
+
+class IndexCodec:
+    """Encodes the entries of one secondary index."""
+
+    def __init__(self, table: TableDef, index: IndexDef) -> None:
+        self.index = index
+        self.storage = index.storage
+        self.positions = [table.position(cid) for cid in index.column_ids]
+        types = [table.column_by_id(cid).type for cid in index.column_ids]
+        self.key_types = [key_type(t) for t in types]
+        self._key_values = [(lambda v, _t=t: storage_codec.key_value(_t, v)) for t in types]
+        self.unique = index.unique
+
+    def values_of(self, row: Row) -> list[object]:
+        return [row[p] for p in self.positions]
+
+    def prefix(self, values: Sequence[object]) -> bytes:
+        """Encoded leading index values (an exact key of a unique index without NULLs)."""
+        n = len(values)
+        return encode_key(
+            self.key_types[:n],  # type: ignore[arg-type]
+            [
+                kv(v) if v is not None else None
+                for kv, v in zip(self._key_values[:n], values, strict=True)
+            ],
+        )
+
+    def entry_key(self, row: Row, row_key: bytes) -> bytes:
+        values = self.values_of(row)
+        base = self.prefix(values)
+        if self.unique and None not in values:
+            return base
+        return base + row_key
+
+    def write(self, txn: Transaction, row: Row, row_key: bytes) -> None:
+        txn.set(self.storage, self.entry_key(row, row_key), MARKER, row_key)
+
+    def delete(self, txn: Transaction, row: Row, row_key: bytes) -> None:
+        txn.delete(self.storage, self.entry_key(row, row_key), MARKER)

@@ -1,0 +1,191 @@
+"""Assembling a running SQL server: store, timestamps, transaction client, engine, front end.
+
+With no coordinator configured the process runs one itself (oracle, liveness registry, GC,
+gRPC on ``coordinator_listen`` for other processes) and the engine takes timestamps from that
+oracle directly; with one, timestamps come batched over gRPC and this process reports its
+oldest running transaction to it for the GC safe point.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from percolator.server.config import ServerConfig
+from percolator.server.engine import Engine, EngineConfig
+from percolator.server.frontend.config import AuthMethod, FrontendConfig
+from percolator.server.frontend.listener import Server, serve
+from percolator.server.settings import parse_duration_ms
+from percolator.server.storage.dsn import parse_dsns
+from percolator.server.storage.embedded import EmbeddedPostgres
+from percolator.server.storage.postgres_store import PostgresCellStore
+from percolator.server.txn.client import TransactionClient
+from percolator.server.txn.coordinator import start_coordinator
+from percolator.server.txn.liveness import LivenessReporter
+from percolator.server.txn.timestamp_client import CoordinatorClient, GrpcTimestampSource
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunningServer:
+    """A started SQL server and everything it opened, closed in reverse order."""
+
+    config: ServerConfig
+    engine: Engine
+    frontend: Server
+    coordinator_address: str | None
+    _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        return self.frontend.port
+
+    async def close(self) -> None:
+        """Stop accepting, let in-flight statements finish (up to the shutdown timeout; the
+        rest roll back), then close the engine, the transaction layer and the store."""
+        await self.frontend.shutdown(self.config.shutdown_timeout)
+        for close in reversed(self._closers):
+            try:
+                await close()
+            except Exception:
+                log.warning("error while shutting down", exc_info=True)
+
+
+class _RegistryTarget:
+    """Liveness reports straight into an in-process coordinator's registry."""
+
+    def __init__(self, registry: object) -> None:
+        self._registry = registry
+
+    async def keep_alive(self, client_id: str, min_start_ts: int, lease_ms: int) -> bool:
+        self._registry.keep_alive(client_id, min_start_ts, lease_ms)  # type: ignore[attr-defined]
+        return True
+
+
+def resolve_dsns(config: ServerConfig) -> tuple[list[str], EmbeddedPostgres | None]:
+    """The shard DSNs, starting the embedded Postgres when none are configured (blocking)."""
+    if config.store:
+        return parse_dsns(config.store), None
+    embedded = EmbeddedPostgres(Path(config.data_dir))
+    return [embedded.start()], embedded
+
+
+async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
+    """Open everything and start listening for SQL clients."""
+    closers: list[Callable[[], Awaitable[None]]] = []
+    try:
+        store = await PostgresCellStore.connect(dsns)
+        closers.append(store.close)
+        coordinator_address = config.coordinator
+        if config.coordinator is None:
+            handle = await start_coordinator(
+                config.coordinator_listen,
+                dsns[0],
+                gc_lifetime_ms=int(config.gc_lifetime * 1000),
+                gc_store=store,
+                gc_interval_s=config.gc_interval,
+            )
+            closers.append(handle.stop)
+            coordinator_address = handle.address
+            client = TransactionClient(store, handle.oracle)
+            reporter = LivenessReporter(
+                _RegistryTarget(handle.registry), client.min_running_start_ts
+            )
+        else:
+            clock = GrpcTimestampSource(config.coordinator)
+            closers.append(clock.close)
+            client = TransactionClient(store, clock)
+            control = CoordinatorClient(config.coordinator)
+            closers.append(control.close)
+            reporter = LivenessReporter(control, client.min_running_start_ts)
+        closers.append(client.close)
+        reporter.start()
+        closers.append(reporter.stop)
+        engine = Engine(
+            client,
+            EngineConfig(
+                database=config.database,
+                bootstrap_user=config.user,
+                bootstrap_password=config.password,
+                settings={"statement_timeout": config.statement_timeout},
+            ),
+        )
+        await engine.start()
+        closers.append(engine.close)
+        host, port = config.host_port
+        frontend = await serve(
+            engine,
+            FrontendConfig(
+                host=host,
+                port=port,
+                max_connections=config.max_connections,
+                auth_method=AuthMethod(config.auth_method),
+                tls_cert=Path(config.tls_cert) if config.tls_cert else None,
+                tls_key=Path(config.tls_key) if config.tls_key else None,
+                idle_in_transaction_session_timeout=parse_duration_ms(
+                    config.idle_in_transaction_session_timeout
+                )
+                / 1000,
+            ),
+        )
+    except BaseException:
+        for close in reversed(closers):
+            try:
+                await close()
+            except Exception:
+                log.warning("error while cleaning up a failed start", exc_info=True)
+        raise
+    return RunningServer(config, engine, frontend, coordinator_address, closers)
+
+
+class ServerThread:
+    """A server on its own event loop in a background thread (tests, benchmarks, embedding)."""
+
+    def __init__(self, config: ServerConfig, dsns: list[str]) -> None:
+        self._config = config
+        self._dsns = dsns
+        self._ready = threading.Event()
+        self._stop: object = None
+        self.server: RunningServer | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="percolator-sql", daemon=True)
+
+    def start(self, timeout: float = 60.0) -> RunningServer:
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise TimeoutError("the SQL server did not start in time")
+        if self._error is not None:
+            raise self._error
+        assert self.server is not None
+        return self.server
+
+    def _run(self) -> None:
+        import asyncio
+
+        from percolator.server.txn import eventloop
+
+        async def main() -> None:
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            self._stop = (loop, stop)
+            try:
+                self.server = await start_server(self._config, self._dsns)
+            except BaseException as exc:
+                self._error = exc
+                self._ready.set()
+                return
+            self._ready.set()
+            await stop.wait()
+            await self.server.close()
+
+        eventloop.run(main())
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self._stop is not None:
+            loop, event = self._stop  # type: ignore[misc]
+            loop.call_soon_threadsafe(event.set)
+        self._thread.join(timeout)

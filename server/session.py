@@ -1,0 +1,1116 @@
+"""A client session: its transaction, settings, and the statements it prepares and runs.
+
+Transactions follow Postgres's rules as the wire protocol exposes them:
+
+- outside BEGIN, the statements of one simple Query (or of one extended-protocol batch up to
+  Sync) form an implicit transaction, committed by :meth:`SqlSession.sync` or rolled back if
+  one failed;
+- BEGIN opens an explicit block; an error in it makes it failed (``E``) until ROLLBACK;
+- REPEATABLE READ (the default) is snapshot isolation: one start_ts for the whole transaction;
+  READ COMMITTED moves the transaction to a new snapshot before each statement; SERIALIZABLE is
+  refused (never silently weaker).
+
+Statement text is parsed once (a per-engine cache keyed by the text) and bound and planned once
+per (text, parameter types, catalog) (a per-engine plan cache), so a prepared statement is
+neither re-parsed nor re-planned; DDL that changes the catalog clears the plan cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from percolator.server.engine import Engine
+from percolator.server.engine_api import (
+    Notice,
+    ParsedStatement,
+    PreparedStatement,
+    ResultColumn,
+)
+from percolator.server.planner.compile import compile_expr
+from percolator.server.planner.context import ExecContext
+from percolator.server.planner.ddl_data import run_action
+from percolator.server.planner.dml import (
+    TableWriter,
+    delete_rows,
+    insert_rows,
+    make_writer,
+    update_rows,
+)
+from percolator.server.planner.physical import Node
+from percolator.server.settings import (
+    DEFAULTS,
+    normalize,
+    parse_duration_ms,
+    reported_name,
+    serializable_refused,
+)
+from percolator.server.sql import catalog_store, ddl, utility
+from percolator.server.sql import types as T
+from percolator.server.sql.binder import Binder
+from percolator.server.sql.bound import (
+    BConst,
+    BExpr,
+    DeleteStmt,
+    InsertStmt,
+    OutCol,
+    QueryStmt,
+    UpdateStmt,
+)
+from percolator.server.sql.catalog import Catalog, CheckDef, RoleDef, TableDef
+from percolator.server.sql.errors import (
+    ACTIVE_SQL_TRANSACTION,
+    DUPLICATE_OBJECT,
+    FEATURE_NOT_SUPPORTED,
+    IN_FAILED_SQL_TRANSACTION,
+    INSUFFICIENT_PRIVILEGE,
+    NO_ACTIVE_SQL_TRANSACTION,
+    QUERY_CANCELED,
+    READ_ONLY_SQL_TRANSACTION,
+    SYNTAX_ERROR,
+    UNDEFINED_OBJECT,
+    SqlError,
+    from_exception,
+    unsupported,
+)
+from percolator.server.sql.expr_binder import Params
+from percolator.server.sql.scope import Scope
+from percolator.server.sql.splitter import split_statements
+from percolator.server.sql.types import SqlType
+from percolator.server.txn.transaction import Transaction
+
+log = logging.getLogger(__name__)
+
+
+# -- prepared plans -------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """What preparing a statement produced (PreparedStatement.payload)."""
+
+    kind: str
+    """query, insert, update, delete, ddl, utility, explain."""
+    catalog: Catalog | None
+    statement: Any
+    node: Node | None = None
+    columns: list[ResultColumn] | None = None
+    param_types: list[SqlType] = field(default_factory=list)
+    writer: TableWriter | None = None
+    returning: list[Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    writes: bool = False
+
+
+def _result_columns(cols: list[OutCol]) -> list[ResultColumn]:
+    return [
+        ResultColumn(c.name, c.type, c.table_oid, c.column_number) for c in cols if not c.hidden
+    ]
+
+
+# -- executions -----------------------------------------------------------------------------
+
+
+class RowsExecution:
+    """A statement whose rows are produced lazily as the client fetches them."""
+
+    copy = None
+
+    def __init__(
+        self,
+        session: SqlSession,
+        columns: list[ResultColumn] | None,
+        rows: AsyncIterator[tuple[object, ...]] | None,
+        tag: str,
+        notices: list[Notice] | None = None,
+        count_rows: bool = True,
+    ) -> None:
+        self._session = session
+        self.columns = columns
+        self._rows = rows
+        self._tag = tag
+        self._count = 0
+        self._count_rows = count_rows
+        self._done = rows is None
+        self.notices = notices or []
+
+    async def fetch(self, max_rows: int) -> list[tuple[object, ...]]:
+        if self._done or self._rows is None:
+            return []
+        out: list[tuple[object, ...]] = []
+        async with self._session.guard():
+            async for row in self._rows:
+                out.append(row)
+                if max_rows and len(out) >= max_rows:
+                    break
+            else:
+                self._done = True
+        self._count += len(out)
+        if self._done:
+            self._session.statement_done()
+        return out
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def command_tag(self) -> str:
+        if self._count_rows:
+            return f"{self._tag} {self._count}"
+        return self._tag
+
+    async def close(self) -> None:
+        if self._rows is not None and not self._done:
+            aclose = getattr(self._rows, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:
+                    log.debug("closing an unfinished result", exc_info=True)
+        self._done = True
+
+
+async def _iter_list(rows: list[tuple[object, ...]]) -> AsyncIterator[tuple[object, ...]]:
+    for r in rows:
+        yield r
+
+
+def _done(session: SqlSession, tag: str, notices: list[Notice] | None = None) -> RowsExecution:
+    return RowsExecution(session, None, None, tag, notices, count_rows=False)
+
+
+def _result(
+    session: SqlSession,
+    columns: list[ResultColumn],
+    rows: list[tuple[object, ...]],
+    tag: str,
+    count: bool = True,
+) -> RowsExecution:
+    return RowsExecution(session, columns, _iter_list(rows), tag, count_rows=count)
+
+
+# -- the session ----------------------------------------------------------------------------
+
+
+class SqlSession:
+    """One connection's SQL state (implements ``engine_api.Session``)."""
+
+    def __init__(
+        self, engine: Engine, user: str, database: str, options: dict[str, str], backend_pid: int
+    ) -> None:
+        self.engine = engine
+        self.user = user
+        self.database = database
+        self.backend_pid = backend_pid
+        self.settings: dict[str, str] = dict(DEFAULTS)
+        self.settings.update(engine.config.settings)
+        self.settings["session_authorization"] = user
+        self._changes: list[tuple[str, str]] = []
+        self._deallocations: list[str | None] = []
+        self._apply_startup_options(options)
+        # transaction state
+        self.txn: Transaction | None = None
+        self.block = False
+        self.failed = False
+        self._implicit_failed = False
+        self.txn_catalog: Catalog | None = None
+        self.txn_time = dt.datetime.now(dt.UTC)
+        self.isolation = self.settings["default_transaction_isolation"]
+        self.read_only = False
+        self._next_isolation: str | None = None
+        self._next_read_only: bool | None = None
+        self.savepoints: list[tuple[str, Any, Catalog | None]] = []
+        # cancellation
+        self._task: asyncio.Task[Any] | None = None
+        self._cancel_reason: str | None = None
+        self._committing = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _apply_startup_options(self, options: dict[str, str]) -> None:
+        for key, value in options.items():
+            if key in ("user", "database", "replication"):
+                continue
+            if key == "options":
+                for part in value.split():
+                    if part.startswith("-c") or "=" in part:
+                        name, _, v = part.removeprefix("-c").partition("=")
+                        if name:
+                            self._set(name.strip().replace("-", "_"), v.strip(), quiet=True)
+                continue
+            self._set(key, value.strip("'"), quiet=True)
+
+    # -- engine_api.Session ----------------------------------------------------------------
+
+    @property
+    def transaction_status(self) -> str:
+        if self.block:
+            return "E" if self.failed else "T"
+        return "I"
+
+    def startup_parameters(self) -> list[tuple[str, str]]:
+        from percolator.server.settings import REPORTED
+
+        self._changes.clear()
+        return [(name, self.settings[name.lower()]) for name in REPORTED]
+
+    def take_parameter_changes(self) -> list[tuple[str, str]]:
+        out, self._changes = self._changes, []
+        return out
+
+    def take_deallocations(self) -> list[str | None]:
+        out, self._deallocations = self._deallocations, []
+        return out
+
+    def parse(self, sql: str) -> list[ParsedStatement]:
+        cached = self.engine.cached_parse(sql)
+        if cached is not None:
+            return cached
+        out = []
+        for piece in split_statements(sql):
+            if not piece.text:
+                out.append(ParsedStatement("", empty=True))
+                continue
+            out.append(ParsedStatement(piece.text, payload=_parse_one(piece.text, piece.offset)))
+        self.engine.parse_cache.put(sql, out)
+        return out
+
+    async def prepare(
+        self, statement: ParsedStatement, param_oids: Sequence[int]
+    ) -> PreparedStatement:
+        if statement.empty:
+            return PreparedStatement(statement, [], None)
+        catalog = self.current_catalog()
+        key = (statement.sql, tuple(param_oids))
+        shared = self.txn_catalog is None
+        if shared:
+            cached = self.engine.plan_cache.get(key)
+            if cached is not None and cached.catalog is catalog:
+                return PreparedStatement(statement, cached.param_types, cached.columns, cached)
+        plan = self._plan(statement.payload, statement.sql, param_oids, catalog)
+        if shared and plan.catalog is not None:
+            self.engine.plan_cache.put(key, plan)
+        return PreparedStatement(statement, plan.param_types, plan.columns, plan)
+
+    async def execute(self, prepared: PreparedStatement, params: Sequence[object]) -> Any:
+        if prepared.statement.empty:
+            return _done(self, "")
+        plan: Plan = prepared.payload  # type: ignore[assignment]
+        if plan.catalog is not None and plan.catalog is not self.current_catalog():
+            plan = self._plan(
+                prepared.statement.payload,
+                prepared.statement.sql,
+                [t.oid for t in plan.param_types],
+                self.current_catalog(),
+            )
+        if len(params) < len(plan.param_types):
+            raise SqlError("42P02", f"there is no parameter ${len(params) + 1}")
+        if self.failed and not _allowed_in_failed(plan):
+            raise SqlError(
+                IN_FAILED_SQL_TRANSACTION,
+                "current transaction is aborted, commands ignored until end of transaction block",
+            )
+        self._start_timer()
+        async with self.guard():
+            return await self._execute(plan, list(params))
+
+    async def sync(self) -> None:
+        self._stop_timer()
+        if self.block or self.txn is None:
+            return
+        txn, self.txn = self.txn, None
+        catalog, self.txn_catalog = self.txn_catalog, None
+        if self._implicit_failed:
+            self._implicit_failed = False
+            await txn.rollback()
+            return
+        await self._commit(txn, catalog)
+
+    def statement_failed(self, error: BaseException) -> None:
+        self._stop_timer()
+        if self.block:
+            self.failed = True
+        elif self.txn is not None:
+            self._implicit_failed = True
+
+    def statement_done(self) -> None:
+        self._stop_timer()
+
+    def cancel(self) -> None:
+        self._interrupt("canceling statement due to user request")
+
+    async def close(self) -> None:
+        self._stop_timer()
+        self.engine.sessions.discard(self)
+        txn, self.txn = self.txn, None
+        self.block = False
+        if txn is not None:
+            await txn.rollback()
+
+    # -- cancellation and timeouts -------------------------------------------------------
+
+    def _interrupt(self, reason: str) -> None:
+        task = self._task
+        if task is None or self._committing or task.done():
+            return
+        self._cancel_reason = reason
+        task.cancel()
+
+    @asynccontextmanager
+    async def guard(self) -> AsyncIterator[None]:
+        """Run statement work so that a cancel request or timeout turns into 57014."""
+        self._task = asyncio.current_task()
+        self._cancel_reason = None
+        try:
+            yield
+        except asyncio.CancelledError:
+            reason = self._cancel_reason
+            if reason is None:
+                raise
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            raise SqlError(QUERY_CANCELED, reason) from None
+        except SqlError:
+            raise
+        except Exception as exc:
+            raise from_exception(exc) from exc
+        finally:
+            self._task = None
+            self._cancel_reason = None
+
+    def _start_timer(self) -> None:
+        self._stop_timer()
+        ms = parse_duration_ms(self.settings.get("statement_timeout", "0"))
+        if ms > 0:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(
+                ms / 1000, self._interrupt, "canceling statement due to statement timeout"
+            )
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def current_catalog(self) -> Catalog:
+        return self.txn_catalog if self.txn_catalog is not None else self.engine.catalog
+
+    async def transaction(self, *, writes: bool = False) -> Transaction:
+        """The transaction a statement runs in (begun if none is open)."""
+        if self.txn is None:
+            self.txn = await self.engine.client.begin()
+            self.txn_time = dt.datetime.now(dt.UTC)
+            if not self.block:
+                self.isolation = self.settings["default_transaction_isolation"]
+                self.read_only = self.settings["default_transaction_read_only"] == "on"
+        elif self.isolation in ("read committed", "read uncommitted"):
+            await self.engine.client.renew_snapshot(self.txn)
+        if writes and self.read_only:
+            raise SqlError(
+                READ_ONLY_SQL_TRANSACTION,
+                "cannot execute this statement in a read-only transaction",
+            )
+        return self.txn
+
+    async def _commit(self, txn: Transaction, catalog: Catalog | None) -> None:
+        self._committing = True
+        try:
+            await txn.commit()
+        except SqlError:
+            raise
+        except Exception as exc:
+            raise from_exception(exc) from exc
+        finally:
+            self._committing = False
+        if catalog is not None:
+            self.engine.publish(replace(catalog, version=catalog.version + 1))
+
+    async def _end_block(self, commit: bool) -> str:
+        txn, self.txn = self.txn, None
+        catalog, self.txn_catalog = self.txn_catalog, None
+        failed = self.failed
+        self.block = False
+        self.failed = False
+        self.savepoints = []
+        if txn is None:
+            return "ROLLBACK" if failed or not commit else "COMMIT"
+        if commit and not failed:
+            await self._commit(txn, catalog)
+            return "COMMIT"
+        await txn.rollback()
+        return "ROLLBACK"
+
+    # -- planning --------------------------------------------------------------------------
+
+    def _plan(self, payload: Any, sql: str, param_oids: Sequence[int], catalog: Catalog) -> Plan:
+        if isinstance(payload, utility.Explain):
+            inner = _parse_one(payload.statement, payload.offset)
+            if not isinstance(inner, exp.Expression) or ddl.is_ddl(inner):
+                raise unsupported("EXPLAIN of this statement")
+            plan = self._plan(inner, payload.statement, param_oids, catalog)
+            cols = [ResultColumn("QUERY PLAN", T.TEXT)]
+            return Plan("explain", plan.catalog, plan, columns=cols, param_types=plan.param_types)
+        if isinstance(payload, utility.CopyStatement):
+            return self._plan_copy(payload, catalog, param_oids)
+        if not isinstance(payload, exp.Expression):
+            return Plan("utility", None, payload, columns=_utility_columns(payload, self))
+        if ddl.is_ddl(payload):
+            return Plan("ddl", None, payload, writes=True)
+        params = Params.from_oids(param_oids)
+        binder = Binder(catalog, params)
+        bound = binder.bind_statement(payload)
+        param_types = params.finish()
+        planner = self.engine.planner
+        if isinstance(bound, QueryStmt):
+            node = planner.plan(bound.rel)
+            return Plan(
+                "query",
+                catalog,
+                bound,
+                node,
+                _result_columns(bound.rel.columns),
+                param_types,
+                writes=bound.lock_rows,
+            )
+        if isinstance(bound, InsertStmt):
+            return self._plan_insert(bound, binder, catalog, param_types)
+        if isinstance(bound, UpdateStmt):
+            writer = self._writer(bound.table, binder)
+            node = planner.plan(bound.source)
+            assignments = [
+                (bound.table.position(c.id), compile_expr(e)) for c, e in bound.assignments
+            ]
+            runners = planner.runners([e for _, e in bound.assignments])
+            return Plan(
+                "update",
+                catalog,
+                bound,
+                node,
+                _returning_columns(bound.returning_cols),
+                param_types,
+                writer,
+                _compile_list(bound.returning),
+                {"assignments": assignments, "runners": runners},
+                writes=True,
+            )
+        if isinstance(bound, DeleteStmt):
+            writer = self._writer(bound.table, binder)
+            node = planner.plan(bound.source)
+            return Plan(
+                "delete",
+                catalog,
+                bound,
+                node,
+                _returning_columns(bound.returning_cols),
+                param_types,
+                writer,
+                _compile_list(bound.returning),
+                writes=True,
+            )
+        raise unsupported(type(bound).__name__)
+
+    def _writer(self, table: TableDef, binder: Binder) -> TableWriter:
+        checks = [(ck.name, bind_table_expr(binder, table, ck.expression)) for ck in table.checks]
+        return make_writer(table, self.engine.planner.codec(table), checks)
+
+    def _plan_insert(
+        self, bound: InsertStmt, binder: Binder, catalog: Catalog, param_types: list[SqlType]
+    ) -> Plan:
+        table = bound.table
+        writer = self._writer(table, binder)
+        node = self.engine.planner.plan(bound.source)
+        positions = [table.position(cid) for cid in bound.target_ids]
+        defaults: list[tuple[int, Any]] = []
+        for cid, e in bound.defaults.items():
+            col = table.column_by_id(cid)
+            pos = table.position(cid)
+            if col.serial_sequence is not None:
+                seq = catalog.sequences.get(col.serial_sequence)
+                defaults.append(
+                    (pos, ("serial", seq.oid if seq is not None else table.oid * 1000 + cid))
+                )
+            elif not (isinstance(e, BConst) and e.value is None):
+                defaults.append((pos, ("expr", compile_expr(e))))
+        extra: dict[str, Any] = {"positions": positions, "defaults": defaults}
+        oc = bound.on_conflict
+        if oc is not None and oc.do_update:
+            extra["conflict_assign"] = [
+                (table.position(c.id), compile_expr(e)) for c, e in oc.assignments
+            ]
+            extra["conflict_where"] = compile_expr(oc.where) if oc.where is not None else None
+        return Plan(
+            "insert",
+            catalog,
+            bound,
+            node,
+            _returning_columns(bound.returning_cols),
+            param_types,
+            writer,
+            _compile_list(bound.returning),
+            extra,
+            writes=True,
+        )
+
+    def _plan_copy(
+        self, stmt: utility.CopyStatement, catalog: Catalog, param_oids: Sequence[int]
+    ) -> Plan:
+        if stmt.query is not None:
+            inner = _parse_one(stmt.query, 0)
+            if not isinstance(inner, exp.Query):
+                raise unsupported("COPY (statement) other than a query")
+            plan = self._plan(inner, stmt.query, param_oids, catalog)
+            return Plan("copy", catalog, stmt, plan.node, None, [], extra={"columns": plan.columns})
+        table = catalog.table(stmt.table or "")
+        names = list(stmt.columns) if stmt.columns else [c.name for c in table.columns]
+        cols = [table.column(n) for n in names]
+        return Plan(
+            "copy",
+            catalog,
+            stmt,
+            None,
+            None,
+            [],
+            extra={"table": table, "target": cols},
+            writes=stmt.direction_in,
+        )
+
+    # -- execution -------------------------------------------------------------------------
+
+    def _context(self, txn: Transaction, catalog: Catalog, params: list[object]) -> ExecContext:
+        return ExecContext(
+            txn=txn,
+            catalog=catalog,
+            params=params,
+            user=self.user,
+            database=self.database,
+            backend_pid=self.backend_pid,
+            settings=self.settings,
+            transaction_time=self.txn_time,
+            statement_time=dt.datetime.now(dt.UTC),
+            bootstrap_user=self.engine.config.bootstrap_user,
+            set_setting=lambda name, value: self._set(name, value),
+            services=self.engine,
+        )
+
+    async def _execute(self, plan: Plan, params: list[object]) -> Any:
+        kind = plan.kind
+        if kind == "utility":
+            return await self._utility(plan.statement)
+        if kind == "ddl":
+            return await self._ddl(plan.statement)
+        if kind == "explain":
+            inner: Plan = plan.statement
+            lines = inner.node.explain() if inner.node is not None else ["Result"]
+            if inner.kind in ("insert", "update", "delete"):
+                lines = _explain_dml(inner, lines)
+            return _result(
+                self, plan.columns or [], [(line,) for line in lines], "EXPLAIN", count=False
+            )
+        if kind == "copy":
+            from percolator.server.copy import start_copy
+
+            txn = await self.transaction(writes=plan.writes)
+            return await start_copy(self, plan, txn)
+        txn = await self.transaction(writes=plan.writes)
+        assert plan.catalog is not None
+        ctx = self._context(txn, plan.catalog, params)
+        if kind == "query":
+            assert plan.node is not None
+            return RowsExecution(self, plan.columns, plan.node.rows(ctx), "SELECT")
+        if kind == "insert":
+            return await self._insert(plan, ctx)
+        if kind == "update":
+            assert plan.writer is not None and plan.node is not None
+            rows = await update_rows(
+                plan.writer, ctx, plan.node, plan.extra["assignments"], plan.extra["runners"]
+            )
+            return self._dml_result(plan, ctx, rows, f"UPDATE {len(rows)}")
+        if kind == "delete":
+            assert plan.writer is not None and plan.node is not None
+            rows = await delete_rows(plan.writer, ctx, plan.node)
+            return self._dml_result(plan, ctx, rows, f"DELETE {len(rows)}")
+        raise unsupported(kind)
+
+    def _dml_result(
+        self, plan: Plan, ctx: ExecContext, rows: list[tuple[object, ...]], tag: str
+    ) -> Any:
+        if plan.returning is None:
+            return _done(self, tag)
+        out = [tuple(f(r, ctx) for f in plan.returning) for r in rows]
+        ex = _result(self, plan.columns or [], out, tag, count=False)
+        return ex
+
+    async def _insert(self, plan: Plan, ctx: ExecContext) -> Any:
+        assert plan.writer is not None and plan.node is not None
+        table: TableDef = plan.statement.table
+        width = len(table.columns)
+        positions = plan.extra["positions"]
+        defaults = plan.extra["defaults"]
+        rows = []
+        async for src in plan.node.rows(ctx):
+            row: list[object] = [None] * width
+            for pos, v in zip(positions, src, strict=False):
+                row[pos] = v
+            for pos, (kind, f) in defaults:
+                if kind == "serial":
+                    row[pos] = await self.engine.sequences.nextval(f)
+                else:
+                    row[pos] = f((), ctx)
+            rows.append(tuple(row))
+        conflict_update = None
+        oc = plan.statement.on_conflict
+        if oc is not None and oc.do_update:
+            assigns = plan.extra["conflict_assign"]
+            where = plan.extra["conflict_where"]
+
+            async def conflict_update(
+                existing: tuple[object, ...], excluded: tuple[object, ...]
+            ) -> Any:
+                combined = existing[:width] + excluded
+                if where is not None and where(combined, ctx) is not True:
+                    return None
+                new = list(existing)
+                for pos, f in assigns:
+                    new[pos] = f(combined, ctx)
+                updated = tuple(new)
+                plan.writer.check_row(updated, ctx)  # type: ignore[union-attr]
+                return updated
+
+        result = await insert_rows(plan.writer, ctx, rows, oc, conflict_update)
+        return self._dml_result(plan, ctx, result.rows, f"INSERT 0 {result.count}")
+
+    async def _ddl(self, node: exp.Expression) -> Any:
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        before = base
+        binder = Binder(base, Params())
+        result = ddl.apply_ddl(base, node, binder.exprs.bind_type)
+        after = result.catalog
+        for action in result.actions:
+            ctx = self._context(txn, after, [])
+            await run_action(
+                action,
+                after,
+                ctx,
+                lambda t: self._writer(t, Binder(after, Params())),
+                self._default_fn(after, ctx),
+                lambda t, ck: compile_expr(
+                    bind_table_expr(Binder(after, Params()), t, ck.expression)
+                ),
+            )
+        if after is not before:
+            catalog_store.write_changes(txn, before, after)
+            self.txn_catalog = after
+        notices = [Notice("00000", n) for n in result.notices]
+        return _done(self, result.tag, notices)
+
+    async def _catalog_for_ddl(self, txn: Transaction) -> Catalog:
+        """The catalog a DDL statement starts from: this transaction's own if it already ran
+        DDL, else the store's as of our snapshot (reloaded if our cache is behind), so that
+        the version cell read here makes concurrent DDL conflict."""
+        if self.txn_catalog is not None:
+            return self.txn_catalog
+        base = self.engine.catalog
+        version = await catalog_store.read_version(txn)
+        if version != base.version:
+            base = await catalog_store.load(txn)
+            if version > self.engine.catalog.version:
+                self.engine.publish(base)
+        return base
+
+    def insert_defaults(
+        self, table: TableDef, columns: list[Any], catalog: Catalog, binder: Binder
+    ) -> list[tuple[int, Callable[[ExecContext], Awaitable[object]]]]:
+        """(position, async value function) for the columns an insert leaves out."""
+        out: list[tuple[int, Callable[[ExecContext], Awaitable[object]]]] = []
+        for col in columns:
+            pos = table.position(col.id)
+            if col.serial_sequence is not None:
+                seq = catalog.sequences.get(col.serial_sequence)
+                oid = seq.oid if seq is not None else 0
+
+                async def serial(_ctx: ExecContext, _oid: int = oid) -> object:
+                    return await self.engine.sequences.nextval(_oid)
+
+                out.append((pos, serial))
+            elif col.default is not None:
+                f = compile_expr(binder.default_expr(table, col))
+
+                async def value(ctx: ExecContext, _f: Any = f) -> object:
+                    return _f((), ctx)
+
+                out.append((pos, value))
+        return out
+
+    def _default_fn(
+        self, catalog: Catalog, ctx: ExecContext
+    ) -> Callable[[TableDef, Any], Callable[[Any], Awaitable[object]]]:
+        def make(table: TableDef, column: Any) -> Callable[[Any], Awaitable[object]]:
+            if column.serial_sequence is not None:
+                seq = catalog.sequences.get(column.serial_sequence)
+                oid = seq.oid if seq is not None else 0
+
+                async def serial(_row: Any) -> object:
+                    return await self.engine.sequences.nextval(oid)
+
+                return serial
+            binder = Binder(catalog, Params())
+            f = compile_expr(binder.default_expr(table, column))
+
+            async def value(_row: Any) -> object:
+                return f((), ctx)
+
+            return value
+
+        return make
+
+    # -- utility statements ----------------------------------------------------------------
+
+    async def _utility(self, stmt: Any) -> Any:
+        if isinstance(stmt, utility.Begin):
+            return await self._begin(stmt.modes)
+        if isinstance(stmt, utility.Commit):
+            if not self.block:
+                return _done(
+                    self,
+                    "COMMIT",
+                    [_warning(NO_ACTIVE_SQL_TRANSACTION, "there is no transaction in progress")],
+                )
+            return _done(self, await self._end_block(commit=True))
+        if isinstance(stmt, utility.Rollback):
+            if not self.block:
+                return _done(
+                    self,
+                    "ROLLBACK",
+                    [_warning(NO_ACTIVE_SQL_TRANSACTION, "there is no transaction in progress")],
+                )
+            return _done(self, await self._end_block(commit=False))
+        if isinstance(stmt, utility.Savepoint):
+            txn = self._block_txn("SAVEPOINT")
+            self.savepoints.append((stmt.name, (await txn).savepoint(), self.txn_catalog))
+            return _done(self, "SAVEPOINT")
+        if isinstance(stmt, utility.ReleaseSavepoint):
+            await self._block_txn("RELEASE SAVEPOINT")
+            idx = self._savepoint_index(stmt.name)
+            del self.savepoints[idx:]
+            return _done(self, "RELEASE")
+        if isinstance(stmt, utility.RollbackToSavepoint):
+            txn = await self._block_txn("ROLLBACK TO SAVEPOINT")
+            idx = self._savepoint_index(stmt.name)
+            _, sp, catalog = self.savepoints[idx]
+            del self.savepoints[idx + 1 :]
+            txn.rollback_to(sp)
+            self.txn_catalog = catalog
+            self.failed = False
+            return _done(self, "ROLLBACK")
+        if isinstance(stmt, utility.SetVariable):
+            if stmt.value is None:
+                self._set(stmt.name, DEFAULTS.get(stmt.name.lower(), ""))
+            else:
+                self._set(stmt.name, stmt.value)
+            return _done(self, "SET")
+        if isinstance(stmt, utility.SetTransaction):
+            self._set_transaction(stmt)
+            return _done(self, "SET")
+        if isinstance(stmt, utility.Show):
+            return self._show(stmt.name)
+        if isinstance(stmt, utility.Reset):
+            if stmt.name == "all":
+                for name in list(self.settings):
+                    if name in DEFAULTS and name not in ("session_authorization",):
+                        self.settings[name] = DEFAULTS[name]
+            else:
+                self._set(stmt.name, DEFAULTS.get(stmt.name.lower(), ""))
+            return _done(self, "RESET")
+        if isinstance(stmt, utility.Deallocate):
+            self._deallocations.append(stmt.name)
+            return _done(self, "DEALLOCATE ALL" if stmt.name is None else "DEALLOCATE")
+        if isinstance(stmt, utility.NoOp):
+            notices = [Notice("01000", stmt.notice, "WARNING")] if stmt.notice else []
+            return _done(self, stmt.tag, notices)
+        if isinstance(stmt, utility.CreateRole | utility.AlterRole | utility.DropRole):
+            return await self._role(stmt)
+        raise unsupported(type(stmt).__name__)
+
+    async def _begin(self, modes: utility.TransactionModes) -> Any:
+        if self.block:
+            return _done(
+                self,
+                "BEGIN",
+                [_warning(ACTIVE_SQL_TRANSACTION, "there is already a transaction in progress")],
+            )
+        if modes.isolation is utility.IsolationLevel.SERIALIZABLE:
+            raise serializable_refused()
+        self.block = True
+        self.failed = False
+        self.savepoints = []
+        if self.txn is None:
+            self.isolation = self.settings["default_transaction_isolation"]
+            self.read_only = self.settings["default_transaction_read_only"] == "on"
+        if modes.isolation is not None:
+            self.isolation = modes.isolation.value
+        if modes.read_only is not None:
+            self.read_only = modes.read_only
+        return _done(self, "BEGIN")
+
+    async def _block_txn(self, what: str) -> Transaction:
+        if not self.block:
+            raise SqlError(
+                NO_ACTIVE_SQL_TRANSACTION, f"{what} can only be used in transaction blocks"
+            )
+        if self.txn is None:
+            self.txn = await self.engine.client.begin()
+            self.txn_time = dt.datetime.now(dt.UTC)
+        return self.txn
+
+    def _savepoint_index(self, name: str) -> int:
+        for i in range(len(self.savepoints) - 1, -1, -1):
+            if self.savepoints[i][0] == name:
+                return i
+        raise SqlError("3B001", f'savepoint "{name}" does not exist')
+
+    def _set_transaction(self, stmt: utility.SetTransaction) -> None:
+        modes = stmt.modes
+        if modes.isolation is utility.IsolationLevel.SERIALIZABLE:
+            raise serializable_refused()
+        if stmt.session:
+            if modes.isolation is not None:
+                self._set("default_transaction_isolation", modes.isolation.value)
+            if modes.read_only is not None:
+                self._set("default_transaction_read_only", "on" if modes.read_only else "off")
+            return
+        if modes.isolation is not None:
+            self.isolation = modes.isolation.value
+        if modes.read_only is not None:
+            self.read_only = modes.read_only
+
+    def _set(self, name: str, value: str, quiet: bool = False) -> None:
+        key = name.lower()
+        if key == "transaction_isolation":
+            level = value.lower()
+            if level == "serializable":
+                raise serializable_refused()
+            self.isolation = level
+            return
+        if key == "transaction_read_only":
+            self.read_only = value.lower() in ("on", "true", "1")
+            return
+        value = normalize(name, value)
+        if key == "default_transaction_read_only":
+            value = "on" if value.lower() in ("on", "true", "1", "yes") else "off"
+        self.settings[key] = value
+        reported = reported_name(key)
+        if reported is not None and not quiet:
+            self._changes.append((reported, value))
+
+    def _show(self, name: str) -> Any:
+        key = name.lower()
+        if key == "all":
+            rows = [(k, v, "") for k, v in sorted(self.settings.items())]
+            cols = [
+                ResultColumn("name", T.TEXT),
+                ResultColumn("setting", T.TEXT),
+                ResultColumn("description", T.TEXT),
+            ]
+            return _result(self, cols, rows, "SHOW", count=False)
+        if key == "transaction_isolation":
+            value = (
+                self.isolation
+                if (self.block or self.txn is not None)
+                else self.settings["default_transaction_isolation"]
+            )
+        elif key == "transaction_read_only":
+            value = "on" if self.read_only else "off"
+        elif key in self.settings:
+            value = self.settings[key]
+        else:
+            raise SqlError(UNDEFINED_OBJECT, f'unrecognized configuration parameter "{name}"')
+        col_name = reported_name(key) or key
+        return _result(self, [ResultColumn(col_name, T.TEXT)], [(value,)], "SHOW", count=False)
+
+    async def _role(self, stmt: Any) -> Any:
+        from percolator.server.frontend.auth import make_md5_hash, make_scram_verifier
+
+        info = await self.engine.lookup_user(self.user)
+        if info is None or not info.superuser:
+            raise SqlError(INSUFFICIENT_PRIVILEGE, "permission denied to manage roles")
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        catalog = base
+        bootstrap = self.engine.config.bootstrap_user
+        if isinstance(stmt, utility.CreateRole):
+            if stmt.name in catalog.roles or stmt.name == bootstrap:
+                raise SqlError(DUPLICATE_OBJECT, f'role "{stmt.name}" already exists')
+            oid, catalog = catalog.allocate_id()
+            opts = stmt.options
+            role = RoleDef(
+                stmt.name,
+                oid + 16384,
+                superuser=bool(opts.superuser),
+                login=opts.login if opts.login is not None else stmt.is_user,
+            )
+            if opts.password is not None:
+                role = replace(
+                    role,
+                    scram_verifier=make_scram_verifier(opts.password),
+                    md5_hash=make_md5_hash(stmt.name, opts.password),
+                )
+            catalog = catalog.with_role(role)
+            tag = "CREATE ROLE"
+        elif isinstance(stmt, utility.AlterRole):
+            role = catalog.roles.get(stmt.name)
+            if role is None:
+                if stmt.name == bootstrap:
+                    raise unsupported(
+                        f'changing the bootstrap user "{bootstrap}" '
+                        "(set its password in the server configuration)"
+                    )
+                raise SqlError(UNDEFINED_OBJECT, f'role "{stmt.name}" does not exist')
+            if stmt.rename_to is not None:
+                catalog = catalog.without_role(stmt.name).with_role(
+                    replace(role, name=stmt.rename_to, scram_verifier=None, md5_hash=None)
+                )
+                notices = [Notice("00000", "MD5 password cleared because of role rename")]
+                catalog_store.write_changes(txn, base, catalog)
+                self.txn_catalog = catalog
+                return _done(self, "ALTER ROLE", notices)
+            opts = stmt.options
+            if opts.password is not None:
+                role = replace(
+                    role,
+                    scram_verifier=make_scram_verifier(opts.password),
+                    md5_hash=make_md5_hash(role.name, opts.password),
+                )
+            if opts.password_null:
+                role = replace(role, scram_verifier=None, md5_hash=None)
+            if opts.superuser is not None:
+                role = replace(role, superuser=opts.superuser)
+            if opts.login is not None:
+                role = replace(role, login=opts.login)
+            catalog = catalog.with_role(role)
+            tag = "ALTER ROLE"
+        else:
+            notices = []
+            for name in stmt.names:
+                if name == self.user or name == bootstrap:
+                    raise SqlError(
+                        "55006",
+                        "current user cannot be dropped"
+                        if name == self.user
+                        else f'cannot drop role "{name}"',
+                    )
+                if name not in catalog.roles:
+                    if stmt.if_exists:
+                        notices.append(Notice("00000", f'role "{name}" does not exist, skipping'))
+                        continue
+                    raise SqlError(UNDEFINED_OBJECT, f'role "{name}" does not exist')
+                catalog = catalog.without_role(name)
+            if catalog is not base:
+                catalog_store.write_changes(txn, base, catalog)
+                self.txn_catalog = catalog
+            return _done(self, "DROP ROLE", notices)
+        catalog_store.write_changes(txn, base, catalog)
+        self.txn_catalog = catalog
+        return _done(self, tag)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _warning(sqlstate: str, message: str) -> Notice:
+    return Notice(sqlstate, message, "WARNING")
+
+
+def _allowed_in_failed(plan: Plan) -> bool:
+    stmt = plan.statement
+    return plan.kind == "utility" and isinstance(
+        stmt, utility.Rollback | utility.Commit | utility.RollbackToSavepoint
+    )
+
+
+def _compile_list(exprs: list[BExpr] | None) -> list[Any] | None:
+    return [compile_expr(e) for e in exprs] if exprs is not None else None
+
+
+def _returning_columns(cols: list[OutCol] | None) -> list[ResultColumn] | None:
+    return _result_columns(cols) if cols is not None else None
+
+
+def _utility_columns(stmt: Any, session: SqlSession) -> list[ResultColumn] | None:
+    if isinstance(stmt, utility.Show):
+        if stmt.name == "all":
+            return [
+                ResultColumn("name", T.TEXT),
+                ResultColumn("setting", T.TEXT),
+                ResultColumn("description", T.TEXT),
+            ]
+        return [ResultColumn(reported_name(stmt.name) or stmt.name.lower(), T.TEXT)]
+    return None
+
+
+def _explain_dml(plan: Plan, lines: list[str]) -> list[str]:
+    word = {"insert": "Insert", "update": "Update", "delete": "Delete"}[plan.kind]
+    head = f"{word} on {plan.statement.table.name}"
+    return [head, "  ->  " + lines[0], *("      " + line for line in lines[1:])]
+
+
+def bind_table_expr(binder: Binder, table: TableDef, sql: str) -> BExpr:
+    """A boolean expression (CHECK constraint) bound over a row of ``table``."""
+    cols = [
+        OutCol(c.name, c.type, table.oid, i + 1, table.name) for i, c in enumerate(table.columns)
+    ]
+    scope = Scope(cols, None, {table.name})
+    node = sqlglot.parse_one(sql, read="postgres")
+    return binder.exprs.bind_condition(node, scope, "CHECK")
+
+
+def _parse_one(text: str, offset: int) -> Any:
+    """A statement's parse: a utility dataclass, or a sqlglot expression."""
+    stmt = utility.parse_utility(text)
+    if stmt is not None:
+        if isinstance(stmt, utility.Explain):
+            return replace(stmt, offset=offset + stmt.offset)
+        return stmt
+    try:
+        node = sqlglot.parse_one(text, read="postgres")
+    except (ParseError, TokenError) as err:
+        raise _syntax_error(text, offset, err) from None
+    if isinstance(node, exp.Command):
+        word = str(node.this).upper()
+        raise SqlError(FEATURE_NOT_SUPPORTED, f"{word} is not supported")
+    if not isinstance(
+        node, exp.Query | exp.Insert | exp.Update | exp.Delete | exp.Values
+    ) and not ddl.is_ddl(node):
+        raise unsupported(f"statement {type(node).__name__.upper()}")
+    return node
+
+
+def _syntax_error(text: str, offset: int, err: Exception) -> SqlError:
+    position = None
+    near = ""
+    errors = getattr(err, "errors", None)
+    if errors:
+        first = errors[0]
+        line, col = first.get("line"), first.get("col")
+        near = first.get("highlight") or ""
+        if line is not None and col is not None:
+            lines = text.split("\n")
+            pos = sum(len(s) + 1 for s in lines[: line - 1]) + max(col - len(near), 0)
+            position = offset + pos + 1
+    message = f'syntax error at or near "{near}"' if near else "syntax error"
+    return SqlError(SYNTAX_ERROR, message, position=position)
+
+
+__all__ = ["CheckDef", "SqlSession", "bind_table_expr"]

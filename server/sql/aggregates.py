@@ -1,0 +1,262 @@
+"""Aggregate functions: result types and accumulators (count, sum, avg, min, max, string_agg,
+array_agg, bool_and/or, json(b)_agg), with Postgres's result types (sum of int4 is bigint, avg of
+integers is numeric, ...)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from percolator.server.sql import types as T
+from percolator.server.sql.errors import UNDEFINED_FUNCTION, SqlError
+from percolator.server.sql.operators import numeric_div
+from percolator.server.sql.types import SqlType, TypeId
+
+
+def aggregate_type(name: str, args: list[SqlType]) -> SqlType:
+    """The result type of ``name(args)``; 42883 when the aggregate does not take them."""
+    if name == "count":
+        return T.INT8
+    if not args:
+        raise SqlError(UNDEFINED_FUNCTION, f"function {name}() does not exist")
+    a = args[0]
+    if name == "sum":
+        if a.id in (TypeId.INT2, TypeId.INT4):
+            return T.INT8
+        if a.id in (TypeId.INT8, TypeId.NUMERIC):
+            return T.NUMERIC
+        if a.id in (TypeId.FLOAT4, TypeId.FLOAT8):
+            return SqlType(a.id)
+        if a.id is TypeId.INTERVAL:
+            return T.INTERVAL
+    elif name == "avg":
+        if a.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8, TypeId.NUMERIC):
+            return T.NUMERIC
+        if a.id in (TypeId.FLOAT4, TypeId.FLOAT8):
+            return T.FLOAT8
+    elif name in ("min", "max"):
+        if a.id not in (TypeId.JSON, TypeId.JSONB, TypeId.BOOL):
+            return SqlType(a.id, a.typmod if a.id is not TypeId.BPCHAR else -1, a.array)
+    elif name in ("bool_and", "bool_or", "every"):
+        if a.id is TypeId.BOOL:
+            return T.BOOL
+    elif name == "string_agg":
+        if len(args) == 2:
+            return T.BYTEA if a.id is TypeId.BYTEA else T.TEXT
+    elif name == "array_agg":
+        return SqlType(a.id, a.typmod, True)
+    elif name in ("json_agg", "jsonb_agg"):
+        return T.JSON if name == "json_agg" else T.JSONB
+    raise SqlError(
+        UNDEFINED_FUNCTION,
+        f"function {name}({', '.join(str(t) for t in args)}) does not exist",
+        hint="No function matches the given name and argument types.",
+    )
+
+
+class Accumulator:
+    """One group's state of one aggregate."""
+
+    __slots__ = ()
+
+    def add(self, *values: Any) -> None:
+        raise NotImplementedError
+
+    def result(self) -> object:
+        raise NotImplementedError
+
+
+class _Count(Accumulator):
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, *values: Any) -> None:
+        if not values or values[0] is not None:
+            self.n += 1
+
+    def result(self) -> object:
+        return self.n
+
+
+class _Sum(Accumulator):
+    __slots__ = ("as_decimal", "seen", "total")
+
+    def __init__(self, as_decimal: bool) -> None:
+        self.total: Any = 0
+        self.seen = False
+        self.as_decimal = as_decimal
+
+    def add(self, *values: Any) -> None:
+        v = values[0]
+        if v is None:
+            return
+        self.total = self.total + v if self.seen else v
+        self.seen = True
+
+    def result(self) -> object:
+        if not self.seen:
+            return None
+        return (
+            Decimal(self.total) if self.as_decimal and isinstance(self.total, int) else self.total
+        )
+
+
+class _Avg(Accumulator):
+    __slots__ = ("floating", "n", "total")
+
+    def __init__(self, floating: bool) -> None:
+        self.total: Any = 0
+        self.n = 0
+        self.floating = floating
+
+    def add(self, *values: Any) -> None:
+        v = values[0]
+        if v is None:
+            return
+        self.total += v
+        self.n += 1
+
+    def result(self) -> object:
+        if self.n == 0:
+            return None
+        if self.floating:
+            return float(self.total) / self.n
+        return numeric_div(Decimal(self.total), Decimal(self.n))
+
+
+class _Extreme(Accumulator):
+    __slots__ = ("best", "better")
+
+    def __init__(self, better: Callable[[Any, Any], bool]) -> None:
+        self.best: Any = None
+        self.better = better
+
+    def add(self, *values: Any) -> None:
+        v = values[0]
+        if v is None:
+            return
+        if self.best is None or self.better(v, self.best):
+            self.best = v
+
+    def result(self) -> object:
+        return self.best
+
+
+class _BoolAgg(Accumulator):
+    __slots__ = ("is_and", "value")
+
+    def __init__(self, is_and: bool) -> None:
+        self.value: bool | None = None
+        self.is_and = is_and
+
+    def add(self, *values: Any) -> None:
+        v = values[0]
+        if v is None:
+            return
+        if self.value is None:
+            self.value = bool(v)
+        elif self.is_and:
+            self.value = self.value and bool(v)
+        else:
+            self.value = self.value or bool(v)
+
+    def result(self) -> object:
+        return self.value
+
+
+class _StringAgg(Accumulator):
+    __slots__ = ("parts", "seps")
+
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.seps: list[Any] = []
+
+    def add(self, *values: Any) -> None:
+        v, sep = values[0], values[1] if len(values) > 1 else ""
+        if v is None:
+            return
+        self.parts.append(v)
+        self.seps.append("" if sep is None else sep)
+
+    def result(self) -> object:
+        if not self.parts:
+            return None
+        out = self.parts[0]
+        for sep, part in zip(self.seps[1:], self.parts[1:], strict=True):
+            out = out + sep + part
+        return out
+
+
+class _ArrayAgg(Accumulator):
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def add(self, *values: Any) -> None:
+        self.items.append(values[0])
+
+    def result(self) -> object:
+        return list(self.items) if self.items else None
+
+
+class _JsonAgg(Accumulator):
+    __slots__ = ("items", "to_json")
+
+    def __init__(self, to_json: Callable[[Any], Any]) -> None:
+        self.items: list[Any] = []
+        self.to_json = to_json
+
+    def add(self, *values: Any) -> None:
+        self.items.append(self.to_json(values[0]))
+
+    def result(self) -> object:
+        if not self.items:
+            return None
+        return json.dumps(self.items, separators=(", ", ": "))
+
+
+def make_factory(
+    name: str, arg_types: list[SqlType], less: Callable[[Any, Any], bool]
+) -> Callable[[], Accumulator]:
+    """A constructor of fresh accumulators for the aggregate ``name``."""
+    if name == "count":
+        return _Count
+    if name == "sum":
+        dec = bool(arg_types) and arg_types[0].id in (TypeId.INT8, TypeId.NUMERIC)
+        return lambda: _Sum(dec)
+    if name == "avg":
+        floating = arg_types[0].id in (TypeId.FLOAT4, TypeId.FLOAT8)
+        return lambda: _Avg(floating)
+    if name == "min":
+        return lambda: _Extreme(less)
+    if name == "max":
+        return lambda: _Extreme(lambda a, b: less(b, a))
+    if name in ("bool_and", "every"):
+        return lambda: _BoolAgg(True)
+    if name == "bool_or":
+        return lambda: _BoolAgg(False)
+    if name == "string_agg":
+        return _StringAgg
+    if name == "array_agg":
+        return _ArrayAgg
+    if name in ("json_agg", "jsonb_agg"):
+        from percolator.server.sql.textio import text_out
+
+        t = arg_types[0]
+
+        def to_json(v: Any) -> Any:
+            if v is None or isinstance(v, bool | int | float | str):
+                return v
+            if t.id in (TypeId.JSON, TypeId.JSONB):
+                return json.loads(v)
+            if isinstance(v, Decimal):
+                return float(v)
+            return text_out(t, v)
+
+        return lambda: _JsonAgg(to_json)
+    raise SqlError(UNDEFINED_FUNCTION, f"aggregate {name} is not supported")

@@ -1,0 +1,975 @@
+"""Binding: sqlglot trees to bound statements (names resolved against the catalog, types
+inferred, parameters typed), for SELECT, VALUES, set operations, INSERT, UPDATE and DELETE.
+
+Expressions are bound by :class:`~percolator.server.sql.expr_binder.ExprBinder`; this module
+binds the relational structure: FROM and joins, WHERE (conjuncts over one table are pushed into
+that table's scan, where the planner looks for key ranges), GROUP BY and aggregates, the select
+list, DISTINCT, ORDER BY, LIMIT, set operations and CTEs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from percolator.server.sql import system_tables
+from percolator.server.sql import types as T
+from percolator.server.sql.bound import (
+    AggregateRel,
+    BColumn,
+    BConst,
+    BExpr,
+    BOuter,
+    BSubquery,
+    DeleteStmt,
+    DistinctRel,
+    FilterRel,
+    FunctionRel,
+    InsertStmt,
+    JoinKind,
+    JoinRel,
+    LimitRel,
+    OnConflict,
+    OutCol,
+    ProjectRel,
+    QueryStmt,
+    Rel,
+    SetOpKind,
+    SetOpRel,
+    SortKey,
+    SortRel,
+    TableRel,
+    UpdateStmt,
+    ValuesRel,
+    VirtualRel,
+    walk,
+)
+from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
+from percolator.server.sql.errors import (
+    DATATYPE_MISMATCH,
+    DUPLICATE_COLUMN,
+    GROUPING_ERROR,
+    INVALID_COLUMN_REFERENCE,
+    SYNTAX_ERROR,
+    UNDEFINED_COLUMN,
+    UNDEFINED_TABLE,
+    SqlError,
+    unsupported,
+)
+from percolator.server.sql.expr_binder import AggregateContext, ExprBinder, Params
+from percolator.server.sql.scope import Scope
+from percolator.server.sql.types import SqlType
+
+
+@dataclass
+class _Cte:
+    rel: Rel
+    names: list[str]
+
+
+@dataclass
+class _Query:
+    """What binding a FROM clause produced."""
+
+    rel: Rel
+    scope: Scope
+    tables: list[TableRel] = field(default_factory=list)
+    """Tables whose rows appear unchanged in the row (inner side of every join above them)."""
+
+
+class Binder:
+    """Binds the statements of one Parse (one set of parameters)."""
+
+    def __init__(self, catalog: Catalog, params: Params) -> None:
+        self.catalog = catalog
+        self.params = params
+        self.exprs = ExprBinder(self)
+        self._ctes: list[dict[str, _Cte]] = []
+
+    # -- entry points ----------------------------------------------------------------------
+
+    def bind_statement(
+        self, node: exp.Expression
+    ) -> QueryStmt | InsertStmt | UpdateStmt | DeleteStmt:
+        if isinstance(node, exp.Insert):
+            return self.bind_insert(node)
+        if isinstance(node, exp.Update):
+            return self.bind_update(node)
+        if isinstance(node, exp.Delete):
+            return self.bind_delete(node)
+        if isinstance(node, exp.Query | exp.Values):
+            lock = isinstance(node, exp.Select) and bool(node.args.get("locks"))
+            rel = self.bind_query(node, None)
+            return QueryStmt(rel, lock)
+        raise unsupported(f"statement {type(node).__name__.upper()}")
+
+    def bind_query(self, node: exp.Expression, outer: Scope | None) -> Rel:
+        """A query expression (SELECT, VALUES, UNION, ..., with its WITH clause)."""
+        with_ = node.args.get("with_") or node.args.get("with")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise unsupported("WITH RECURSIVE")
+            ctes: dict[str, _Cte] = {}
+            self._ctes.append(ctes)
+            try:
+                for cte in with_.expressions:
+                    name = cte.alias
+                    rel = self.bind_query(cte.this, outer)
+                    cols = (
+                        [c.name for c in cte.args["alias"].columns]
+                        if cte.args.get("alias") and cte.args["alias"].columns
+                        else [c.name for c in rel.columns]
+                    )
+                    ctes[name] = _Cte(rel, cols)
+                return self._bind_query_body(node, outer)
+            finally:
+                self._ctes.pop()
+        return self._bind_query_body(node, outer)
+
+    def _bind_query_body(self, node: exp.Expression, outer: Scope | None) -> Rel:
+        if isinstance(node, exp.Select):
+            return self.bind_select(node, outer)
+        if isinstance(node, exp.Union | exp.Intersect | exp.Except):
+            return self._bind_setop(node, outer)
+        if isinstance(node, exp.Values):
+            return self._bind_values(node, outer)
+        if isinstance(node, exp.Subquery):
+            return self._wrap_order_limit(node, self.bind_query(node.this, outer), outer)
+        raise unsupported(f"query {type(node).__name__}")
+
+    # -- SELECT ----------------------------------------------------------------------------
+
+    def bind_select(self, node: exp.Select, outer: Scope | None) -> Rel:
+        from_ = node.args.get("from_") or node.args.get("from")
+        if from_ is not None:
+            q = self._bind_from(from_.this, node.args.get("joins") or [], outer)
+        else:
+            q = _Query(ValuesRel([], [[]]), Scope([], outer))  # type: ignore[arg-type]
+            q.rel = ValuesRel([], [[]])
+        for lock in node.args.get("locks") or []:
+            if not lock.args.get("update", False) and lock.args.get("update") is not None:
+                pass
+            for t in q.tables:
+                t.lock_rows = True
+        where = node.args.get("where")
+        if where is not None:
+            pred = self.exprs.bind_condition(where.this, q.scope, "WHERE")
+            q.rel = self._apply_where(q, pred)
+
+        select_items = self._expand_stars(node.expressions, q.scope)
+        group = node.args.get("group")
+        having = node.args.get("having")
+        agg_ctx: AggregateContext | None = None
+        needs_agg = (
+            group is not None
+            or having is not None
+            or any(self.exprs.contains_aggregate(e) for e, _ in select_items)
+        )
+        order = node.args.get("order")
+        if not needs_agg and order is not None:
+            needs_agg = any(self.exprs.contains_aggregate(o.this) for o in order.expressions)
+        source_scope = q.scope
+        if needs_agg:
+            agg_ctx = self._bind_grouping(group, select_items, q.scope)
+            # The select list, HAVING and ORDER BY see the aggregate's output row.
+        project_exprs: list[BExpr] = []
+        out_cols: list[OutCol] = []
+        for item, name in select_items:
+            if agg_ctx is not None:
+                e = self.exprs.bind_in_aggregate(item, agg_ctx)
+            else:
+                e = self.exprs.bind(item, source_scope)
+            project_exprs.append(e)
+            out_cols.append(self._out_col(item, name, e, source_scope))
+        if agg_ctx is not None:
+            having_pred = None
+            if having is not None:
+                having_pred = self.exprs.coerce_condition(
+                    self.exprs.bind_in_aggregate(having.this, agg_ctx), "HAVING"
+                )
+            rel: Rel = AggregateRel(agg_ctx.output_columns(), q.rel, agg_ctx.groups, agg_ctx.aggs)
+            if having_pred is not None:
+                rel = FilterRel(rel.columns, rel, having_pred)
+        else:
+            rel = q.rel
+
+        distinct = node.args.get("distinct")
+        sort_keys: list[SortKey] = []
+        if order is not None:
+            sort_keys = self._bind_order(
+                order, project_exprs, out_cols, source_scope, agg_ctx, bool(distinct)
+            )
+        rel = ProjectRel(out_cols, rel, project_exprs)
+        if distinct is not None:
+            on = distinct.args.get("on")
+            on_exprs = None
+            if on is not None:
+                on_exprs = [
+                    self._output_ref(e, out_cols, project_exprs, source_scope, agg_ctx)
+                    for e in on.expressions
+                ]
+            rel = DistinctRel(rel.columns, rel, on_exprs)
+        if sort_keys:
+            rel = SortRel(rel.columns, rel, sort_keys)
+        visible = [i for i, c in enumerate(out_cols) if not c.hidden]
+        rel = self._bind_limit(node, rel)
+        if len(visible) != len(out_cols):
+            rel = ProjectRel(
+                [out_cols[i] for i in visible],
+                rel,
+                [BColumn(out_cols[i].type, i, out_cols[i].name) for i in visible],
+            )
+        return rel
+
+    def _bind_limit(self, node: exp.Expression, rel: Rel) -> Rel:
+        limit = node.args.get("limit")
+        offset = node.args.get("offset")
+        if limit is None and offset is None:
+            return rel
+        empty = Scope()
+        lim = None
+        off = None
+        if limit is not None:
+            lim_node = limit.args.get("expression")
+            if lim_node is not None and not isinstance(lim_node, exp.Null):
+                lim = self.exprs.coerce(self.exprs.bind(lim_node, empty), T.INT8)
+        if offset is not None:
+            off = self.exprs.coerce(self.exprs.bind(offset.args["expression"], empty), T.INT8)
+        return LimitRel(rel.columns, rel, lim, off)
+
+    def _expand_stars(
+        self, items: list[exp.Expression], scope: Scope
+    ) -> list[tuple[exp.Expression, str | None]]:
+        """Select items with ``*`` and ``t.*`` expanded to column references."""
+        out: list[tuple[exp.Expression, str | None]] = []
+        for item in items:
+            if isinstance(item, exp.Star):
+                indexes = scope.star(None)
+                if not indexes and not scope.columns:
+                    raise SqlError(SYNTAX_ERROR, "SELECT * with no tables specified is not valid")
+                out.extend((_IndexRef(i), scope.columns[i].name) for i in indexes)
+            elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+                qualifier = item.table
+                out.extend((_IndexRef(i), scope.columns[i].name) for i in scope.star(qualifier))
+            else:
+                alias = item.alias if isinstance(item, exp.Alias) else None
+                out.append((item.this if isinstance(item, exp.Alias) else item, alias))
+        return out
+
+    def _out_col(self, item: exp.Expression, alias: str | None, e: BExpr, scope: Scope) -> OutCol:
+        if isinstance(item, _IndexRef):
+            src = scope.columns[item.index]
+            return OutCol(src.name, e.type, src.table_oid, src.column_number)
+        if alias is not None:
+            name = alias
+        else:
+            name = self.exprs.column_name(item)
+        table_oid = 0
+        column_number = 0
+        if isinstance(item, exp.Column) and isinstance(e, BColumn):
+            src = scope.columns[e.index]
+            table_oid, column_number = src.table_oid, src.column_number
+        return OutCol(name, e.type, table_oid, column_number)
+
+    def _bind_grouping(
+        self,
+        group: exp.Group | None,
+        select_items: list[tuple[exp.Expression, str | None]],
+        scope: Scope,
+    ) -> AggregateContext:
+        ctx = AggregateContext(scope)
+        if group is not None:
+            for g in group.expressions:
+                node = g
+                if isinstance(g, exp.Literal) and not g.is_string:
+                    pos = int(g.this)
+                    if not 1 <= pos <= len(select_items):
+                        raise SqlError(
+                            INVALID_COLUMN_REFERENCE,
+                            f"GROUP BY position {pos} is not in select list",
+                        )
+                    node = select_items[pos - 1][0]
+                elif isinstance(g, exp.Column) and not g.table:
+                    found = scope.lookup(None, g.name)
+                    if found is None:
+                        for item, alias in select_items:
+                            if alias == g.name:
+                                node = item
+                                break
+                ctx.add_group(node, self.exprs.bind(node, scope))
+        return ctx
+
+    def _bind_order(
+        self,
+        order: exp.Order,
+        project_exprs: list[BExpr],
+        out_cols: list[OutCol],
+        scope: Scope,
+        agg_ctx: AggregateContext | None,
+        distinct: bool,
+    ) -> list[SortKey]:
+        keys = []
+        for o in order.expressions:
+            ref = self._output_ref(o.this, out_cols, project_exprs, scope, agg_ctx, distinct)
+            nulls_first = o.args.get("nulls_first")
+            desc = bool(o.args.get("desc"))
+            # sqlglot fills nulls_first with the dialect default; keep it only when explicit.
+            explicit_nulls = "NULLS" in o.sql(dialect="postgres").upper()
+            keys.append(SortKey(ref, desc, bool(nulls_first) if explicit_nulls else None))
+        return keys
+
+    def _output_ref(
+        self,
+        node: exp.Expression,
+        out_cols: list[OutCol],
+        project_exprs: list[BExpr],
+        scope: Scope,
+        agg_ctx: AggregateContext | None,
+        distinct: bool = False,
+    ) -> BExpr:
+        """An ORDER BY / DISTINCT ON key as a reference to a projected column (adding a hidden
+        one for an expression that is not in the select list)."""
+        if isinstance(node, exp.Literal) and not node.is_string:
+            pos = int(node.this)
+            if not 1 <= pos <= len(out_cols):
+                raise SqlError(
+                    INVALID_COLUMN_REFERENCE, f"ORDER BY position {pos} is not in select list"
+                )
+            return BColumn(out_cols[pos - 1].type, pos - 1)
+        if isinstance(node, exp.Column) and not node.table:
+            matches = [i for i, c in enumerate(out_cols) if c.name == node.name and not c.hidden]
+            if (matches and scope.lookup(None, node.name) is None) or len(matches) == 1:
+                if matches:
+                    return BColumn(out_cols[matches[0]].type, matches[0])
+        e = (
+            self.exprs.bind_in_aggregate(node, agg_ctx)
+            if agg_ctx is not None
+            else self.exprs.bind(node, scope)
+        )
+        for i, pe in enumerate(project_exprs):
+            if _same_expr(pe, e) and not out_cols[i].hidden:
+                return BColumn(e.type, i)
+        if distinct:
+            raise SqlError(
+                INVALID_COLUMN_REFERENCE,
+                "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+            )
+        project_exprs.append(e)
+        out_cols.append(OutCol("?sort?", e.type, hidden=True))
+        return BColumn(e.type, len(out_cols) - 1)
+
+    def _apply_where(self, q: _Query, pred: BExpr) -> Rel:
+        """Push conjuncts that read one table (and nothing correlated) into its scan."""
+        rest = []
+        offsets = _table_offsets(q.rel)
+        for conj in _conjuncts(pred):
+            target = _single_table(conj, offsets, q.tables)
+            if target is not None:
+                table, offset = target
+                table.filters.append(_shift(conj, -offset))
+            else:
+                rest.append(conj)
+        if not rest:
+            return q.rel
+        combined = rest[0] if len(rest) == 1 else self.exprs.make_and(rest)
+        return FilterRel(q.rel.columns, q.rel, combined)
+
+    # -- FROM ------------------------------------------------------------------------------
+
+    def _bind_from(
+        self, first: exp.Expression, joins: list[exp.Join], outer: Scope | None
+    ) -> _Query:
+        q = self._bind_from_item(first, outer)
+        for j in joins:
+            right = self._bind_from_item(j.this, outer)
+            q = self._join(q, right, j, outer)
+        return q
+
+    def _bind_from_item(self, node: exp.Expression, outer: Scope | None) -> _Query:
+        if isinstance(node, exp.Table):
+            if isinstance(node.this, exp.Func | exp.Anonymous):
+                return self._bind_function_table(node, outer)
+            return self._bind_table(node, outer)
+        if isinstance(node, exp.Subquery):
+            rel = self.bind_query(node.this, outer)
+            rel = self._wrap_order_limit(node, rel, outer)
+            alias = node.alias
+            if not alias:
+                raise SqlError(SYNTAX_ERROR, "subquery in FROM must have an alias")
+            return self._aliased(rel, alias, _column_aliases(node), outer)
+        if isinstance(node, exp.Values):
+            rel = self._bind_values(node, outer)
+            alias = node.alias or "*VALUES*"
+            return self._aliased(rel, alias, _column_aliases(node), outer)
+        if isinstance(node, exp.Unnest | exp.Explode):
+            raise unsupported("UNNEST in FROM")
+        raise unsupported(f"FROM item {type(node).__name__}")
+
+    def _wrap_order_limit(self, node: exp.Expression, rel: Rel, outer: Scope | None) -> Rel:
+        return rel
+
+    def _aliased(self, rel: Rel, alias: str, names: list[str], outer: Scope | None) -> _Query:
+        cols = []
+        for i, c in enumerate(rel.columns):
+            name = names[i] if i < len(names) else c.name
+            cols.append(OutCol(name, c.type, c.table_oid, c.column_number, alias))
+        rel = ProjectRel(cols, rel, [BColumn(c.type, i) for i, c in enumerate(rel.columns)])
+        return _Query(rel, Scope(cols, outer, {alias}))
+
+    def _bind_table(self, node: exp.Table, outer: Scope | None) -> _Query:
+        name = node.name
+        schema = node.db or None
+        alias = node.alias or name
+        col_aliases = _column_aliases(node)
+        if schema is None:
+            for ctes in reversed(self._ctes):
+                if name in ctes:
+                    cte = ctes[name]
+                    return self._aliased(cte.rel, alias, col_aliases or cte.names, outer)
+        if schema in (None, "public"):
+            table = self.catalog.tables.get(name)
+            if table is not None:
+                cols = [
+                    OutCol(
+                        col_aliases[i] if i < len(col_aliases) else c.name,
+                        c.type,
+                        table.oid,
+                        i + 1,
+                        alias,
+                    )
+                    for i, c in enumerate(table.columns)
+                ] + _hidden_key(table, alias)
+                rel = TableRel(cols, table, alias)
+                return _Query(rel, Scope(cols, outer, {alias}), [rel])
+        if schema is None or schema in system_tables.SYSTEM_SCHEMAS:
+            sys_table = system_tables.lookup(schema, name)
+            if sys_table is not None:
+                cols = [OutCol(n, t, relation=alias) for n, t in sys_table.columns]
+                vrel = VirtualRel(cols, f"{sys_table.schema}.{name}", sys_table.rows)
+                return _Query(vrel, Scope(cols, outer, {alias}))
+        shown = f"{schema}.{name}" if schema else name
+        raise SqlError(UNDEFINED_TABLE, f'relation "{shown}" does not exist')
+
+    def _bind_function_table(self, node: exp.Table, outer: Scope | None) -> _Query:
+        fn_node = node.this
+        name, args = self.exprs.function_name_args(fn_node)
+        bound = [self.exprs.bind(a, Scope([], outer)) for a in args]
+        from percolator.server.sql.set_functions import resolve_set_function
+
+        resolved = resolve_set_function(name, bound, self.exprs)
+        if resolved is None:
+            raise unsupported(f"function {name} in FROM")
+        fn, out_types, bound = resolved
+        alias = node.alias or name
+        col_aliases = _column_aliases(node)
+        names = col_aliases or (
+            [name] if len(out_types) == 1 else [f"col{i}" for i in range(len(out_types))]
+        )
+        cols = [OutCol(names[i], t, relation=alias) for i, t in enumerate(out_types)]
+        return _Query(FunctionRel(cols, name, fn, bound), Scope(cols, outer, {alias}))
+
+    def _join(self, left: _Query, right: _Query, j: exp.Join, outer: Scope | None) -> _Query:
+        side = (j.args.get("side") or "").upper()
+        kind_word = (j.args.get("kind") or "").upper()
+        if kind_word == "CROSS" or (
+            not side and j.args.get("on") is None and not j.args.get("using")
+        ):
+            kind = JoinKind.CROSS if not j.args.get("on") else JoinKind.INNER
+        elif side == "LEFT":
+            kind = JoinKind.LEFT
+        elif side == "RIGHT":
+            kind = JoinKind.RIGHT
+        elif side == "FULL":
+            kind = JoinKind.FULL
+        else:
+            kind = JoinKind.INNER
+        if kind_word == "NATURAL":
+            raise unsupported("NATURAL JOIN")
+        if (j.args.get("kind", "") and kind_word in ("LATERAL",)) or j.args.get("lateral"):
+            raise unsupported("LATERAL")
+        right_cols = list(right.scope.columns)
+        using = j.args.get("using")
+        using_names = [u.name for u in using] if using else []
+        if using_names:
+            right_cols = [
+                OutCol(
+                    c.name, c.type, c.table_oid, c.column_number, c.relation, c.name in using_names
+                )
+                for c in right_cols
+            ]
+        cols = list(left.scope.columns) + right_cols
+        scope = Scope(cols, outer, left.scope.relations | right.scope.relations)
+        dup = left.scope.relations & right.scope.relations
+        if dup:
+            raise SqlError("42712", f'table name "{next(iter(dup))}" specified more than once')
+        condition = None
+        if j.args.get("on") is not None:
+            condition = self.exprs.bind_condition(j.args["on"], scope, "JOIN/ON")
+        elif using_names:
+            parts = []
+            nleft = len(left.scope.columns)
+            for name in using_names:
+                li = left.scope._find(None, name)
+                ri = right.scope._find(None, name)
+                if li is None or ri is None:
+                    raise SqlError(
+                        UNDEFINED_COLUMN,
+                        f'column "{name}" specified in USING clause does not exist in '
+                        f"{'left' if li is None else 'right'} table",
+                    )
+                parts.append(
+                    self.exprs.compare(
+                        "=",
+                        BColumn(cols[li].type, li, name),
+                        BColumn(cols[nleft + ri].type, nleft + ri, name),
+                    )
+                )
+            condition = parts[0] if len(parts) == 1 else self.exprs.make_and(parts)
+        rel = JoinRel(cols, kind, left.rel, right.rel, condition)
+        if condition is not None:
+            rel.equi_keys = _equi_keys(condition, len(left.scope.columns))
+        tables: list[TableRel] = []
+        if kind in (JoinKind.INNER, JoinKind.CROSS):
+            tables = left.tables + right.tables
+        elif kind is JoinKind.LEFT:
+            tables = left.tables
+        elif kind is JoinKind.RIGHT:
+            tables = right.tables
+        return _Query(rel, scope, tables)
+
+    # -- VALUES and set operations ---------------------------------------------------------
+
+    def _bind_values(
+        self, node: exp.Values, outer: Scope | None, targets: list[SqlType] | None = None
+    ) -> Rel:
+        scope = Scope([], outer)
+        rows: list[list[BExpr]] = []
+        for tup in node.expressions:
+            items = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
+            rows.append(
+                [
+                    self.exprs.bind(i, scope)
+                    if not isinstance(i, exp.Var) or i.name.upper() != "DEFAULT"
+                    else _DEFAULT
+                    for i in items
+                ]
+            )
+        width = len(rows[0])
+        if any(len(r) != width for r in rows):
+            raise SqlError(SYNTAX_ERROR, "VALUES lists must all be the same length")
+        types = []
+        for c in range(width):
+            if targets is not None and c < len(targets):
+                t = targets[c]
+            else:
+                t = self.exprs.common_type([r[c] for r in rows if r[c] is not _DEFAULT], "VALUES")
+            types.append(t)
+            for r in rows:
+                if r[c] is not _DEFAULT:
+                    r[c] = self.exprs.coerce(r[c], t, assignment=targets is not None)
+        cols = [OutCol(f"column{i + 1}", t) for i, t in enumerate(types)]
+        return ValuesRel(cols, rows)
+
+    def _bind_setop(self, node: exp.Expression, outer: Scope | None) -> Rel:
+        left = self.bind_query(node.this, outer)
+        right = self.bind_query(node.expression, outer)
+        if len(left.columns) != len(right.columns):
+            word = type(node).__name__.upper()
+            raise SqlError(SYNTAX_ERROR, f"each {word} query must have the same number of columns")
+        types = [
+            self.exprs.common_type_of([a.type, b.type], type(node).__name__.upper())
+            for a, b in zip(left.columns, right.columns, strict=True)
+        ]
+        left = self._cast_rel(left, types)
+        right = self._cast_rel(right, types)
+        kind = {
+            exp.Union: SetOpKind.UNION,
+            exp.Intersect: SetOpKind.INTERSECT,
+            exp.Except: SetOpKind.EXCEPT,
+        }[type(node)]
+        cols = [OutCol(c.name, t) for c, t in zip(left.columns, types, strict=True)]
+        rel: Rel = SetOpRel(cols, kind, not node.args.get("distinct", True), left, right)
+        order = node.args.get("order")
+        if order is not None:
+            keys = []
+            for o in order.expressions:
+                e = o.this
+                if isinstance(e, exp.Literal) and not e.is_string:
+                    idx = int(e.this) - 1
+                elif isinstance(e, exp.Column):
+                    names = [c.name for c in cols]
+                    if e.name not in names:
+                        raise SqlError(UNDEFINED_COLUMN, f'column "{e.name}" does not exist')
+                    idx = names.index(e.name)
+                else:
+                    raise unsupported("ORDER BY an expression on a set operation")
+                if not 0 <= idx < len(cols):
+                    raise SqlError(
+                        INVALID_COLUMN_REFERENCE,
+                        f"ORDER BY position {idx + 1} is not in select list",
+                    )
+                keys.append(SortKey(BColumn(cols[idx].type, idx), bool(o.args.get("desc"))))
+            rel = SortRel(cols, rel, keys)
+        return self._bind_limit(node, rel)
+
+    def _cast_rel(self, rel: Rel, types: list[SqlType]) -> Rel:
+        if all(c.type == t for c, t in zip(rel.columns, types, strict=True)):
+            return rel
+        exprs = [
+            self.exprs.coerce(BColumn(c.type, i), t)
+            for i, (c, t) in enumerate(zip(rel.columns, types, strict=True))
+        ]
+        cols = [OutCol(c.name, t) for c, t in zip(rel.columns, types, strict=True)]
+        return ProjectRel(cols, rel, exprs)
+
+    # -- DML -------------------------------------------------------------------------------
+
+    def _dml_table(self, node: exp.Expression) -> tuple[TableDef, str]:
+        if not isinstance(node, exp.Table):
+            raise unsupported(f"DML target {type(node).__name__}")
+        if node.db and node.db != "public":
+            raise SqlError(UNDEFINED_TABLE, f'relation "{node.db}.{node.name}" does not exist')
+        table = self.catalog.table(node.name)
+        return table, node.alias or node.name
+
+    def bind_insert(self, node: exp.Insert) -> InsertStmt:
+        target = node.this
+        columns_nodes = None
+        if isinstance(target, exp.Schema):
+            columns_nodes = target.expressions
+            target = target.this
+        table, alias = self._dml_table(target)
+        if columns_nodes is not None:
+            targets = []
+            for c in columns_nodes:
+                col = table.column(c.name)
+                if col in targets:
+                    raise SqlError(DUPLICATE_COLUMN, f'column "{c.name}" specified more than once')
+                targets.append(col)
+        else:
+            targets = list(table.columns)
+        source_node = node.expression
+        if source_node is None:
+            if node.args.get("default"):
+                source_node = None
+            else:
+                raise SqlError(SYNTAX_ERROR, "INSERT has no VALUES or query")
+        if source_node is None:
+            targets = []
+            source: Rel = ValuesRel([], [[]])
+        elif isinstance(source_node, exp.Values):
+            source = self._bind_values(source_node, None, [c.type for c in targets])
+            if len(source.columns) > len(targets):
+                raise SqlError(SYNTAX_ERROR, "INSERT has more expressions than target columns")
+            targets = targets[: len(source.columns)]
+        else:
+            source = self.bind_query(source_node, None)
+            if len(source.columns) > len(targets):
+                raise SqlError(SYNTAX_ERROR, "INSERT has more expressions than target columns")
+            targets = targets[: len(source.columns)]
+            source = self._assign_rel(source, [c.type for c in targets])
+        target_ids = [c.id for c in targets]
+        defaults = {
+            c.id: self.default_expr(table, c) for c in table.columns if c.id not in target_ids
+        }
+        # DEFAULT keyword inside VALUES: fill from the column's default.
+        if isinstance(source, ValuesRel):
+            for row in source.rows:
+                for i, e in enumerate(row):
+                    if e is _DEFAULT:
+                        row[i] = self.default_expr(table, targets[i])
+        on_conflict = self._bind_on_conflict(node.args.get("conflict"), table, alias)
+        returning, returning_cols = self._bind_returning(node.args.get("returning"), table, alias)
+        return InsertStmt(
+            table, source, target_ids, defaults, on_conflict, returning, returning_cols
+        )
+
+    def default_expr(self, table: TableDef, col: ColumnDef) -> BExpr:
+        """The column's default as a bound expression (NULL when it has none)."""
+        if col.default is None:
+            return BConst(col.type, None)
+        from sqlglot import parse_one
+
+        e = self.exprs.bind(parse_one(col.default, read="postgres"), Scope())
+        return self.exprs.coerce(e, col.type, assignment=True)
+
+    def _assign_rel(self, rel: Rel, types: list[SqlType]) -> Rel:
+        exprs = [
+            self.exprs.coerce(BColumn(c.type, i), t, assignment=True)
+            for i, (c, t) in enumerate(zip(rel.columns, types, strict=False))
+        ]
+        cols = [OutCol(c.name, t) for c, t in zip(rel.columns, types, strict=False)]
+        return ProjectRel(cols, rel, exprs)
+
+    def _bind_on_conflict(
+        self, node: exp.OnConflict | None, table: TableDef, alias: str
+    ) -> OnConflict | None:
+        if node is None:
+            return None
+        if node.args.get("constraint") is not None:
+            raise unsupported("ON CONFLICT ON CONSTRAINT")
+        target = None
+        keys = node.args.get("conflict_keys")
+        if keys:
+            ids = []
+            for k in keys:
+                e = k.this if isinstance(k, exp.Ordered) else k
+                ids.append(table.column(e.name).id)
+            ids_t = tuple(sorted(ids))
+            candidates = [tuple(sorted(table.primary_key))] + [
+                tuple(sorted(ix.column_ids)) for ix in table.indexes if ix.unique
+            ]
+            if ids_t not in candidates:
+                raise SqlError(
+                    INVALID_COLUMN_REFERENCE,
+                    "there is no unique or exclusion constraint matching the ON CONFLICT "
+                    "specification",
+                )
+            target = tuple(ids)
+        action = node.args.get("action")
+        action_text = action.name.upper() if action is not None else ""
+        if "UPDATE" not in action_text:
+            return OnConflict(False, target)
+        if target is None:
+            raise SqlError(
+                SYNTAX_ERROR,
+                "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+                hint="For example, ON CONFLICT (column_name).",
+            )
+        cols = [
+            OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
+        ] + [OutCol(c.name, c.type, relation="excluded") for c in table.columns]
+        scope = Scope(cols, None, {alias, "excluded"})
+        assignments = self._bind_assignments(node.expressions, table, scope)
+        where = node.args.get("where")
+        pred = self.exprs.bind_condition(where.this, scope, "WHERE") if where is not None else None
+        return OnConflict(True, target, assignments, pred)
+
+    def _bind_assignments(
+        self, items: list[exp.Expression], table: TableDef, scope: Scope
+    ) -> list[tuple[ColumnDef, BExpr]]:
+        out: list[tuple[ColumnDef, BExpr]] = []
+        seen: set[int] = set()
+        for eq in items:
+            if not isinstance(eq, exp.EQ):
+                raise unsupported(f"assignment {eq.sql(dialect='postgres')}")
+            target = eq.this
+            if isinstance(target, exp.Tuple):
+                raise unsupported("multiple-column assignment (a, b) = (...)")
+            col = table.column(target.name)
+            if col.id in seen:
+                raise SqlError("42601", f'multiple assignments to same column "{col.name}"')
+            seen.add(col.id)
+            value_node = eq.expression
+            if (isinstance(value_node, exp.Var) and value_node.name.upper() == "DEFAULT") or (
+                isinstance(value_node, exp.Column)
+                and value_node.name.upper() == "DEFAULT"
+                and not value_node.table
+                and scope.lookup(None, "default") is None
+            ):
+                value = self.default_expr(table, col)
+            else:
+                value = self.exprs.coerce(
+                    self.exprs.bind(value_node, scope), col.type, assignment=True
+                )
+            out.append((col, value))
+        return out
+
+    def _target_query(self, node: exp.Expression, table: TableDef, alias: str) -> _Query:
+        cols = [
+            OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
+        ] + _hidden_key(table, alias)
+        rel = TableRel(cols, table, alias)
+        q = _Query(rel, Scope(cols, None, {alias}), [rel])
+        from_ = node.args.get("from_") or node.args.get("from")
+        using = node.args.get("using")
+        items: list[exp.Expression] = []
+        if isinstance(from_, exp.From):
+            items = [from_.this, *(j.this for j in node.args.get("joins") or [])]
+        if isinstance(using, list):
+            items.extend(using)
+        if items:
+            for item in items:
+                other = self._bind_from_item(item, None)
+                q = self._join(q, other, exp.Join(this=item), None)
+        where = node.args.get("where")
+        if where is not None:
+            pred = self.exprs.bind_condition(where.this, q.scope, "WHERE")
+            q.rel = self._apply_where(q, pred)
+        return q
+
+    def bind_update(self, node: exp.Update) -> UpdateStmt:
+        table, alias = self._dml_table(node.this)
+        q = self._target_query(node, table, alias)
+        assignments = self._bind_assignments(node.expressions, table, q.scope)
+        returning, returning_cols = self._bind_returning(
+            node.args.get("returning"), table, alias, q.scope
+        )
+        return UpdateStmt(table, q.rel, assignments, returning, returning_cols)
+
+    def bind_delete(self, node: exp.Delete) -> DeleteStmt:
+        table, alias = self._dml_table(node.this)
+        q = self._target_query(node, table, alias)
+        returning, returning_cols = self._bind_returning(
+            node.args.get("returning"), table, alias, q.scope
+        )
+        return DeleteStmt(table, q.rel, returning, returning_cols)
+
+    def _bind_returning(
+        self, node: exp.Returning | None, table: TableDef, alias: str, scope: Scope | None = None
+    ) -> tuple[list[BExpr] | None, list[OutCol] | None]:
+        """RETURNING expressions over the table's (new) row."""
+        if node is None:
+            return None, None
+        cols = [
+            OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
+        ]
+        scope = Scope(cols, None, {alias})
+        items = self._expand_stars(node.expressions, scope)
+        exprs = []
+        out = []
+        for item, name in items:
+            e = self.exprs.bind(item, scope)
+            exprs.append(e)
+            out.append(self._out_col(item, name, e, scope))
+        return exprs, out
+
+
+class _IndexRef(exp.Expression):
+    """A select item that is input column ``index`` (from ``*`` expansion)."""
+
+    arg_types = {"this": False}
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
+
+
+_DEFAULT = BConst(T.UNKNOWN, None)
+"""Marks a DEFAULT keyword inside VALUES until the target column is known."""
+
+
+def _hidden_key(table: TableDef, alias: str) -> list[OutCol]:
+    """A table without a primary key carries its hidden row id as a last, hidden column
+    (like Postgres's ctid), so UPDATE and DELETE can address its rows."""
+    if table.primary_key:
+        return []
+    return [OutCol("ctid", T.BYTEA, relation=alias, hidden=True)]
+
+
+def _column_aliases(node: exp.Expression) -> list[str]:
+    alias = node.args.get("alias")
+    if isinstance(alias, exp.TableAlias):
+        return [c.name for c in alias.columns]
+    return []
+
+
+def _conjuncts(e: BExpr) -> list[BExpr]:
+    from percolator.server.sql.bound import BBool
+
+    if isinstance(e, BBool) and e.is_and:
+        out = []
+        for a in e.args:
+            out.extend(_conjuncts(a))
+        return out
+    return [e]
+
+
+def _table_offsets(rel: Rel) -> dict[int, int]:
+    """id(TableRel) -> offset of its columns in ``rel``'s row, for tables reachable through
+    joins only."""
+    out: dict[int, int] = {}
+
+    def visit(r: Rel, offset: int) -> None:
+        if isinstance(r, TableRel):
+            out[id(r)] = offset
+        elif isinstance(r, JoinRel):
+            visit(r.left, offset)
+            visit(r.right, offset + len(r.left.columns))
+
+    visit(rel, 0)
+    return out
+
+
+def _single_table(
+    e: BExpr, offsets: dict[int, int], tables: list[TableRel]
+) -> tuple[TableRel, int] | None:
+    indexes = set()
+    for node in walk(e):
+        if isinstance(node, BOuter | BSubquery):
+            return None
+        if node.__class__.__name__ == "BContextCall":
+            return None
+        if isinstance(node, BColumn):
+            indexes.add(node.index)
+    if not indexes:
+        return None
+    for t in tables:
+        off = offsets.get(id(t))
+        if off is None:
+            continue
+        if all(off <= i < off + len(t.columns) for i in indexes):
+            return t, off
+    return None
+
+
+def _shift(e: BExpr, delta: int) -> BExpr:
+    if delta == 0:
+        return e
+    for node in walk(e):
+        if isinstance(node, BColumn):
+            node.index += delta
+    return e
+
+
+def _equi_keys(cond: BExpr, nleft: int) -> list[tuple[BExpr, BExpr]]:
+    """``left_expr = right_expr`` conjuncts of a join condition, for a hash join."""
+    from percolator.server.sql.bound import BCall
+
+    keys = []
+    for c in _conjuncts(cond):
+        if not (isinstance(c, BCall) and c.name == "=" and len(c.args) == 2):
+            continue
+        a, b = c.args
+        sa, sb = _side(a, nleft), _side(b, nleft)
+        if sa == "L" and sb == "R":
+            keys.append((a, _shift_copy(b, -nleft)))
+        elif sa == "R" and sb == "L":
+            keys.append((b, _shift_copy(a, -nleft)))
+    return keys
+
+
+def _side(e: BExpr, nleft: int) -> str | None:
+    sides = set()
+    for node in walk(e):
+        if isinstance(node, BOuter | BSubquery):
+            return None
+        if isinstance(node, BColumn):
+            sides.add("L" if node.index < nleft else "R")
+    return sides.pop() if len(sides) == 1 else None
+
+
+def _shift_copy(e: BExpr, delta: int) -> BExpr:
+    import copy
+
+    clone = copy.deepcopy(e)
+    return _shift(clone, delta)
+
+
+def _same_expr(a: BExpr, b: BExpr) -> bool:
+    if type(a) is not type(b) or a.type != b.type:
+        return False
+    if isinstance(a, BColumn):
+        return a.index == b.index  # type: ignore[attr-defined]
+    if isinstance(a, BConst):
+        return a.value == b.value  # type: ignore[attr-defined]
+    ca, cb = a.children(), b.children()
+    if not ca or len(ca) != len(cb):
+        return False
+    if getattr(a, "name", None) != getattr(b, "name", None):
+        return False
+    return all(_same_expr(x, y) for x, y in zip(ca, cb, strict=True))
+
+
+__all__ = ["DATATYPE_MISMATCH", "GROUPING_ERROR", "Binder"]

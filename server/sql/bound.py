@@ -1,0 +1,409 @@
+"""Bound statements: names resolved, types known, ready for the planner.
+
+Expressions (:class:`BExpr` subclasses) refer to input columns by position in the row their
+operator receives. Relations (:class:`Rel` subclasses) form a logical tree; each has the list
+of :class:`OutCol` it produces. The planner (``percolator.server.planner``) picks access paths
+for :class:`TableRel` from the conjuncts pushed into it, and compiles expressions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from percolator.server.sql.catalog import ColumnDef, TableDef
+from percolator.server.sql.types import SqlType
+
+# -- expressions ----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class BExpr:
+    type: SqlType
+
+    def children(self) -> list[BExpr]:
+        return []
+
+
+@dataclass(eq=False)
+class BColumn(BExpr):
+    """The value at ``index`` of the operator's input row."""
+
+    index: int
+    name: str = ""
+
+
+@dataclass(eq=False)
+class BOuter(BExpr):
+    """A column of an enclosing query's row (correlated subquery); level 1 = nearest."""
+
+    level: int
+    index: int
+
+
+@dataclass(eq=False)
+class BConst(BExpr):
+    value: object
+
+
+@dataclass(eq=False)
+class BParam(BExpr):
+    """``$n`` (0-based ``index``); its type is fixed when binding ends."""
+
+    index: int
+
+
+@dataclass(eq=False)
+class BCall(BExpr):
+    """A scalar function or operator: ``fn(*args)``. Strict functions return NULL for any NULL
+    argument without being called."""
+
+    name: str
+    fn: Callable[..., object]
+    args: list[BExpr]
+    strict: bool = True
+    volatile: bool = False
+
+    def children(self) -> list[BExpr]:
+        return self.args
+
+
+@dataclass(eq=False)
+class BContextCall(BExpr):
+    """A function that needs the execution context (now(), current_user, catalog lookups)."""
+
+    name: str
+    fn: Callable[..., object]
+    args: list[BExpr]
+
+    def children(self) -> list[BExpr]:
+        return self.args
+
+
+@dataclass(eq=False)
+class BBool(BExpr):
+    """AND / OR with SQL's three-valued logic."""
+
+    is_and: bool
+    args: list[BExpr]
+
+    def children(self) -> list[BExpr]:
+        return self.args
+
+
+@dataclass(eq=False)
+class BNot(BExpr):
+    arg: BExpr
+
+    def children(self) -> list[BExpr]:
+        return [self.arg]
+
+
+@dataclass(eq=False)
+class BIsNull(BExpr):
+    arg: BExpr
+    negate: bool
+
+    def children(self) -> list[BExpr]:
+        return [self.arg]
+
+
+@dataclass(eq=False)
+class BIsBool(BExpr):
+    """IS [NOT] TRUE / FALSE / UNKNOWN (never NULL)."""
+
+    arg: BExpr
+    value: bool | None
+    negate: bool
+
+    def children(self) -> list[BExpr]:
+        return [self.arg]
+
+
+@dataclass(eq=False)
+class BCase(BExpr):
+    whens: list[tuple[BExpr, BExpr]]
+    default: BExpr | None
+
+    def children(self) -> list[BExpr]:
+        out = [e for pair in self.whens for e in pair]
+        return out + ([self.default] if self.default is not None else [])
+
+
+@dataclass(eq=False)
+class BCoalesce(BExpr):
+    args: list[BExpr]
+
+    def children(self) -> list[BExpr]:
+        return self.args
+
+
+@dataclass(eq=False)
+class BInList(BExpr):
+    arg: BExpr
+    items: list[BExpr]
+    negate: bool
+    eq: Callable[[object, object], object]
+
+    def children(self) -> list[BExpr]:
+        return [self.arg, *self.items]
+
+
+class SubqueryKind(Enum):
+    SCALAR = "scalar"
+    EXISTS = "exists"
+    IN = "in"
+    ARRAY = "array"
+
+
+@dataclass(eq=False)
+class BSubquery(BExpr):
+    """A subquery's value for the current row. The operator evaluating the expression computes
+    it first (asynchronously) into ``ctx.subquery_values[slot]``."""
+
+    kind: SubqueryKind
+    rel: Rel
+    slot: int
+    correlated: bool
+    arg: BExpr | None = None
+    negate: bool = False
+
+    def children(self) -> list[BExpr]:
+        return [self.arg] if self.arg is not None else []
+
+
+# -- relations ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutCol:
+    """A column a relation produces: name, type, and its source table column if any."""
+
+    name: str
+    type: SqlType
+    table_oid: int = 0
+    column_number: int = 0
+    relation: str | None = None
+    """The alias/name that qualifies it (``t`` in ``t.a``)."""
+    hidden: bool = False
+    """Not part of ``*`` (a USING join's duplicate column, a sort key)."""
+
+
+@dataclass(eq=False)
+class Rel:
+    columns: list[OutCol]
+
+    def inputs(self) -> list[Rel]:
+        return []
+
+
+@dataclass(eq=False)
+class TableRel(Rel):
+    """All columns of a table, in order; ``filters`` are conjuncts over those columns."""
+
+    table: TableDef
+    alias: str
+    filters: list[BExpr] = field(default_factory=list)
+    lock_rows: bool = False
+    """FOR UPDATE: lock each row read (through the transaction layer)."""
+
+
+@dataclass(eq=False)
+class VirtualRel(Rel):
+    """A system table (pg_catalog, information_schema) computed from the catalog."""
+
+    name: str
+    rows: Callable[[Any], Iterator[tuple[object, ...]]]
+    filters: list[BExpr] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ValuesRel(Rel):
+    rows: list[list[BExpr]]
+
+
+@dataclass(eq=False)
+class FunctionRel(Rel):
+    """A set-returning function in FROM (generate_series, unnest)."""
+
+    name: str
+    fn: Callable[..., Iterator[tuple[object, ...]]]
+    args: list[BExpr]
+
+
+class JoinKind(Enum):
+    INNER = "inner"
+    LEFT = "left"
+    RIGHT = "right"
+    FULL = "full"
+    CROSS = "cross"
+
+
+@dataclass(eq=False)
+class JoinRel(Rel):
+    kind: JoinKind
+    left: Rel
+    right: Rel
+    condition: BExpr | None
+    equi_keys: list[tuple[BExpr, BExpr]] = field(default_factory=list)
+    """(left expr over left row, right expr over right row) pairs: a hash join can use them."""
+
+    def inputs(self) -> list[Rel]:
+        return [self.left, self.right]
+
+
+@dataclass(eq=False)
+class FilterRel(Rel):
+    input: Rel
+    predicate: BExpr
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+@dataclass(eq=False)
+class ProjectRel(Rel):
+    input: Rel
+    exprs: list[BExpr]
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+@dataclass(eq=False)
+class AggCall:
+    name: str
+    args: list[BExpr]
+    distinct: bool
+    type: SqlType
+    filter: BExpr | None = None
+    order: list[SortKey] = field(default_factory=list)
+    extra: object = None
+    """Aggregate-specific constant (string_agg's delimiter when constant)."""
+
+
+@dataclass(eq=False)
+class AggregateRel(Rel):
+    """Output: the group expressions' values, then each aggregate's value."""
+
+    input: Rel
+    groups: list[BExpr]
+    aggs: list[AggCall]
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+@dataclass(eq=False)
+class SortKey:
+    expr: BExpr
+    descending: bool = False
+    nulls_first: bool | None = None
+    """None: Postgres's default (NULLS LAST ascending, NULLS FIRST descending)."""
+
+
+@dataclass(eq=False)
+class SortRel(Rel):
+    input: Rel
+    keys: list[SortKey]
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+@dataclass(eq=False)
+class LimitRel(Rel):
+    input: Rel
+    limit: BExpr | None
+    offset: BExpr | None
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+@dataclass(eq=False)
+class DistinctRel(Rel):
+    input: Rel
+    on: list[BExpr] | None = None
+    """DISTINCT ON (...) expressions; None: whole rows."""
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+class SetOpKind(Enum):
+    UNION = "union"
+    INTERSECT = "intersect"
+    EXCEPT = "except"
+
+
+@dataclass(eq=False)
+class SetOpRel(Rel):
+    kind: SetOpKind
+    all: bool
+    left: Rel
+    right: Rel
+
+    def inputs(self) -> list[Rel]:
+        return [self.left, self.right]
+
+
+# -- statements -----------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class QueryStmt:
+    rel: Rel
+    lock_rows: bool = False
+
+
+@dataclass(eq=False)
+class OnConflict:
+    """ON CONFLICT [target] DO NOTHING | DO UPDATE SET ... [WHERE ...]."""
+
+    do_update: bool
+    target_columns: tuple[int, ...] | None
+    """Column ids of the conflict target (a unique index or the primary key), None: any."""
+    assignments: list[tuple[ColumnDef, BExpr]] = field(default_factory=list)
+    """Evaluated over (existing row + excluded row)."""
+    where: BExpr | None = None
+
+
+@dataclass(eq=False)
+class InsertStmt:
+    table: TableDef
+    source: Rel
+    """Produces one value per target column, in ``target_ids`` order."""
+    target_ids: list[int]
+    defaults: dict[int, BExpr]
+    """Column id -> default expression for columns not targeted (evaluated per row)."""
+    on_conflict: OnConflict | None
+    returning: list[BExpr] | None
+    returning_cols: list[OutCol] | None
+
+
+@dataclass(eq=False)
+class UpdateStmt:
+    table: TableDef
+    source: Rel
+    """The rows to update: the table's columns first (its full row), then any FROM tables."""
+    assignments: list[tuple[ColumnDef, BExpr]]
+    returning: list[BExpr] | None
+    returning_cols: list[OutCol] | None
+
+
+@dataclass(eq=False)
+class DeleteStmt:
+    table: TableDef
+    source: Rel
+    returning: list[BExpr] | None
+    returning_cols: list[OutCol] | None
+
+
+def walk(expr: BExpr) -> Iterator[BExpr]:
+    """Every node of an expression tree, depth first (subquery bodies not entered)."""
+    yield expr
+    for child in expr.children():
+        yield from walk(child)

@@ -1,0 +1,335 @@
+"""The catalog: tables, columns, indexes, constraints and roles, as immutable snapshots.
+
+A :class:`Catalog` is a value: DDL builds a new one (:meth:`Catalog.with_table`, ...) and the
+transaction that ran the DDL writes the changed definitions to the store
+(:mod:`percolator.server.sql.catalog_store`). Columns and indexes have ids that never change,
+so renaming is a catalog-only change and a dropped column's cells are never read again; the
+row data of a table lives in the store table named by :attr:`TableDef.storage`, which TRUNCATE
+replaces by a fresh one.
+
+Object ids: every table and index gets an id from one counter; its Postgres OID is
+``FIRST_USER_OID + id`` (what pg_class reports and RowDescription carries).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from percolator.server.sql.errors import (
+    UNDEFINED_COLUMN,
+    UNDEFINED_TABLE,
+    SqlError,
+)
+from percolator.server.sql.types import SqlType, TypeId
+
+FIRST_USER_OID = 16384
+PUBLIC_NAMESPACE_OID = 2200
+PG_CATALOG_NAMESPACE_OID = 11
+INFORMATION_SCHEMA_NAMESPACE_OID = 13000
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    """A column of a table. ``default`` is SQL text (bound when used)."""
+
+    id: int
+    name: str
+    type: SqlType
+    not_null: bool = False
+    default: str | None = None
+    serial_sequence: str | None = None
+    """For serial columns: the sequence that supplies the default."""
+
+
+@dataclass(frozen=True)
+class IndexDef:
+    """A secondary index (or the unique index behind a UNIQUE constraint)."""
+
+    id: int
+    name: str
+    column_ids: tuple[int, ...]
+    unique: bool
+    storage: str
+    constraint: bool = False
+    """True when it implements a UNIQUE constraint (shown as such by \\d)."""
+    descending: tuple[bool, ...] = ()
+
+    @property
+    def oid(self) -> int:
+        return FIRST_USER_OID + self.id
+
+
+@dataclass(frozen=True)
+class CheckDef:
+    """A CHECK constraint: its name and SQL text."""
+
+    name: str
+    expression: str
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A table: columns in order, primary key, indexes, checks, where its rows are stored."""
+
+    id: int
+    name: str
+    columns: tuple[ColumnDef, ...]
+    primary_key: tuple[int, ...]
+    """Column ids of the primary key; empty: rows are keyed by a hidden row id."""
+    storage: str
+    indexes: tuple[IndexDef, ...] = ()
+    checks: tuple[CheckDef, ...] = ()
+    next_column_id: int = 1
+    pk_name: str | None = None
+
+    @property
+    def oid(self) -> int:
+        return FIRST_USER_OID + self.id
+
+    @property
+    def has_primary_key(self) -> bool:
+        return bool(self.primary_key)
+
+    def column(self, name: str) -> ColumnDef:
+        """The column ``name``, or 42703."""
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SqlError(
+            UNDEFINED_COLUMN, f'column "{name}" of relation "{self.name}" does not exist'
+        )
+
+    def find_column(self, name: str) -> ColumnDef | None:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        return None
+
+    def column_by_id(self, column_id: int) -> ColumnDef:
+        for c in self.columns:
+            if c.id == column_id:
+                return c
+        raise KeyError(column_id)
+
+    def position(self, column_id: int) -> int:
+        """0-based position of a column in the table's rows."""
+        for i, c in enumerate(self.columns):
+            if c.id == column_id:
+                return i
+        raise KeyError(column_id)
+
+    def replace(self, **changes: object) -> TableDef:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RoleDef:
+    """A role (user). Passwords are kept only as verifiers."""
+
+    name: str
+    oid: int
+    superuser: bool = False
+    login: bool = True
+    scram_verifier: str | None = None
+    md5_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class SequenceDef:
+    """A sequence behind a serial column (values are handed out outside transactions)."""
+
+    name: str
+    oid: int
+    table: str
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """An immutable snapshot of every definition, and the version it was read at."""
+
+    version: int = 0
+    next_id: int = 1
+    tables: dict[str, TableDef] = field(default_factory=dict)
+    roles: dict[str, RoleDef] = field(default_factory=dict)
+    sequences: dict[str, SequenceDef] = field(default_factory=dict)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def table(self, name: str) -> TableDef:
+        """The table ``name``, or 42P01."""
+        found = self.tables.get(name)
+        if found is None:
+            raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
+        return found
+
+    def table_by_oid(self, oid: int) -> TableDef | None:
+        for t in self.tables.values():
+            if t.oid == oid:
+                return t
+        return None
+
+    def index(self, name: str) -> tuple[TableDef, IndexDef] | None:
+        for t in self.tables.values():
+            for ix in t.indexes:
+                if ix.name == name:
+                    return t, ix
+        return None
+
+    def relation_exists(self, name: str) -> bool:
+        """True if a table, index or sequence is named ``name`` (one namespace in Postgres)."""
+        return name in self.tables or self.index(name) is not None or name in self.sequences
+
+    def all_indexes(self) -> Iterator[tuple[TableDef, IndexDef]]:
+        for t in self.tables.values():
+            for ix in t.indexes:
+                yield t, ix
+
+    # -- building new snapshots --------------------------------------------------------------
+
+    def allocate_id(self) -> tuple[int, Catalog]:
+        """A fresh object id and the catalog that has used it."""
+        return self.next_id, dataclasses.replace(self, next_id=self.next_id + 1)
+
+    def with_table(self, table: TableDef) -> Catalog:
+        tables = dict(self.tables)
+        tables[table.name] = table
+        return dataclasses.replace(self, tables=tables)
+
+    def without_table(self, name: str) -> Catalog:
+        tables = dict(self.tables)
+        del tables[name]
+        sequences = {k: v for k, v in self.sequences.items() if v.table != name}
+        return dataclasses.replace(self, tables=tables, sequences=sequences)
+
+    def with_role(self, role: RoleDef) -> Catalog:
+        roles = dict(self.roles)
+        roles[role.name] = role
+        return dataclasses.replace(self, roles=roles)
+
+    def without_role(self, name: str) -> Catalog:
+        roles = dict(self.roles)
+        del roles[name]
+        return dataclasses.replace(self, roles=roles)
+
+    def with_sequence(self, seq: SequenceDef) -> Catalog:
+        sequences = dict(self.sequences)
+        sequences[seq.name] = seq
+        return dataclasses.replace(self, sequences=sequences)
+
+
+# -- serialisation (the catalog is stored as JSON documents) ---------------------------------
+
+
+def type_to_json(t: SqlType) -> list[object]:
+    return [t.id.name, t.typmod, t.array]
+
+
+def type_from_json(data: list[object]) -> SqlType:
+    name, typmod, array = data
+    return SqlType(TypeId[str(name)], int(typmod), bool(array))  # type: ignore[arg-type]
+
+
+def table_to_json(t: TableDef) -> dict[str, object]:
+    return {
+        "id": t.id,
+        "name": t.name,
+        "storage": t.storage,
+        "primary_key": list(t.primary_key),
+        "pk_name": t.pk_name,
+        "next_column_id": t.next_column_id,
+        "columns": [
+            {
+                "id": c.id,
+                "name": c.name,
+                "type": type_to_json(c.type),
+                "not_null": c.not_null,
+                "default": c.default,
+                "serial_sequence": c.serial_sequence,
+            }
+            for c in t.columns
+        ],
+        "indexes": [
+            {
+                "id": ix.id,
+                "name": ix.name,
+                "columns": list(ix.column_ids),
+                "unique": ix.unique,
+                "storage": ix.storage,
+                "constraint": ix.constraint,
+                "descending": list(ix.descending),
+            }
+            for ix in t.indexes
+        ],
+        "checks": [{"name": ck.name, "expression": ck.expression} for ck in t.checks],
+    }
+
+
+def table_from_json(d: dict[str, object]) -> TableDef:
+    columns = tuple(
+        ColumnDef(
+            id=int(c["id"]),
+            name=str(c["name"]),
+            type=type_from_json(c["type"]),
+            not_null=bool(c["not_null"]),
+            default=c.get("default"),
+            serial_sequence=c.get("serial_sequence"),
+        )
+        for c in d["columns"]  # type: ignore[union-attr]
+    )
+    indexes = tuple(
+        IndexDef(
+            id=int(ix["id"]),
+            name=str(ix["name"]),
+            column_ids=tuple(ix["columns"]),
+            unique=bool(ix["unique"]),
+            storage=str(ix["storage"]),
+            constraint=bool(ix.get("constraint", False)),
+            descending=tuple(ix.get("descending", ())),
+        )
+        for ix in d["indexes"]  # type: ignore[union-attr]
+    )
+    checks = tuple(
+        CheckDef(str(ck["name"]), str(ck["expression"]))
+        for ck in d["checks"]  # type: ignore[union-attr]
+    )
+    return TableDef(
+        id=int(d["id"]),  # type: ignore[arg-type]
+        name=str(d["name"]),
+        columns=columns,
+        primary_key=tuple(d["primary_key"]),  # type: ignore[arg-type]
+        storage=str(d["storage"]),
+        indexes=indexes,
+        checks=checks,
+        next_column_id=int(d["next_column_id"]),  # type: ignore[arg-type]
+        pk_name=d.get("pk_name"),  # type: ignore[arg-type]
+    )
+
+
+def role_to_json(r: RoleDef) -> dict[str, object]:
+    return dataclasses.asdict(r)
+
+
+def role_from_json(d: dict[str, object]) -> RoleDef:
+    return RoleDef(**d)  # type: ignore[arg-type]
+
+
+def sequence_to_json(s: SequenceDef) -> dict[str, object]:
+    return dataclasses.asdict(s)
+
+
+def sequence_from_json(d: dict[str, object]) -> SequenceDef:
+    return SequenceDef(**d)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "FIRST_USER_OID",
+    "Catalog",
+    "CheckDef",
+    "ColumnDef",
+    "IndexDef",
+    "RoleDef",
+    "SequenceDef",
+    "TableDef",
+]

@@ -1,0 +1,396 @@
+"""Functions about the server and its catalog: version(), current_setting(), pg_backend_pid(),
+the reg* lookups ('t'::regclass), format_type(), pg_get_userbyid(), and the other functions that
+psql, SQLAlchemy and pgjdbc call in their catalog queries.
+
+Functions that need the session or catalog take the execution context (``ctx``) first: it has
+``catalog``, ``user``, ``database``, ``backend_pid``, ``settings`` and ``transaction_time``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from percolator.server.sql import types as T
+from percolator.server.sql.catalog import (
+    INFORMATION_SCHEMA_NAMESPACE_OID,
+    PG_CATALOG_NAMESPACE_OID,
+    PUBLIC_NAMESPACE_OID,
+)
+from percolator.server.sql.errors import (
+    UNDEFINED_OBJECT,
+    UNDEFINED_TABLE,
+    SqlError,
+)
+from percolator.server.sql.functions import define
+from percolator.server.sql.types import SqlType, TypeId
+
+BOOTSTRAP_ROLE_OID = 10
+DATABASE_OWNER_ROLE_OID = 6171
+"""pg_database_owner: the owner of the public schema since Postgres 15."""
+
+SERVER_VERSION = "15.18"
+SERVER_VERSION_NUM = 150018
+PERCOLATOR_VERSION = "0.1.0"
+VERSION_STRING = (
+    f"PostgreSQL {SERVER_VERSION} (Percolator {PERCOLATOR_VERSION}) on x86_64-pc-linux-gnu, "
+    "compiled by Python, 64-bit"
+)
+
+NAMESPACES = {
+    "pg_catalog": PG_CATALOG_NAMESPACE_OID,
+    "public": PUBLIC_NAMESPACE_OID,
+    "information_schema": INFORMATION_SCHEMA_NAMESPACE_OID,
+}
+
+
+class OidName(int):
+    """An OID that prints as a name (a value of type regclass, regtype, regnamespace)."""
+
+    display: str
+
+    def __new__(cls, oid: int, display: str) -> OidName:
+        obj = super().__new__(cls, oid)
+        obj.display = display
+        return obj
+
+    def __str__(self) -> str:
+        return self.display
+
+
+def reg_lookup(ctx: Any, t: SqlType, value: object) -> OidName:
+    """'name'::regclass (and regtype, regnamespace, regproc): the OID of the named object."""
+    name = str(value).strip()
+    if t.id is TypeId.REGNAMESPACE:
+        key = _unquote(name)
+        if key not in NAMESPACES:
+            raise SqlError("3F000", f'schema "{key}" does not exist')
+        return OidName(NAMESPACES[key], key)
+    if t.id is TypeId.REGTYPE:
+        found = T.make_type(_unquote(name.removeprefix("pg_catalog.")))
+        if found is None:
+            raise SqlError(UNDEFINED_OBJECT, f'type "{name}" does not exist')
+        return OidName(found.oid, found.format())
+    if t.id is TypeId.REGPROC:
+        return proc_lookup(name)
+    oid = relation_oid(ctx, name)
+    if oid is None:
+        raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
+    return OidName(oid, _unquote(name.split(".")[-1]))
+
+
+def relation_oid(ctx: Any, name: str) -> int | None:
+    """The OID of a table, index, sequence or system table named ``[schema.]name``, or None.
+
+    An unqualified name is looked up as the search_path does: pg_catalog, then public."""
+    from percolator.server.sql import pg_catalog_tables as pgc
+
+    schema, _, rel = name.rpartition(".")
+    rel = _unquote(rel)
+    if schema:
+        namespaces = [NAMESPACES.get(_unquote(schema), -1)]
+    else:
+        namespaces = [PG_CATALOG_NAMESPACE_OID, PUBLIC_NAMESPACE_OID]
+    found = {r.namespace: r.oid for r in pgc.relations(ctx.catalog) if r.name == rel}
+    for ns in namespaces:
+        if ns in found:
+            return found[ns]
+    return None
+
+
+def relation_name(ctx: Any, oid: int) -> str | None:
+    """The name of the relation with this OID (as regclass prints it), or None."""
+    from percolator.server.sql import pg_catalog_tables as pgc
+
+    r = pgc.relation_by_oid(ctx.catalog, oid)
+    if r is None:
+        return None
+    if r.namespace == INFORMATION_SCHEMA_NAMESPACE_OID:
+        return f"information_schema.{r.name}"
+    return r.name
+
+
+def oid_to_reg(ctx: Any, t: SqlType, oid: int) -> OidName:
+    """An OID cast to regclass/regtype/regnamespace: prints as the name (or the number)."""
+    if t.id is TypeId.REGCLASS:
+        name = relation_name(ctx, oid)
+        return OidName(oid, name if name is not None else str(oid))
+    if t.id is TypeId.REGTYPE:
+        found = T.type_by_oid(oid)
+        return OidName(oid, found.format() if found is not None else str(oid))
+    if t.id is TypeId.REGNAMESPACE:
+        for k, v in NAMESPACES.items():
+            if v == oid:
+                return OidName(oid, k)
+    return OidName(oid, str(oid))
+
+
+def _unquote(name: str) -> str:
+    if len(name) >= 2 and name[0] == '"' and name[-1] == '"':
+        return name[1:-1].replace('""', '"')
+    return name.lower()
+
+
+def format_type(oid: int, typmod: int | None) -> str | None:
+    """format_type(oid, typmod): the type's name as Postgres prints it."""
+    if oid is None:
+        return None
+    t = T.type_by_oid(oid)
+    if t is None:
+        return "???"
+    return SqlType(t.id, typmod if typmod is not None else -1, t.array).format()
+
+
+def current_setting(ctx: Any, name: str, missing_ok: bool = False) -> str | None:
+    value = ctx.settings.get(name.lower())
+    if value is None:
+        if missing_ok:
+            return None
+        raise SqlError(UNDEFINED_OBJECT, f'unrecognized configuration parameter "{name}"')
+    return value
+
+
+def set_config(ctx: Any, name: str, value: str, is_local: bool) -> str:
+    ctx.set_setting(name.lower(), value)
+    return value
+
+
+# -- object lookups and descriptions ----------------------------------------------------------
+
+
+def _maybe(fn: Any) -> object:
+    try:
+        return fn()
+    except SqlError:
+        return None
+
+
+def proc_lookup(name: str) -> OidName:
+    """'name'::regproc: the OID of a function we know by name (the type I/O functions pg_type
+    names); other names get OID 0, which no catalog row matches."""
+    from percolator.server.sql import pg_catalog_tables as pgc
+
+    key = _unquote(name.strip().removeprefix("pg_catalog."))
+    if key == "-":
+        return OidName(0, "-")
+    return OidName(pgc.PROCS.get(key, 0), key)
+
+
+def pg_get_userbyid(ctx: Any, oid: int) -> str:
+    for r in ctx.catalog.roles.values():
+        if r.oid == oid:
+            return r.name
+    if oid == BOOTSTRAP_ROLE_OID:
+        return ctx.bootstrap_user
+    if oid == DATABASE_OWNER_ROLE_OID:
+        return "pg_database_owner"
+    return f"unknown (OID={oid})"
+
+
+# Keywords quote_ident() quotes (every category but unreserved), as of Postgres 15.
+_KEYWORDS = frozenset(
+    """all analyse analyze and any array as asc asymmetric authorization between bigint binary
+    bit boolean both case cast char character check coalesce collate collation column
+    concurrently constraint create cross current_catalog current_date current_role
+    current_schema current_time current_timestamp current_user dec decimal default deferrable
+    desc distinct do else end except exists extract false fetch float for foreign freeze from
+    full grant greatest group grouping having ilike in initially inner inout int integer
+    intersect interval into is isnull join lateral leading least left like limit localtime
+    localtimestamp national natural nchar none normalize not notnull null nullif numeric offset
+    on only or order out outer overlaps overlay placing position precision primary real
+    references returning right row select session_user setof similar smallint some substring
+    symmetric table tablesample then time timestamp to trailing treat trim true union unique
+    user using values varchar variadic verbose when where window with xmlattributes xmlconcat
+    xmlelement xmlexists xmlforest xmlnamespaces xmlparse xmlpi xmlroot xmlserialize
+    xmltable""".split()
+)
+
+
+def quote_ident(name: str) -> str:
+    """An identifier as Postgres's deparser writes it: quoted unless it is a plain lower-case
+    name that is not a keyword."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name) and name not in _KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
+def pg_get_expr(ctx: Any, expr: str, relid: int, pretty: bool = False) -> str:
+    """pg_get_expr(pg_node_tree, relid[, pretty]): our node trees are the deparsed SQL text in
+    the non-pretty form; the pretty form drops the redundant parentheses."""
+    if not pretty:
+        return expr
+    from percolator.server.sql import pg_catalog_tables as pgc
+
+    table = ctx.catalog.table_by_oid(relid)
+    return pgc.redeparse(expr, table, pretty=True)
+
+
+def pg_get_indexdef(ctx: Any, oid: int, column: int = 0, pretty: bool = False) -> str | None:
+    """``CREATE UNIQUE INDEX t_pkey ON public.t USING btree (id)``; with column > 0 that
+    column's name ('' past the last one)."""
+    from percolator.server.sql import pg_catalog_tables as pgc
+
+    ix = pgc.index_by_oid(ctx.catalog, oid)
+    if ix is None:
+        return None
+    names = [quote_ident(ix.table.column_by_id(c).name) for c in ix.column_ids]
+    if column:
+        return names[column - 1] if 0 < column <= len(names) else ""
+    keys = ", ".join(
+        n + (" DESC" if i < len(ix.descending) and ix.descending[i] else "")
+        for i, n in enumerate(names)
+    )
+    table = quote_ident(ix.table.name)
+    on = table if pretty else f"public.{table}"
+    unique = "UNIQUE " if ix.unique else ""
+    return f"CREATE {unique}INDEX {quote_ident(ix.name)} ON {on} USING btree ({keys})"
+
+
+def pg_get_constraintdef(ctx: Any, oid: int, pretty: bool = False) -> str | None:
+    """``PRIMARY KEY (a, b)``, ``UNIQUE (e)``, ``CHECK ((a > 0))`` (pretty: ``CHECK (a > 0)``)."""
+    from percolator.server.sql import pg_catalog_tables as pgc
+
+    con = pgc.constraint_by_oid(ctx.catalog, oid)
+    if con is None:
+        return None
+    if con.contype == "c":
+        text = con.expression if not pretty else pgc.redeparse(con.expression, con.table, True)
+        return f"CHECK ({text})"
+    cols = ", ".join(quote_ident(con.table.columns[n - 1].name) for n in con.attnums)
+    return f"{'PRIMARY KEY' if con.contype == 'p' else 'UNIQUE'} ({cols})"
+
+
+def pg_get_serial_sequence(ctx: Any, table: str, column: str) -> str | None:
+    """'public.t_id_seq' for a serial column, NULL for other columns; 42P01/42703 if the
+    table or column does not exist."""
+    name = table.strip()
+    schema, _, rel = name.rpartition(".")
+    if schema and _unquote(schema) != "public":
+        raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
+    t = ctx.catalog.table(_unquote(rel))
+    col = t.column(column)
+    if col.serial_sequence is None:
+        return None
+    return f"public.{quote_ident(col.serial_sequence)}"
+
+
+def pg_size_pretty(size: object) -> str:
+    """A byte count with a unit, rounded as Postgres does (``10 kB``, ``1234 MB``)."""
+    n = int(size)  # type: ignore[call-overload]
+    if abs(n) < 10 * 1024:
+        return f"{n} bytes"
+    n >>= 9  # keep one extra bit for rounding
+    for unit in ("kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 20 * 1024 - 1 or unit == "PB":
+            break
+        n >>= 10
+    return f"{int((n + (-1 if n < 0 else 1)) / 2)} {unit}"
+
+
+_POSTMASTER_START = dt.datetime.now(dt.UTC)
+
+
+# -- registration ---------------------------------------------------------------------------
+
+define("pg_get_expr", pg_get_expr, T.TEXT, (2, 3), context=True)
+define("pg_get_indexdef", pg_get_indexdef, T.TEXT, (1, 3), context=True)
+define("pg_get_constraintdef", pg_get_constraintdef, T.TEXT, (1, 2), context=True)
+define("pg_get_serial_sequence", pg_get_serial_sequence, T.TEXT, 2, context=True)
+define("pg_get_triggerdef", lambda *a: None, T.TEXT, (1, 2), strict=False)
+define("pg_get_ruledef", lambda *a: None, T.TEXT, (1, 2), strict=False)
+define("pg_get_viewdef", lambda *a: None, T.TEXT, (1, 2), strict=False)
+define("pg_get_partkeydef", lambda oid: None, T.TEXT, 1, strict=False)
+define("pg_get_statisticsobjdef_columns", lambda oid: None, T.TEXT, 1, strict=False)
+define(
+    ("pg_get_function_arguments", "pg_get_function_identity_arguments", "pg_get_function_result"),
+    lambda oid: None,
+    T.TEXT,
+    1,
+    strict=False,
+)
+define("pg_relation_is_publishable", lambda oid: False, T.BOOL, 1)
+define(("pg_total_relation_size", "pg_table_size", "pg_indexes_size"), lambda oid: 0, T.INT8, 1)
+define("pg_relation_size", lambda *a: 0, T.INT8, (1, 2))
+define("pg_stat_get_numscans", lambda oid: 0, T.INT8, 1)
+define("pg_size_pretty", pg_size_pretty, T.TEXT, 1)
+define("pg_tablespace_location", lambda oid: "", T.TEXT, 1)
+define("pg_postmaster_start_time", lambda: _POSTMASTER_START, T.TIMESTAMPTZ, 0)
+define("pg_conf_load_time", lambda: _POSTMASTER_START, T.TIMESTAMPTZ, 0)
+define(("inet_server_addr", "inet_client_addr"), lambda: None, T.TEXT, 0, strict=False)
+define(("inet_server_port", "inet_client_port"), lambda: None, T.INT4, 0, strict=False)
+define("pg_char_to_encoding", lambda s: 6 if s.upper() in ("UTF8", "UTF-8") else 0, T.INT4, 1)
+define(
+    (
+        "has_column_privilege",
+        "has_sequence_privilege",
+        "has_function_privilege",
+        "has_any_column_privilege",
+        "has_tablespace_privilege",
+    ),
+    lambda *a: True,
+    T.BOOL,
+    (2, 3, 4),
+)
+define("pg_has_role", lambda *a: True, T.BOOL, (2, 3))
+define("pg_is_other_temp_schema", lambda oid: False, T.BOOL, 1)
+define("pg_my_temp_schema", lambda: 0, T.OID, 0)
+define("pg_current_logfile", lambda *a: None, T.TEXT, (0, 1), strict=False)
+define(
+    "pg_opclass_is_visible",
+    lambda oid: True,
+    T.BOOL,
+    1,
+)
+define("pg_ts_config_is_visible", lambda oid: True, T.BOOL, 1)
+define("version", lambda: VERSION_STRING, T.TEXT, 0)
+define("pg_backend_pid", lambda ctx: ctx.backend_pid, T.INT4, 0, context=True)
+define("current_setting", current_setting, T.TEXT, (1, 2), context=True, strict=True)
+define("set_config", set_config, T.TEXT, 3, context=True, strict=False)
+define("current_database", lambda ctx: ctx.database, T.NAME, 0, context=True)
+define("current_schema", lambda: "public", T.NAME, 0)
+define(
+    "current_schemas",
+    lambda include: ["pg_catalog", "public"] if include else ["public"],
+    SqlType(TypeId.NAME, array=True),
+    1,
+)
+define("current_user", lambda ctx: ctx.user, T.NAME, 0, context=True)
+define("session_user", lambda ctx: ctx.user, T.NAME, 0, context=True)
+define("user", lambda ctx: ctx.user, T.NAME, 0, context=True)
+define("format_type", format_type, T.TEXT, 2, strict=False)
+define("pg_get_userbyid", pg_get_userbyid, T.NAME, 1, context=True)
+define("pg_table_is_visible", lambda oid: True, T.BOOL, 1)
+define("pg_type_is_visible", lambda oid: True, T.BOOL, 1)
+define("pg_function_is_visible", lambda oid: True, T.BOOL, 1)
+define("pg_collation_is_visible", lambda oid: True, T.BOOL, 1)
+define("pg_encoding_to_char", lambda n: "UTF8" if n == 6 else "SQL_ASCII", T.NAME, 1)
+define("obj_description", lambda *a: None, T.TEXT, (1, 2), strict=False)
+define("col_description", lambda *a: None, T.TEXT, 2, strict=False)
+define("shobj_description", lambda *a: None, T.TEXT, 2, strict=False)
+define("has_table_privilege", lambda *a: True, T.BOOL, (2, 3))
+define("has_schema_privilege", lambda *a: True, T.BOOL, (2, 3))
+define("has_database_privilege", lambda *a: True, T.BOOL, (2, 3))
+define("pg_advisory_unlock_all", lambda: None, T.VOID, 0, strict=False)
+define("pg_is_in_recovery", lambda: False, T.BOOL, 0)
+define(
+    "to_regclass",
+    lambda ctx, name: _maybe(lambda: reg_lookup(ctx, T.REGCLASS, name)),
+    T.REGCLASS,
+    1,
+    context=True,
+)
+define(
+    "to_regtype",
+    lambda ctx, name: _maybe(lambda: reg_lookup(ctx, T.REGTYPE, name)),
+    T.REGTYPE,
+    1,
+    context=True,
+)
+define("txid_current", lambda ctx: ctx.start_ts, T.INT8, 0, context=True)
+define(
+    "clock_timestamp", lambda ctx: ctx.clock_time(), T.TIMESTAMPTZ, 0, context=True, volatile=True
+)
+define("statement_timestamp", lambda ctx: ctx.statement_time, T.TIMESTAMPTZ, 0, context=True)
+define("transaction_timestamp", lambda ctx: ctx.transaction_time, T.TIMESTAMPTZ, 0, context=True)
+define("now", lambda ctx: ctx.transaction_time, T.TIMESTAMPTZ, 0, context=True)

@@ -1,0 +1,717 @@
+"""DDL: what a CREATE/DROP/ALTER/TRUNCATE does to the catalog, and what it must do to data.
+
+:func:`apply_ddl` is a function of the current catalog and the statement: it returns the new
+catalog and the data actions the executor must run in the same transaction (build an index
+over existing rows, fill a new column's default, move rows to a new primary key, check a new
+constraint). Nothing here touches the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from percolator.server.sql.catalog import (
+    Catalog,
+    CheckDef,
+    ColumnDef,
+    IndexDef,
+    SequenceDef,
+    TableDef,
+)
+from percolator.server.sql.errors import (
+    DEPENDENT_OBJECTS_STILL_EXIST,
+    DUPLICATE_COLUMN,
+    DUPLICATE_OBJECT,
+    DUPLICATE_TABLE,
+    INVALID_TABLE_DEFINITION,
+    SYNTAX_ERROR,
+    UNDEFINED_COLUMN,
+    UNDEFINED_OBJECT,
+    UNDEFINED_TABLE,
+    SqlError,
+    unsupported,
+)
+from percolator.server.sql.types import SERIAL_NAMES, SqlType, TypeId, key_type
+
+MAX_IDENTIFIER = 63
+_SERIAL_TYPES = {
+    "serial": SqlType(TypeId.INT4),
+    "serial4": SqlType(TypeId.INT4),
+    "bigserial": SqlType(TypeId.INT8),
+    "serial8": SqlType(TypeId.INT8),
+    "smallserial": SqlType(TypeId.INT2),
+    "serial2": SqlType(TypeId.INT2),
+}
+
+
+@dataclass(frozen=True)
+class BuildIndex:
+    table: str
+    index: IndexDef
+
+
+@dataclass(frozen=True)
+class FillColumn:
+    """Existing rows get the new column's default value."""
+
+    table: str
+    column: ColumnDef
+
+
+@dataclass(frozen=True)
+class MoveRows:
+    """Copy every row of ``old`` into ``new`` (a new storage and/or primary key)."""
+
+    old: TableDef
+    new: TableDef
+
+
+@dataclass(frozen=True)
+class ValidateRows:
+    """Existing rows must satisfy a new NOT NULL or CHECK constraint."""
+
+    table: str
+    not_null_column: int | None = None
+    check: CheckDef | None = None
+
+
+DataAction = BuildIndex | FillColumn | MoveRows | ValidateRows
+
+
+@dataclass
+class DdlResult:
+    catalog: Catalog
+    tag: str
+    actions: list[DataAction] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+
+BindType = Callable[[exp.DataType], SqlType]
+"""Turns a sqlglot type into a SqlType (the expression binder's)."""
+
+
+def apply_ddl(catalog: Catalog, node: exp.Expression, bind_type: BindType) -> DdlResult:
+    """The effect of one DDL statement. Raises SqlError for invalid DDL."""
+    if isinstance(node, exp.Create):
+        kind = (node.args.get("kind") or "").upper()
+        if kind == "TABLE":
+            return _create_table(catalog, node, bind_type)
+        if kind == "INDEX":
+            return _create_index(catalog, node)
+        raise unsupported(f"CREATE {kind}")
+    if isinstance(node, exp.Drop):
+        kind = (node.args.get("kind") or "").upper()
+        if kind == "TABLE":
+            return _drop_tables(catalog, node)
+        if kind == "INDEX":
+            return _drop_index(catalog, node)
+        raise unsupported(f"DROP {kind}")
+    if isinstance(node, exp.Alter):
+        return _alter_table(catalog, node, bind_type)
+    if isinstance(node, exp.TruncateTable):
+        return _truncate(catalog, node)
+    raise unsupported(f"statement {type(node).__name__}")
+
+
+def is_ddl(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Create | exp.Drop | exp.Alter | exp.TruncateTable)
+
+
+# -- CREATE TABLE ---------------------------------------------------------------------------
+
+
+def _check_name(name: str, what: str = "relation") -> str:
+    if len(name.encode()) > MAX_IDENTIFIER:
+        return name.encode()[:MAX_IDENTIFIER].decode(errors="ignore")
+    return name
+
+
+def _table_name(node: exp.Expression) -> str:
+    table = node if isinstance(node, exp.Table) else node.find(exp.Table)
+    if table is None:
+        raise SqlError(SYNTAX_ERROR, "missing table name")
+    if table.db and table.db not in ("public",):
+        raise SqlError("3F000", f'schema "{table.db}" does not exist')
+    return _check_name(table.name)
+
+
+def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> DdlResult:
+    schema = node.this
+    if node.args.get("expression") is not None:
+        raise unsupported("CREATE TABLE ... AS")
+    if not isinstance(schema, exp.Schema):
+        raise SqlError(SYNTAX_ERROR, "CREATE TABLE needs a column list")
+    name = _table_name(schema.this)
+    if node.args.get("replace"):
+        raise unsupported("CREATE OR REPLACE TABLE")
+    _reject_properties(node)
+    if catalog.relation_exists(name):
+        if node.args.get("exists"):
+            return DdlResult(
+                catalog, "CREATE TABLE", notices=[f'relation "{name}" already exists, skipping']
+            )
+        raise SqlError(DUPLICATE_TABLE, f'relation "{name}" already exists')
+    table_id, catalog = catalog.allocate_id()
+    storage_id, catalog = catalog.allocate_id()
+    columns: list[ColumnDef] = []
+    pk: list[int] = []
+    pk_name = None
+    uniques: list[tuple[list[int], str | None]] = []
+    checks: list[CheckDef] = []
+    sequences: list[SequenceDef] = []
+    next_col = 1
+    for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef):
+            col, col_pk, col_unique, col_checks, seq = _column(
+                catalog, name, item, next_col, bind_type
+            )
+            if any(c.name == col.name for c in columns):
+                raise SqlError(DUPLICATE_COLUMN, f'column "{col.name}" specified more than once')
+            next_col += 1
+            columns.append(col)
+            if col_pk:
+                if pk:
+                    raise SqlError(
+                        INVALID_TABLE_DEFINITION,
+                        f'multiple primary keys for table "{name}" are not allowed',
+                    )
+                pk = [col.id]
+            if col_unique:
+                uniques.append(([col.id], None))
+            checks.extend(col_checks)
+            if seq is not None:
+                seq_oid, catalog = catalog.allocate_id()
+                sequences.append(SequenceDef(seq, seq_oid + 16384, name))
+        else:
+            kind, cols, cname, check_sql = _table_constraint(item)
+            if kind == "pk":
+                if pk:
+                    raise SqlError(
+                        INVALID_TABLE_DEFINITION,
+                        f'multiple primary keys for table "{name}" are not allowed',
+                    )
+                pk = [_col_id(columns, c, name) for c in cols]
+                pk_name = cname
+            elif kind == "unique":
+                uniques.append(([_col_id(columns, c, name) for c in cols], cname))
+            elif kind == "check":
+                checks.append(CheckDef(cname or f"{name}_check", check_sql or ""))
+    if not columns:
+        raise unsupported("a table with no columns")
+    for cid in pk:
+        col = next(c for c in columns if c.id == cid)
+        if key_type(col.type) is None:
+            raise SqlError(
+                "42804" if False else "0A000",
+                f'column "{col.name}" of type {col.type} cannot be part of a primary key',
+            )
+    columns = [dataclasses.replace(c, not_null=True) if c.id in pk else c for c in columns]
+    checks = _name_checks(name, checks, columns)
+    table = TableDef(
+        id=table_id,
+        name=name,
+        columns=tuple(columns),
+        primary_key=tuple(pk),
+        storage=f"t{storage_id}",
+        checks=tuple(checks),
+        next_column_id=next_col,
+        pk_name=pk_name,
+    )
+    actions: list[DataAction] = []
+    for cols, cname in uniques:
+        index_name = cname or _unique_name(catalog, table, cols)
+        if tuple(sorted(cols)) == tuple(sorted(pk)):
+            continue
+        table, catalog, _ = _add_index(catalog, table, index_name, cols, True, constraint=True)
+    catalog = catalog.with_table(table)
+    for s in sequences:
+        catalog = catalog.with_sequence(s)
+    return DdlResult(catalog, "CREATE TABLE", actions)
+
+
+def _reject_properties(node: exp.Create) -> None:
+    props = node.args.get("properties")
+    if props is None:
+        return
+    for p in props.expressions:
+        if isinstance(p, exp.TemporaryProperty):
+            raise unsupported("temporary tables")
+        if isinstance(p, exp.Property) and str(p.name).lower() in ("fillfactor",):
+            continue
+        if isinstance(p, exp.UnloggedProperty):
+            continue
+        if isinstance(p, exp.PartitionedByProperty):
+            raise unsupported("partitioned tables")
+
+
+def _unique_name(catalog: Catalog, table: TableDef, cols: list[int]) -> str:
+    names = "_".join(table.column_by_id(c).name for c in cols) if table.columns else ""
+    base = f"{table.name}_{names}_key"
+    name = base
+    n = 1
+    while catalog.relation_exists(name) or any(ix.name == name for ix in table.indexes):
+        name = f"{base}{n}"
+        n += 1
+    return name
+
+
+def _name_checks(table: str, checks: list[CheckDef], columns: list[ColumnDef]) -> list[CheckDef]:
+    out = []
+    used: set[str] = set()
+    for ck in checks:
+        name = ck.name
+        if name == f"{table}_check" or not name:
+            name = f"{table}_check"
+        base = name
+        n = 1
+        while name in used:
+            name = f"{base}{n}"
+            n += 1
+        used.add(name)
+        out.append(CheckDef(name, ck.expression))
+    return out
+
+
+def _col_id(columns: list[ColumnDef], name: str, table: str) -> int:
+    for c in columns:
+        if c.name == name:
+            return c.id
+    raise SqlError(UNDEFINED_COLUMN, f'column "{name}" named in key does not exist')
+
+
+def _column(
+    catalog: Catalog, table: str, node: exp.ColumnDef, col_id: int, bind_type: BindType
+) -> tuple[ColumnDef, bool, bool, list[CheckDef], str | None]:
+    name = _check_name(node.name)
+    kind = node.args.get("kind")
+    if kind is None:
+        raise SqlError(SYNTAX_ERROR, f'column "{name}" has no type')
+    type_text = kind.sql(dialect="postgres").lower()
+    serial = type_text in SERIAL_NAMES
+    if serial:
+        sql_type = _SERIAL_TYPES[type_text]
+    else:
+        sql_type = bind_type(kind)
+    not_null = serial
+    default = None
+    is_pk = False
+    unique = False
+    checks: list[CheckDef] = []
+    for c in node.args.get("constraints") or []:
+        k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
+        cname = c.name if isinstance(c, exp.ColumnConstraint) and c.this else None
+        if isinstance(k, exp.NotNullColumnConstraint):
+            if k.args.get("allow_null"):
+                not_null = False
+            else:
+                not_null = True
+        elif isinstance(k, exp.PrimaryKeyColumnConstraint):
+            is_pk = True
+        elif isinstance(k, exp.UniqueColumnConstraint):
+            unique = True
+        elif isinstance(k, exp.DefaultColumnConstraint):
+            default = k.this.sql(dialect="postgres")
+        elif isinstance(k, exp.CheckColumnConstraint):
+            checks.append(
+                CheckDef(cname or f"{table}_{name}_check", k.this.sql(dialect="postgres"))
+            )
+        elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
+            raise unsupported("identity columns (use serial)")
+        elif isinstance(k, exp.Reference):
+            raise unsupported("foreign keys (REFERENCES)")
+        elif isinstance(k, exp.CollateColumnConstraint):
+            continue
+        else:
+            raise unsupported(f"column constraint {c.sql(dialect='postgres')}")
+    seq = None
+    if serial:
+        seq = f"{table}_{name}_seq"
+        default = f"nextval('{seq}'::regclass)"
+    col = ColumnDef(col_id, name, sql_type, not_null, default, seq)
+    return col, is_pk, unique, checks, seq
+
+
+def _table_constraint(item: exp.Expression) -> tuple[str, list[str], str | None, str | None]:
+    cname = None
+    node = item
+    if isinstance(item, exp.Constraint):
+        cname = item.name
+        inner = item.expressions
+        node = inner[0] if inner else item
+    if isinstance(node, exp.PrimaryKey):
+        return "pk", [_ident_name(e) for e in node.expressions], cname, None
+    if isinstance(node, exp.UniqueColumnConstraint):
+        this = node.this
+        cols = (
+            [_ident_name(e) for e in this.expressions]
+            if isinstance(this, exp.Schema)
+            else [_ident_name(this)]
+        )
+        return "unique", cols, cname, None
+    if isinstance(node, exp.CheckColumnConstraint):
+        return "check", [], cname, node.this.sql(dialect="postgres")
+    if isinstance(node, exp.ForeignKey):
+        raise unsupported("foreign keys")
+    if isinstance(node, exp.PrimaryKeyColumnConstraint):
+        raise SqlError(SYNTAX_ERROR, "PRIMARY KEY needs a column list here")
+    raise unsupported(f"table constraint {item.sql(dialect='postgres')}")
+
+
+def _ident_name(e: exp.Expression) -> str:
+    if isinstance(e, exp.Ordered):
+        e = e.this
+    return e.name
+
+
+# -- indexes --------------------------------------------------------------------------------
+
+
+def _add_index(
+    catalog: Catalog,
+    table: TableDef,
+    name: str,
+    column_ids: list[int],
+    unique: bool,
+    *,
+    constraint: bool = False,
+    descending: tuple[bool, ...] = (),
+) -> tuple[TableDef, Catalog, IndexDef]:
+    if catalog.relation_exists(name) or any(ix.name == name for ix in table.indexes):
+        raise SqlError(DUPLICATE_TABLE, f'relation "{name}" already exists')
+    for cid in column_ids:
+        col = table.column_by_id(cid)
+        if key_type(col.type) is None:
+            raise SqlError(
+                "42704",
+                f'data type {col.type} has no default operator class for access method "btree"',
+            )
+    index_id, catalog = catalog.allocate_id()
+    storage_id, catalog = catalog.allocate_id()
+    index = IndexDef(
+        index_id, name, tuple(column_ids), unique, f"i{storage_id}", constraint, descending
+    )
+    table = table.replace(indexes=(*table.indexes, index))
+    return table, catalog, index
+
+
+def _create_index(catalog: Catalog, node: exp.Create) -> DdlResult:
+    index_node = node.this
+    if not isinstance(index_node, exp.Index):
+        raise SqlError(SYNTAX_ERROR, "bad CREATE INDEX")
+    table_node = index_node.args.get("table")
+    table = catalog.table(_table_name(table_node))
+    params = index_node.args.get("params")
+    cols = []
+    desc = []
+    for o in params.args.get("columns") or []:
+        e = o.this if isinstance(o, exp.Ordered) else o
+        if not isinstance(e, exp.Column):
+            raise unsupported("indexes on expressions")
+        cols.append(table.column(e.name).id)
+        desc.append(bool(isinstance(o, exp.Ordered) and o.args.get("desc")))
+    if params.args.get("where") is not None:
+        raise unsupported("partial indexes (WHERE)")
+    using = params.args.get("using")
+    if using is not None and str(using.name if hasattr(using, "name") else using).lower() not in (
+        "btree",
+        "hash",
+    ):
+        raise unsupported(f"index method {using}")
+    unique = bool(node.args.get("unique"))
+    name = index_node.name or _default_index_name(catalog, table, cols, unique)
+    name = _check_name(name)
+    if catalog.relation_exists(name) or any(ix.name == name for ix in table.indexes):
+        if node.args.get("exists"):
+            return DdlResult(
+                catalog, "CREATE INDEX", notices=[f'relation "{name}" already exists, skipping']
+            )
+        raise SqlError(DUPLICATE_TABLE, f'relation "{name}" already exists')
+    table, catalog, index = _add_index(catalog, table, name, cols, unique, descending=tuple(desc))
+    catalog = catalog.with_table(table)
+    return DdlResult(catalog, "CREATE INDEX", [BuildIndex(table.name, index)])
+
+
+def _default_index_name(catalog: Catalog, table: TableDef, cols: list[int], unique: bool) -> str:
+    names = "_".join(table.column_by_id(c).name for c in cols)
+    base = f"{table.name}_{names}_{'key' if unique else 'idx'}"
+    name = base
+    n = 1
+    while catalog.relation_exists(name):
+        name = f"{base}{n}"
+        n += 1
+    return name
+
+
+def _drop_index(catalog: Catalog, node: exp.Drop) -> DdlResult:
+    notices = []
+    for t in node.expressions or node.args.get("tables") or []:
+        name = t.name
+        found = catalog.index(name)
+        if found is None:
+            if node.args.get("exists"):
+                notices.append(f'index "{name}" does not exist, skipping')
+                continue
+            raise SqlError(UNDEFINED_OBJECT, f'index "{name}" does not exist')
+        table, index = found
+        if index.constraint and not node.args.get("cascade"):
+            raise SqlError(
+                DEPENDENT_OBJECTS_STILL_EXIST,
+                f"cannot drop index {name} because constraint {name} on table {table.name} "
+                "requires it",
+                hint=f"You can drop constraint {name} on table {table.name} instead.",
+            )
+        table = table.replace(indexes=tuple(ix for ix in table.indexes if ix.name != name))
+        catalog = catalog.with_table(table)
+    return DdlResult(catalog, "DROP INDEX", notices=notices)
+
+
+# -- DROP / TRUNCATE ------------------------------------------------------------------------
+
+
+def _drop_tables(catalog: Catalog, node: exp.Drop) -> DdlResult:
+    notices = []
+    for t in node.expressions or node.args.get("tables") or []:
+        name = _table_name(t)
+        if name not in catalog.tables:
+            if node.args.get("exists"):
+                notices.append(f'table "{name}" does not exist, skipping')
+                continue
+            raise SqlError(UNDEFINED_TABLE, f'table "{name}" does not exist')
+        catalog = catalog.without_table(name)
+    return DdlResult(catalog, "DROP TABLE", notices=notices)
+
+
+def _truncate(catalog: Catalog, node: exp.TruncateTable) -> DdlResult:
+    for t in node.expressions:
+        name = _table_name(t)
+        table = catalog.table(name)
+        storage_id, catalog = catalog.allocate_id()
+        indexes = []
+        for ix in table.indexes:
+            ix_storage, catalog = catalog.allocate_id()
+            indexes.append(dataclasses.replace(ix, storage=f"i{ix_storage}"))
+        catalog = catalog.with_table(
+            table.replace(storage=f"t{storage_id}", indexes=tuple(indexes))
+        )
+    return DdlResult(catalog, "TRUNCATE TABLE")
+
+
+# -- ALTER TABLE ----------------------------------------------------------------------------
+
+
+def _alter_table(catalog: Catalog, node: exp.Alter, bind_type: BindType) -> DdlResult:
+    kind = (node.args.get("kind") or "TABLE").upper()
+    if kind != "TABLE":
+        raise unsupported(f"ALTER {kind}")
+    name = _table_name(node.this)
+    if name not in catalog.tables:
+        if node.args.get("exists"):
+            return DdlResult(
+                catalog, "ALTER TABLE", notices=[f'relation "{name}" does not exist, skipping']
+            )
+        raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
+    actions: list[DataAction] = []
+    notices: list[str] = []
+    for action in node.args.get("actions") or []:
+        table = catalog.table(name)
+        catalog, name = _alter_action(catalog, table, action, bind_type, actions, notices)
+    return DdlResult(catalog, "ALTER TABLE", actions, notices)
+
+
+def _alter_action(
+    catalog: Catalog,
+    table: TableDef,
+    action: exp.Expression,
+    bind_type: BindType,
+    actions: list[DataAction],
+    notices: list[str],
+) -> tuple[Catalog, str]:
+    if isinstance(action, exp.ColumnDef):
+        if table.find_column(action.name) is not None:
+            if action.args.get("exists"):
+                notices.append(
+                    f'column "{action.name}" of relation "{table.name}" already exists, skipping'
+                )
+                return catalog, table.name
+            raise SqlError(
+                DUPLICATE_COLUMN,
+                f'column "{action.name}" of relation "{table.name}" already exists',
+            )
+        col, is_pk, unique, checks, seq = _column(
+            catalog, table.name, action, table.next_column_id, bind_type
+        )
+        if is_pk:
+            raise unsupported("ADD COLUMN ... PRIMARY KEY")
+        table = table.replace(
+            columns=(*table.columns, col),
+            next_column_id=table.next_column_id + 1,
+            checks=(*table.checks, *checks),
+        )
+        if seq is not None:
+            seq_oid, catalog = catalog.allocate_id()
+            catalog = catalog.with_sequence(SequenceDef(seq, seq_oid + 16384, table.name))
+        if col.default is not None:
+            actions.append(FillColumn(table.name, col))
+        elif col.not_null:
+            actions.append(ValidateRows(table.name, not_null_column=col.id))
+        for ck in checks:
+            actions.append(ValidateRows(table.name, check=ck))
+        if unique:
+            table, catalog, index = _add_index(
+                catalog,
+                table,
+                _unique_name(catalog, table, [col.id]),
+                [col.id],
+                True,
+                constraint=True,
+            )
+            actions.append(BuildIndex(table.name, index))
+        return catalog.with_table(table), table.name
+    if isinstance(action, exp.Drop):
+        kind = (action.args.get("kind") or "").upper()
+        if kind == "COLUMN":
+            for target in action.expressions or action.args.get("tables") or []:
+                col = table.find_column(target.name)
+                if col is None:
+                    if action.args.get("exists"):
+                        notices.append(
+                            f'column "{target.name}" of relation "{table.name}" does not '
+                            "exist, skipping"
+                        )
+                        continue
+                    raise SqlError(
+                        UNDEFINED_COLUMN,
+                        f'column "{target.name}" of relation "{table.name}" does not exist',
+                    )
+                if col.id in table.primary_key:
+                    raise SqlError(
+                        DEPENDENT_OBJECTS_STILL_EXIST,
+                        f"cannot drop column {col.name} of table {table.name} because other "
+                        "objects depend on it",
+                        detail=f"constraint {table.pk_name or table.name + '_pkey'} on table "
+                        f"{table.name} depends on column {col.name}",
+                    )
+                if len(table.columns) == 1:
+                    raise unsupported("dropping the last column of a table")
+                table = table.replace(
+                    columns=tuple(c for c in table.columns if c.id != col.id),
+                    indexes=tuple(ix for ix in table.indexes if col.id not in ix.column_ids),
+                )
+                catalog = catalog.with_table(table)
+            return catalog, table.name
+        if kind == "CONSTRAINT":
+            raise unsupported("ALTER TABLE ... DROP CONSTRAINT")
+        raise unsupported(f"ALTER TABLE ... DROP {kind}")
+    if isinstance(action, exp.RenameColumn):
+        old = action.this.name
+        new = action.args["to"].name
+        col = table.column(old)
+        if table.find_column(new) is not None:
+            raise SqlError(
+                DUPLICATE_COLUMN, f'column "{new}" of relation "{table.name}" already exists'
+            )
+        cols = tuple(
+            dataclasses.replace(c, name=new) if c.id == col.id else c for c in table.columns
+        )
+        catalog = catalog.with_table(table.replace(columns=cols))
+        return catalog, table.name
+    if isinstance(action, exp.AlterRename):
+        new = _table_name(action.this)
+        if catalog.relation_exists(new):
+            raise SqlError(DUPLICATE_TABLE, f'relation "{new}" already exists')
+        catalog = catalog.without_table(table.name).with_table(table.replace(name=new))
+        for s in list(catalog.sequences.values()):
+            if s.table == table.name:
+                catalog = catalog.with_sequence(dataclasses.replace(s, table=new))
+        return catalog, new
+    if isinstance(action, exp.AddConstraint):
+        for c in action.expressions:
+            kind, cols, cname, check_sql = _table_constraint(c)
+            if kind == "pk":
+                if table.primary_key:
+                    raise SqlError(
+                        INVALID_TABLE_DEFINITION,
+                        f'multiple primary keys for table "{table.name}" are not allowed',
+                    )
+                ids = [table.column(n).id for n in cols]
+                for cid in ids:
+                    if key_type(table.column_by_id(cid).type) is None:
+                        raise unsupported(
+                            f"a primary key on a column of type {table.column_by_id(cid).type}"
+                        )
+                storage_id, catalog = catalog.allocate_id()
+                new_cols = tuple(
+                    dataclasses.replace(c, not_null=True) if c.id in ids else c
+                    for c in table.columns
+                )
+                new = table.replace(
+                    primary_key=tuple(ids),
+                    storage=f"t{storage_id}",
+                    columns=new_cols,
+                    pk_name=cname,
+                )
+                new_indexes = []
+                for ix in new.indexes:
+                    ix_storage, catalog = catalog.allocate_id()
+                    new_indexes.append(dataclasses.replace(ix, storage=f"i{ix_storage}"))
+                new = new.replace(indexes=tuple(new_indexes))
+                actions.append(MoveRows(table, new))
+                catalog = catalog.with_table(new)
+                table = new
+            elif kind == "unique":
+                ids = [table.column(n).id for n in cols]
+                table, catalog, index = _add_index(
+                    catalog,
+                    table,
+                    cname or _unique_name(catalog, table, ids),
+                    ids,
+                    True,
+                    constraint=True,
+                )
+                actions.append(BuildIndex(table.name, index))
+                catalog = catalog.with_table(table)
+            elif kind == "check":
+                ck = CheckDef(cname or f"{table.name}_check", check_sql or "")
+                table = table.replace(checks=(*table.checks, ck))
+                actions.append(ValidateRows(table.name, check=ck))
+                catalog = catalog.with_table(table)
+        return catalog, table.name
+    if isinstance(action, exp.AlterColumn):
+        col = table.column(action.this.name)
+        changed = col
+        if action.args.get("drop"):
+            if (
+                action.args.get("allow_null") is not None
+                or "NOT NULL" in action.sql(dialect="postgres").upper()
+            ):
+                if col.id in table.primary_key:
+                    raise SqlError(
+                        INVALID_TABLE_DEFINITION, f'column "{col.name}" is in a primary key'
+                    )
+                changed = dataclasses.replace(col, not_null=False)
+            else:
+                changed = dataclasses.replace(col, default=None)
+        elif action.args.get("default") is not None:
+            changed = dataclasses.replace(
+                col, default=action.args["default"].sql(dialect="postgres")
+            )
+        elif (
+            action.args.get("allow_null") is False
+            or "SET NOT NULL" in action.sql(dialect="postgres").upper()
+        ):
+            changed = dataclasses.replace(col, not_null=True)
+            actions.append(ValidateRows(table.name, not_null_column=col.id))
+        elif action.args.get("dtype") is not None:
+            raise unsupported("ALTER COLUMN ... TYPE")
+        else:
+            raise unsupported(f"ALTER TABLE {action.sql(dialect='postgres')}")
+        cols = tuple(changed if c.id == col.id else c for c in table.columns)
+        return catalog.with_table(table.replace(columns=cols)), table.name
+    raise unsupported(f"ALTER TABLE action {action.sql(dialect='postgres')[:60]}")
+
+
+__all__ = ["DUPLICATE_OBJECT", "DdlResult", "apply_ddl", "is_ddl"]

@@ -1,0 +1,1367 @@
+"""Binding expressions: sqlglot expression nodes to typed :mod:`bound` expressions.
+
+Types follow Postgres: an untyped string literal or parameter takes its type from context (the
+other side of a comparison, the target column, a cast); integer literals are integer, bigint or
+numeric by size; functions resolve by argument types (:mod:`functions`). Parameters that no
+context types become text, as Postgres does for ``SELECT $1``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from percolator.server.sql import casts, functions, operators
+from percolator.server.sql import types as T
+from percolator.server.sql.bound import (
+    AggCall,
+    BBool,
+    BCall,
+    BCase,
+    BCoalesce,
+    BColumn,
+    BConst,
+    BContextCall,
+    BExpr,
+    BInList,
+    BIsBool,
+    BIsNull,
+    BNot,
+    BOuter,
+    BParam,
+    BSubquery,
+    OutCol,
+    SortKey,
+    SubqueryKind,
+)
+from percolator.server.sql.errors import (
+    CARDINALITY_VIOLATION,
+    DATATYPE_MISMATCH,
+    GROUPING_ERROR,
+    INDETERMINATE_DATATYPE,
+    SYNTAX_ERROR,
+    UNDEFINED_FUNCTION,
+    UNDEFINED_OBJECT,
+    UNDEFINED_PARAMETER,
+    SqlError,
+    unsupported,
+)
+from percolator.server.sql.scope import Scope
+from percolator.server.sql.types import SqlType, TypeId
+
+if TYPE_CHECKING:
+    from percolator.server.sql.binder import Binder
+
+_INT4_MAX = (1 << 31) - 1
+_INT8_MAX = (1 << 63) - 1
+
+
+@dataclass
+class Params:
+    """Parameter types of one statement: given by the client (Parse) or inferred."""
+
+    types: list[SqlType | None] = field(default_factory=list)
+    nodes: list[list[BParam]] = field(default_factory=list)
+
+    @classmethod
+    def from_oids(cls, oids: Sequence[int]) -> Params:
+        p = cls()
+        for i, oid in enumerate(oids):
+            if oid:
+                t = T.type_by_oid(oid)
+                if t is None:
+                    raise SqlError(UNDEFINED_OBJECT, f"type with OID {oid} does not exist")
+                p._ensure(i)
+                p.types[i] = t
+        return p
+
+    def _ensure(self, index: int) -> None:
+        while len(self.types) <= index:
+            self.types.append(None)
+            self.nodes.append([])
+
+    def node(self, index: int) -> BParam:
+        self._ensure(index)
+        t = self.types[index]
+        n = BParam(t if t is not None else T.UNKNOWN, index)
+        self.nodes[index].append(n)
+        return n
+
+    def resolve(self, index: int, t: SqlType) -> None:
+        if t.id is TypeId.UNKNOWN:
+            return
+        self.types[index] = t
+        for n in self.nodes[index]:
+            n.type = t
+
+    def finish(self) -> list[SqlType]:
+        """Fix every unresolved parameter to text; the final list of types."""
+        for i, t in enumerate(self.types):
+            if t is None:
+                self.resolve(i, T.TEXT)
+        return [t for t in self.types if t is not None]
+
+
+@dataclass
+class AggregateContext:
+    """The grouping of a SELECT: its group expressions and the aggregates found so far."""
+
+    scope: Scope
+    groups: list[BExpr] = field(default_factory=list)
+    group_nodes: list[exp.Expression] = field(default_factory=list)
+    aggs: list[AggCall] = field(default_factory=list)
+
+    def add_group(self, node: exp.Expression, e: BExpr) -> None:
+        self.group_nodes.append(node)
+        self.groups.append(e)
+
+    def output_columns(self) -> list[OutCol]:
+        cols = [OutCol(f"group{i}", g.type) for i, g in enumerate(self.groups)]
+        return cols + [OutCol(a.name, a.type) for a in self.aggs]
+
+
+_COMPARISONS: dict[type, str] = {
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+}
+_ARITHMETIC: dict[type, str] = {
+    exp.Add: "+",
+    exp.Sub: "-",
+    exp.Mul: "*",
+    exp.Div: "/",
+    exp.Mod: "%",
+}
+_AGGREGATES = {
+    exp.Count: "count",
+    exp.Sum: "sum",
+    exp.Avg: "avg",
+    exp.Min: "min",
+    exp.Max: "max",
+    exp.ArrayAgg: "array_agg",
+    exp.GroupConcat: "string_agg",
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
+}
+_AGG_NAMES = {"count", "sum", "avg", "min", "max", "array_agg", "string_agg", "bool_and",
+              "bool_or", "every", "json_agg", "jsonb_agg", "stddev", "variance"}  # fmt: skip
+
+# sqlglot function classes whose Postgres name differs from sql_name(), with argument order.
+_FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
+    exp.StrPosition: ("strpos", ("this", "substr")),
+    exp.TimestampTrunc: ("date_trunc", ("unit", "this")),
+    exp.ArraySize: ("array_length", ("this", "expression")),
+    exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
+    exp.Substring: ("substring", ("this", "start", "length")),
+    exp.Round: ("round", ("this", "decimals")),
+    exp.Repeat: ("repeat", ("this", "times")),
+    exp.Replace: ("replace", ("this", "expression", "replacement")),
+    exp.Left: ("left", ("this", "expression")),
+    exp.Right: ("right", ("this", "expression")),
+    exp.Length: ("length", ("this",)),
+    exp.Initcap: ("initcap", ("this",)),
+    exp.MD5: ("md5", ("this",)),
+    exp.Pow: ("power", ("this", "expression")),
+    exp.Ceil: ("ceil", ("this",)),
+    exp.Floor: ("floor", ("this",)),
+    exp.Abs: ("abs", ("this",)),
+    exp.Lower: ("lower", ("this",)),
+    exp.Upper: ("upper", ("this",)),
+    exp.Concat: ("concat", ("expressions",)),
+    exp.ConcatWs: ("concat_ws", ("expressions",)),
+    exp.Sqrt: ("sqrt", ("this",)),
+    exp.Exp: ("exp", ("this",)),
+    exp.Ln: ("ln", ("this",)),
+    exp.Log: ("log", ("this", "expression")),
+    exp.Sign: ("sign", ("this",)),
+}
+
+
+class ExprBinder:
+    """Binds expressions for one :class:`Binder` (sharing its catalog and parameters)."""
+
+    def __init__(self, binder: Binder) -> None:
+        self.binder = binder
+        self.subquery_slots = 0
+
+    @property
+    def params(self) -> Params:
+        return self.binder.params
+
+    # -- public helpers --------------------------------------------------------------------
+
+    def bind_condition(self, node: exp.Expression, scope: Scope, clause: str) -> BExpr:
+        return self.coerce_condition(self.bind(node, scope), clause)
+
+    def coerce_condition(self, e: BExpr, clause: str) -> BExpr:
+        if e.type.id is TypeId.BOOL and not e.type.array:
+            return e
+        if e.type.id is TypeId.UNKNOWN:
+            return self.coerce(e, T.BOOL)
+        raise SqlError(
+            DATATYPE_MISMATCH, f"argument of {clause} must be type boolean, not type {e.type}"
+        )
+
+    def make_and(self, args: list[BExpr]) -> BExpr:
+        return BBool(T.BOOL, True, args)
+
+    def contains_aggregate(self, node: exp.Expression) -> bool:
+        for n in node.walk():
+            if isinstance(n, exp.Subquery | exp.Select) and n is not node:
+                continue
+            if isinstance(n, tuple(_AGGREGATES)) or (
+                isinstance(n, exp.Anonymous) and str(n.this).lower() in _AGG_NAMES
+            ):
+                if not _inside_subquery(n, node):
+                    return True
+        return False
+
+    def column_name(self, node: exp.Expression) -> str:
+        """The name Postgres gives an unaliased select item."""
+        if isinstance(node, exp.Column):
+            return node.name
+        if isinstance(node, exp.Cast):
+            inner = node.this
+            if isinstance(inner, exp.Column | exp.Func | exp.Anonymous) and not isinstance(
+                inner, exp.Cast
+            ):
+                return self.column_name(inner)
+            return _type_display_name(node.to)
+        if isinstance(node, exp.Paren):
+            return self.column_name(node.this)
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func | exp.Anonymous):
+            return self.column_name(node.expression)
+        if isinstance(node, exp.Case):
+            return "case"
+        if isinstance(node, exp.Exists):
+            return "exists"
+        if isinstance(node, exp.Array):
+            return "array"
+        if isinstance(node, exp.Coalesce):
+            return "coalesce"
+        if isinstance(node, exp.Subquery):
+            inner = node.this
+            if isinstance(inner, exp.Select) and len(inner.expressions) == 1:
+                item = inner.expressions[0]
+                return item.alias if isinstance(item, exp.Alias) else self.column_name(item)
+            return "?column?"
+        special = {
+            exp.CurrentTimestamp: "now",
+            exp.CurrentDate: "current_date",
+            exp.CurrentUser: "current_user",
+            exp.SessionUser: "session_user",
+            exp.CurrentSchema: "current_schema",
+            exp.CurrentVersion: "version",
+            exp.CurrentCatalog: "current_catalog",
+            exp.Extract: "extract",
+        }
+        for cls, name in special.items():
+            if isinstance(node, cls):
+                if cls is exp.CurrentTimestamp and "current_timestamp" in node.sql().lower():
+                    return "current_timestamp"
+                return name
+        if isinstance(node, exp.Anonymous):
+            return str(node.this).lower()
+        if isinstance(node, tuple(_AGGREGATES)):
+            return _AGGREGATES[type(node)]
+        if isinstance(node, exp.Filter):
+            return self.column_name(node.this)
+        if isinstance(node, exp.Func) and not isinstance(node, exp.Binary | exp.Connector):
+            name, _ = self.function_name_args(node)
+            return name
+        return "?column?"
+
+    def function_name_args(self, node: exp.Expression) -> tuple[str, list[exp.Expression]]:
+        if isinstance(node, exp.Dot):
+            node = node.expression
+        if isinstance(node, exp.Anonymous):
+            return str(node.this).lower(), list(node.expressions)
+        mapped = _FUNCTION_NAMES.get(type(node))
+        if mapped is not None:
+            name, keys = mapped
+            args: list[exp.Expression] = []
+            for k in keys:
+                v = node.args.get(k)
+                if isinstance(v, list):
+                    args.extend(v)
+                elif v is not None:
+                    args.append(v)
+            return name, args
+        if isinstance(node, exp.Pad):
+            name = "lpad" if node.args.get("is_left") else "rpad"
+            return name, [
+                a
+                for a in (node.this, node.args.get("expression"), node.args.get("fill_pattern"))
+                if a is not None
+            ]
+        if isinstance(node, exp.ExplodingGenerateSeries | exp.GenerateSeries):
+            return "generate_series", [
+                a
+                for a in (node.args.get("start"), node.args.get("end"), node.args.get("step"))
+                if a is not None
+            ]
+        if isinstance(node, exp.Explode | exp.Unnest):
+            return "unnest", [node.this, *node.expressions]
+        if isinstance(node, exp.Func):
+            args = []
+            for k in node.arg_types:
+                v = node.args.get(k)
+                if isinstance(v, list):
+                    args.extend(a for a in v if isinstance(a, exp.Expression))
+                elif isinstance(v, exp.Expression):
+                    args.append(v)
+            return node.sql_name().lower(), args
+        raise unsupported(f"expression {type(node).__name__}")
+
+    # -- coercion --------------------------------------------------------------------------
+
+    def coerce(
+        self, e: BExpr, target: SqlType, *, assignment: bool = False, explicit: bool = False
+    ) -> BExpr:
+        """``e`` as a value of ``target`` (an implicit, assignment or explicit cast)."""
+        src = e.type
+        if src == target:
+            return e
+        if isinstance(e, BParam) and src.id is TypeId.UNKNOWN:
+            self.params.resolve(e.index, _param_type(target))
+            return (
+                e
+                if e.type == target
+                else self.coerce(e, target, assignment=assignment, explicit=explicit)
+            )
+        if target.id is TypeId.UNKNOWN:
+            return e
+        if src.id is TypeId.UNKNOWN and isinstance(e, BConst):
+            if e.value is None:
+                return BConst(target, None)
+            return BConst(target, self._literal_as(str(e.value), target))
+        if not explicit:
+            allowed = (
+                casts.can_assign(src, target)
+                if assignment
+                else casts.can_implicitly_cast(src, target)
+            )
+            if not allowed and src.id is not TypeId.UNKNOWN:
+                if assignment:
+                    raise SqlError(
+                        DATATYPE_MISMATCH,
+                        f"column is of type {target} but expression is of type {src}",
+                        hint="You will need to rewrite or cast the expression.",
+                    )
+                raise SqlError(DATATYPE_MISMATCH, f"cannot cast type {src} to {target} implicitly")
+        if target.id in _REG_TYPES and not target.array:
+            return self._reg_cast(e, target)
+        if isinstance(e, BConst):
+            if e.value is None:
+                return BConst(target, None)
+            return BConst(
+                target, casts.cast(e.value, src, target, explicit=explicit or not assignment)
+            )
+        is_explicit = explicit or not assignment
+
+        def cast_fn(v: object, _s: SqlType = src, _t: SqlType = target) -> object:
+            return casts.cast(v, _s, _t, explicit=is_explicit)
+
+        return BCall(target, "cast", cast_fn, [e])
+
+    def _literal_as(self, text: str, target: SqlType) -> object:
+        from percolator.server.sql.textio import text_in
+
+        if target.id in _REG_TYPES and not target.array:
+            raise SqlError("0A000", "internal: reg literal")
+        value = text_in(target, text)
+        if target.typmod >= 0 or target.id in (TypeId.VARCHAR, TypeId.BPCHAR, TypeId.NUMERIC):
+            value = casts.cast(value, SqlType(target.id, -1, target.array), target, explicit=False)
+        return value
+
+    def _reg_cast(self, e: BExpr, target: SqlType) -> BExpr:
+        """'name'::regclass and friends: looked up when the statement runs."""
+        from percolator.server.sql.catalog_functions import reg_lookup
+
+        if operators.is_numeric(e.type):
+            return BCall(target, "cast", int, [e])
+        return BContextCall(target, "reg", lambda ctx, v, _t=target: reg_lookup(ctx, _t, v), [e])
+
+    def common_type(self, exprs: list[BExpr], context: str) -> SqlType:
+        return self.common_type_of([e.type for e in exprs], context)
+
+    def common_type_of(self, types: list[SqlType], context: str) -> SqlType:
+        known = [t for t in types if t.id is not TypeId.UNKNOWN]
+        if not known:
+            return T.TEXT
+        try:
+            return casts.common_type(known)
+        except SqlError as err:
+            raise SqlError(err.sqlstate, f"{context} types {err.message}") from None
+
+    # -- binding ---------------------------------------------------------------------------
+
+    def bind(self, node: exp.Expression, scope: Scope) -> BExpr:
+        method = getattr(self, f"_bind_{type(node).__name__}", None)
+        if method is not None:
+            return method(node, scope)
+        if type(node) in _COMPARISONS:
+            return self._comparison(node, scope, _COMPARISONS[type(node)])
+        if type(node) in _ARITHMETIC:
+            return self._arithmetic(node, scope, _ARITHMETIC[type(node)])
+        if isinstance(node, tuple(_AGGREGATES)):
+            raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
+        if isinstance(node, exp.Func):
+            return self._function(node, scope)
+        if node.__class__.__name__ == "_IndexRef":
+            col = scope.columns[node.index]  # type: ignore[attr-defined]
+            return BColumn(col.type, node.index, col.name)  # type: ignore[attr-defined]
+        raise unsupported(f"expression {node.sql(dialect='postgres')[:60]!r}")
+
+    def _bind_Paren(self, node: exp.Paren, scope: Scope) -> BExpr:
+        return self.bind(node.this, scope)
+
+    def _bind_Alias(self, node: exp.Alias, scope: Scope) -> BExpr:
+        return self.bind(node.this, scope)
+
+    def _bind_Column(self, node: exp.Column, scope: Scope) -> BExpr:
+        if isinstance(node.this, exp.Star):
+            raise unsupported("table.* in this position")
+        qualifier = node.table or None
+        if node.db:
+            qualifier = node.table
+        level, index, col = scope.resolve(qualifier, node.name)
+        if level == 0:
+            return BColumn(col.type, index, col.name)
+        return BOuter(col.type, level, index)
+
+    def _bind_Identifier(self, node: exp.Identifier, scope: Scope) -> BExpr:
+        return self._bind_Column(exp.Column(this=node), scope)
+
+    def _bind_Literal(self, node: exp.Literal, scope: Scope) -> BExpr:
+        if node.is_string:
+            return BConst(T.UNKNOWN, node.this)
+        text = node.this
+        if re.fullmatch(r"\d+", text):
+            v = int(text)
+            if v <= _INT4_MAX:
+                return BConst(T.INT4, v)
+            if v <= _INT8_MAX:
+                return BConst(T.INT8, v)
+            return BConst(T.NUMERIC, Decimal(text))
+        return BConst(T.NUMERIC, Decimal(text))
+
+    def _bind_Null(self, node: exp.Null, scope: Scope) -> BExpr:
+        return BConst(T.UNKNOWN, None)
+
+    def _bind_Boolean(self, node: exp.Boolean, scope: Scope) -> BExpr:
+        return BConst(T.BOOL, bool(node.this))
+
+    def _bind_ByteString(self, node: exp.ByteString, scope: Scope) -> BExpr:
+        # E'...' strings: sqlglot already applied the escapes.
+        return BConst(T.UNKNOWN, node.this)
+
+    def _bind_RawString(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BConst(T.UNKNOWN, node.this)
+
+    def _bind_National(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BConst(T.UNKNOWN, node.this)
+
+    def _bind_HexString(self, node: exp.HexString, scope: Scope) -> BExpr:
+        raise unsupported("bit-string constants")
+
+    def _bind_Parameter(self, node: exp.Parameter, scope: Scope) -> BExpr:
+        inner = node.this
+        text = (
+            inner.this if isinstance(inner, exp.Literal | exp.Identifier | exp.Var) else str(inner)
+        )
+        try:
+            n = int(str(text))
+        except ValueError:
+            raise SqlError(SYNTAX_ERROR, f'syntax error at or near "${text}"') from None
+        if n < 1:
+            raise SqlError(UNDEFINED_PARAMETER, f"there is no parameter ${n}")
+        if n > 65535:
+            raise SqlError(UNDEFINED_PARAMETER, f"there is no parameter ${n}")
+        return self.params.node(n - 1)
+
+    def _bind_Placeholder(self, node: exp.Placeholder, scope: Scope) -> BExpr:
+        raise SqlError(SYNTAX_ERROR, 'syntax error at or near "?"')
+
+    def _bind_Cast(self, node: exp.Cast, scope: Scope) -> BExpr:
+        target = self.bind_type(node.to)
+        inner = self.bind(node.this, scope)
+        return self.coerce(inner, target, explicit=True)
+
+    def bind_type(self, dtype: exp.DataType) -> SqlType:
+        """A sqlglot DataType (or its text) as our SqlType; 42704 for unknown types."""
+        array = False
+        if dtype.this == exp.DataType.Type.ARRAY:
+            array = True
+            dtype = dtype.expressions[0]
+        text = dtype.sql(dialect="postgres")
+        base = text.split("(")[0].strip().lower()
+        if base.endswith("[]"):
+            array = True
+            base = base[:-2].strip()
+        mods: tuple[int, ...] = ()
+        params = [p for p in dtype.expressions if isinstance(p, exp.DataTypeParam)]
+        if params:
+            try:
+                mods = tuple(int(p.this.this) for p in params)
+            except (ValueError, AttributeError):
+                raise SqlError(SYNTAX_ERROR, f"invalid type modifier in {text}") from None
+        base = _SQLGLOT_TYPE_NAMES.get(base, base)
+        if dtype.this == exp.DataType.Type.USERDEFINED or base not in _KNOWN_BASES:
+            base = (
+                (dtype.args.get("kind") or base)
+                if isinstance(dtype.args.get("kind"), str)
+                else base
+            )
+        try:
+            t = T.make_type(base, mods, array)
+        except ValueError as err:
+            raise SqlError(SYNTAX_ERROR, str(err)) from None
+        if t is None:
+            raise SqlError(UNDEFINED_OBJECT, f'type "{base}" does not exist')
+        return t
+
+    def _bind_DataType(self, node: exp.DataType, scope: Scope) -> BExpr:
+        raise unsupported(f"type name {node.sql()} as a value")
+
+    def _comparison(self, node: exp.Expression, scope: Scope, op: str) -> BExpr:
+        right_node = node.expression
+        if isinstance(right_node, exp.Any | exp.All):
+            return self._any_all(node, scope, op, right_node)
+        left = self.bind(node.this, scope)
+        right = self.bind(right_node, scope)
+        return self.compare(op, left, right)
+
+    def compare(self, op: str, left: BExpr, right: BExpr) -> BExpr:
+        left, right, t = self._unify(left, right, op)
+        fn = operators.comparison(op, t)
+        return BCall(T.BOOL, op, fn, [left, right])
+
+    def _unify(self, left: BExpr, right: BExpr, op: str) -> tuple[BExpr, BExpr, SqlType]:
+        lu = left.type.id is TypeId.UNKNOWN
+        ru = right.type.id is TypeId.UNKNOWN
+        if lu and ru:
+            return self.coerce(left, T.TEXT), self.coerce(right, T.TEXT), T.TEXT
+        if lu:
+            return self.coerce(left, _param_type(right.type)), right, _param_type(right.type)
+        if ru:
+            return left, self.coerce(right, _param_type(left.type)), _param_type(left.type)
+        t = operators.comparison_type(left.type, right.type)
+        if t is None:
+            raise operators.operator_missing(op, left.type, right.type)
+        return self.coerce(left, t, explicit=True), self.coerce(right, t, explicit=True), t
+
+    def _any_all(self, node: exp.Expression, scope: Scope, op: str, quant: exp.Expression) -> BExpr:
+        left = self.bind(node.this, scope)
+        inner = quant.this
+        is_all = isinstance(quant, exp.All)
+        if isinstance(inner, exp.Subquery | exp.Select):
+            if op != "=" or is_all:
+                raise unsupported(f"{op} {'ALL' if is_all else 'ANY'} (subquery)")
+            return self._in_subquery(left, inner, scope, negate=False)
+        arr = self.bind(inner, scope)
+        if arr.type.id is TypeId.UNKNOWN:
+            arr = self.coerce(
+                arr,
+                SqlType(left.type.id, array=True)
+                if left.type.id is not TypeId.UNKNOWN
+                else T.TEXT_ARRAY,
+            )
+        if not arr.type.array:
+            raise SqlError(DATATYPE_MISMATCH, "op ANY/ALL (array) requires array on right side")
+        elem = arr.type.element
+        left, _, t = self._unify(
+            left, BConst(elem, None) if elem.id is not TypeId.UNKNOWN else BConst(T.TEXT, None), op
+        )
+        cmp = operators.comparison(op, t)
+        conv = (lambda v: v) if t == elem else (lambda v, _e=elem, _t=t: casts.cast(v, _e, _t))
+
+        def any_all(v: object, values: list[object]) -> object:
+            saw_null = False
+            for item in values:
+                if item is None:
+                    saw_null = True
+                    continue
+                r = cmp(v, conv(item))
+                if is_all and not r:
+                    return False
+                if not is_all and r:
+                    return True
+            if saw_null:
+                return None
+            return is_all
+
+        return BCall(T.BOOL, "any", any_all, [left, arr])
+
+    def _arithmetic(self, node: exp.Expression, scope: Scope, op: str) -> BExpr:
+        left = self.bind(node.this, scope)
+        right = self.bind(node.expression, scope)
+        if left.type.id is TypeId.UNKNOWN and right.type.id is not TypeId.UNKNOWN:
+            left = self.coerce(left, _arith_partner(right.type, op))
+        elif right.type.id is TypeId.UNKNOWN and left.type.id is not TypeId.UNKNOWN:
+            right = self.coerce(right, _arith_partner(left.type, op))
+        elif left.type.id is TypeId.UNKNOWN and right.type.id is TypeId.UNKNOWN:
+            left, right = self.coerce(left, T.NUMERIC), self.coerce(right, T.NUMERIC)
+        found = operators.arithmetic(op, left.type, right.type)
+        if found is None:
+            raise operators.operator_missing(op, left.type, right.type)
+        fn, rt = found
+        if operators.is_numeric(left.type) and operators.is_numeric(right.type):
+            left = (
+                self.coerce(left, rt)
+                if rt.id in (TypeId.NUMERIC, TypeId.FLOAT8, TypeId.FLOAT4)
+                and left.type.id != rt.id
+                and left.type.id not in (TypeId.INT2, TypeId.INT4, TypeId.INT8)
+                else left
+            )
+        return BCall(rt, op, fn, [left, right])
+
+    def _bind_Neg(self, node: exp.Neg, scope: Scope) -> BExpr:
+        inner = node.this
+        if isinstance(inner, exp.Literal) and not inner.is_string:
+            text = "-" + inner.this
+            if re.fullmatch(r"-\d+", text):
+                v = int(text)
+                if v >= -(1 << 31):
+                    return BConst(T.INT4, v)
+                if v >= -(1 << 63):
+                    return BConst(T.INT8, v)
+            return BConst(T.NUMERIC, Decimal(text))
+        e = self.bind(inner, scope)
+        if e.type.id is TypeId.UNKNOWN:
+            e = self.coerce(e, T.NUMERIC)
+        if e.type.id is TypeId.INTERVAL:
+            return BCall(e.type, "-", lambda v: -v, [e])
+        if not operators.is_numeric(e.type):
+            raise SqlError(UNDEFINED_FUNCTION, f"operator does not exist: - {e.type}")
+        check = (
+            operators.check_int(e.type)
+            if e.type.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8)
+            else (lambda v: v)
+        )
+        return BCall(e.type, "neg", lambda v: check(-v), [e])
+
+    def _bind_DPipe(self, node: exp.DPipe, scope: Scope) -> BExpr:
+        left = self.bind(node.this, scope)
+        right = self.bind(node.expression, scope)
+        if left.type.array or right.type.array:
+            raise unsupported("array concatenation with ||")
+        if left.type.id is TypeId.JSONB and right.type.id in (TypeId.JSONB, TypeId.UNKNOWN):
+            raise unsupported("jsonb || jsonb")
+        parts = [self._as_text(left), self._as_text(right)]
+        return BCall(T.TEXT, "||", operators.concat_text, parts)
+
+    def _as_text(self, e: BExpr) -> BExpr:
+        if e.type.id in (TypeId.TEXT, TypeId.VARCHAR) and not e.type.array:
+            return e
+        return self.coerce(e, T.TEXT, explicit=True)
+
+    def _bind_And(self, node: exp.And, scope: Scope) -> BExpr:
+        args = [self.bind_condition(a, scope, "AND") for a in _flatten(node, exp.And)]
+        return BBool(T.BOOL, True, args)
+
+    def _bind_Or(self, node: exp.Or, scope: Scope) -> BExpr:
+        args = [self.bind_condition(a, scope, "OR") for a in _flatten(node, exp.Or)]
+        return BBool(T.BOOL, False, args)
+
+    def _bind_Not(self, node: exp.Not, scope: Scope) -> BExpr:
+        inner = node.this
+        if isinstance(inner, exp.RegexpLike | exp.RegexpILike):
+            return BNot(T.BOOL, self.bind(inner, scope))
+        return BNot(T.BOOL, self.bind_condition(inner, scope, "NOT"))
+
+    def _bind_Is(self, node: exp.Is, scope: Scope) -> BExpr:
+        target = node.expression
+        arg = self.bind(node.this, scope)
+        negate = bool(node.args.get("negate"))
+        if isinstance(target, exp.Null):
+            return BIsNull(T.BOOL, arg, negate)
+        if isinstance(target, exp.Boolean):
+            return BIsBool(T.BOOL, self.coerce_condition(arg, "IS"), bool(target.this), negate)
+        raise unsupported(f"IS {target.sql()}")
+
+    def _bind_NullSafeEQ(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._distinct(node, scope, negate=True)
+
+    def _bind_NullSafeNEQ(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._distinct(node, scope, negate=False)
+
+    def _distinct(self, node: exp.Expression, scope: Scope, negate: bool) -> BExpr:
+        left = self.bind(node.this, scope)
+        right = self.bind(node.expression, scope)
+        left, right, t = self._unify(left, right, "=")
+        eq = operators.comparison("=", t)
+
+        def is_distinct(a: object, b: object) -> bool:
+            if a is None or b is None:
+                d = (a is None) != (b is None)
+            else:
+                d = not eq(a, b)
+            return not d if negate else d
+
+        return BCall(T.BOOL, "is distinct from", is_distinct, [left, right], strict=False)
+
+    def _bind_Between(self, node: exp.Between, scope: Scope) -> BExpr:
+        if node.args.get("symmetric"):
+            raise unsupported("BETWEEN SYMMETRIC")
+        arg = node.this
+        low = self._comparison(exp.GTE(this=arg, expression=node.args["low"]), scope, ">=")
+        high = self._comparison(exp.LTE(this=arg, expression=node.args["high"]), scope, "<=")
+        return BBool(T.BOOL, True, [low, high])
+
+    def _bind_In(self, node: exp.In, scope: Scope) -> BExpr:
+        arg = self.bind(node.this, scope)
+        query = node.args.get("query")
+        if query is not None:
+            return self._in_subquery(arg, query, scope, negate=False)
+        if node.args.get("unnest"):
+            raise unsupported("IN UNNEST")
+        items = [self.bind(i, scope) for i in node.expressions]
+        t = self.common_type_of([arg.type] + [i.type for i in items], "IN")
+        if arg.type.id is not TypeId.UNKNOWN and all(i.type.id is TypeId.UNKNOWN for i in items):
+            t = _param_type(arg.type)
+        arg = self.coerce(
+            arg,
+            t,
+            explicit=arg.type.id is not TypeId.UNKNOWN
+            and operators.comparison_type(arg.type, t) is not None,
+        )
+        items = [self.coerce(i, t, explicit=i.type.id is not TypeId.UNKNOWN) for i in items]
+        return BInList(T.BOOL, arg, items, False, operators.comparison("=", t))
+
+    def _in_subquery(self, arg: BExpr, query: exp.Expression, scope: Scope, negate: bool) -> BExpr:
+        sub = self._subquery_rel(query, scope)
+        if len(sub.columns) != 1:
+            raise SqlError(SYNTAX_ERROR, "subquery has too many columns")
+        col_t = sub.columns[0].type
+        if arg.type.id is TypeId.UNKNOWN:
+            arg = self.coerce(arg, col_t)
+        t = operators.comparison_type(arg.type, col_t)
+        if t is None:
+            raise operators.operator_missing("=", arg.type, col_t)
+        arg = self.coerce(arg, t, explicit=True)
+        if col_t != t:
+            from percolator.server.sql.bound import ProjectRel
+
+            sub = ProjectRel(
+                [OutCol(sub.columns[0].name, t)],
+                sub,
+                [self.coerce(BColumn(col_t, 0), t, explicit=True)],
+            )
+        return self._subquery(SubqueryKind.IN, sub, T.BOOL, arg=arg, negate=negate)
+
+    def _subquery_rel(self, query: exp.Expression, scope: Scope):  # type: ignore[no-untyped-def]
+        node = query.this if isinstance(query, exp.Subquery) else query
+        return self.binder.bind_query(node, scope)
+
+    def _subquery(
+        self,
+        kind: SubqueryKind,
+        rel: Any,
+        t: SqlType,
+        arg: BExpr | None = None,
+        negate: bool = False,
+    ) -> BExpr:
+        slot = self.subquery_slots
+        self.subquery_slots += 1
+        correlated = _is_correlated(rel)
+        return BSubquery(t, kind, rel, slot, correlated, arg, negate)
+
+    def _bind_Exists(self, node: exp.Exists, scope: Scope) -> BExpr:
+        rel = self._subquery_rel(node.this, scope)
+        return self._subquery(SubqueryKind.EXISTS, rel, T.BOOL)
+
+    def _bind_Subquery(self, node: exp.Subquery, scope: Scope) -> BExpr:
+        rel = self._subquery_rel(node, scope)
+        if len(rel.columns) != 1:
+            raise SqlError(
+                CARDINALITY_VIOLATION if False else SYNTAX_ERROR,
+                "subquery must return only one column",
+            )
+        return self._subquery(SubqueryKind.SCALAR, rel, rel.columns[0].type)
+
+    def _bind_Select(self, node: exp.Select, scope: Scope) -> BExpr:
+        return self._bind_Subquery(exp.Subquery(this=node), scope)
+
+    def _bind_Array(self, node: exp.Array, scope: Scope) -> BExpr:
+        items = node.expressions
+        if len(items) == 1 and isinstance(items[0], exp.Select | exp.Subquery):
+            rel = self._subquery_rel(items[0], scope)
+            return self._subquery(SubqueryKind.ARRAY, rel, rel.columns[0].type.array_of())
+        bound = [self.bind(i, scope) for i in items]
+        elem = self.common_type(bound, "ARRAY") if bound else T.TEXT
+        bound = [self.coerce(b, elem) for b in bound]
+        return BCall(elem.array_of(), "array", lambda *v: list(v), bound, strict=False)
+
+    def _bind_Like(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._like(node, scope, False)
+
+    def _bind_ILike(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._like(node, scope, True)
+
+    def _bind_Escape(self, node: exp.Escape, scope: Scope) -> BExpr:
+        inner = node.this
+        esc = self.bind(node.expression, scope)
+        if not isinstance(esc, BConst):
+            raise unsupported("a non-constant LIKE ESCAPE")
+        return self._like(inner, scope, isinstance(inner, exp.ILike), str(esc.value))
+
+    def _like(self, node: exp.Expression, scope: Scope, ci: bool, escape: str = "\\") -> BExpr:
+        arg = self._as_text(
+            self.coerce(self.bind(node.this, scope), T.TEXT)
+            if self.bind(node.this, scope).type.id is TypeId.UNKNOWN
+            else self.bind(node.this, scope)
+        )
+        pattern = self.coerce(self.bind(node.expression, scope), T.TEXT)
+        if isinstance(pattern, BConst) and pattern.value is not None:
+            regex = operators.like_matcher(str(pattern.value), ci, escape)
+            return BCall(T.BOOL, "like", lambda s, _r=regex: _r.fullmatch(s) is not None, [arg])
+        cache: dict[str, re.Pattern[str]] = {}
+
+        def like(s: str, p: str) -> bool:
+            r = cache.get(p)
+            if r is None:
+                r = cache[p] = operators.like_matcher(p, ci, escape)
+            return r.fullmatch(s) is not None
+
+        return BCall(T.BOOL, "like", like, [arg, pattern])
+
+    def _bind_RegexpLike(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._regex(node.this, node.expression, scope, False)
+
+    def _bind_RegexpILike(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._regex(node.this, node.expression, scope, True)
+
+    def _bind_Operator(self, node: exp.Operator, scope: Scope) -> BExpr:
+        op = str(node.args.get("operator", "")).replace("pg_catalog.", "").strip()
+        mapping = {
+            "~": (False, False),
+            "~*": (True, False),
+            "!~": (False, True),
+            "!~*": (True, True),
+        }
+        if op in mapping:
+            ci, neg = mapping[op]
+            e = self._regex(node.this, node.expression, scope, ci)
+            return BNot(T.BOOL, e) if neg else e
+        if op in ("=", "<>", "<", ">", "<=", ">="):
+            return self.compare(op, self.bind(node.this, scope), self.bind(node.expression, scope))
+        raise unsupported(f"operator {op}")
+
+    def _regex(self, left: exp.Expression, right: exp.Expression, scope: Scope, ci: bool) -> BExpr:
+        arg = self._as_text(self.coerce(self.bind(left, scope), T.TEXT))
+        pattern = self.coerce(self.bind(right, scope), T.TEXT)
+        flags = re.IGNORECASE if ci else 0
+        if isinstance(pattern, BConst) and pattern.value is not None:
+            regex = _compile_regex(str(pattern.value), flags)
+            return BCall(T.BOOL, "~", lambda s, _r=regex: _r.search(s) is not None, [arg])
+        return BCall(
+            T.BOOL, "~", lambda s, p: _compile_regex(p, flags).search(s) is not None, [arg, pattern]
+        )
+
+    def _bind_Collate(self, node: exp.Collate, scope: Scope) -> BExpr:
+        return self.bind(node.this, scope)
+
+    def _bind_Case(self, node: exp.Case, scope: Scope) -> BExpr:
+        operand = node.this
+        whens: list[tuple[BExpr, BExpr]] = []
+        results: list[BExpr] = []
+        conds: list[BExpr] = []
+        for w in node.args.get("ifs") or []:
+            if operand is not None:
+                cond = self._comparison(exp.EQ(this=operand, expression=w.this), scope, "=")
+            else:
+                cond = self.bind_condition(w.this, scope, "CASE/WHEN")
+            conds.append(cond)
+            results.append(self.bind(w.args["true"], scope))
+        default_node = node.args.get("default")
+        default = self.bind(default_node, scope) if default_node is not None else None
+        t = self.common_type(results + ([default] if default is not None else []), "CASE")
+        whens = [(c, self.coerce(r, t)) for c, r in zip(conds, results, strict=True)]
+        return BCase(t, whens, self.coerce(default, t) if default is not None else None)
+
+    def _bind_If(self, node: exp.If, scope: Scope) -> BExpr:
+        cond = self.bind_condition(node.this, scope, "CASE/WHEN")
+        true = self.bind(node.args["true"], scope)
+        false_node = node.args.get("false")
+        false = self.bind(false_node, scope) if false_node is not None else None
+        t = self.common_type([true] + ([false] if false is not None else []), "CASE")
+        return BCase(
+            t, [(cond, self.coerce(true, t))], self.coerce(false, t) if false is not None else None
+        )
+
+    def _bind_Coalesce(self, node: exp.Coalesce, scope: Scope) -> BExpr:
+        args = [self.bind(node.this, scope)] + [self.bind(e, scope) for e in node.expressions]
+        t = self.common_type(args, "COALESCE")
+        return BCoalesce(t, [self.coerce(a, t) for a in args])
+
+    def _bind_Nullif(self, node: exp.Nullif, scope: Scope) -> BExpr:
+        left = self.bind(node.this, scope)
+        right = self.bind(node.expression, scope)
+        left2, right2, t = self._unify(left, right, "=")
+        eq = operators.comparison("=", t)
+        rtype = left2.type
+        return BCall(
+            rtype,
+            "nullif",
+            lambda a, b: None if a is not None and b is not None and eq(a, b) else a,
+            [left2, right2],
+            strict=False,
+        )
+
+    def _bind_Greatest(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._extreme(node, scope, max, "greatest")
+
+    def _bind_Least(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._extreme(node, scope, min, "least")
+
+    def _extreme(
+        self, node: exp.Expression, scope: Scope, pick: Callable[..., Any], name: str
+    ) -> BExpr:
+        args = [self.bind(node.this, scope)] + [self.bind(e, scope) for e in node.expressions]
+        t = self.common_type(args, name.upper())
+        args = [self.coerce(a, t) for a in args]
+
+        def extreme(*vals: object) -> object:
+            present = [v for v in vals if v is not None]
+            return pick(present) if present else None
+
+        return BCall(t, name, extreme, args, strict=False)
+
+    def _bind_Interval(self, node: exp.Interval, scope: Scope) -> BExpr:
+        from percolator.server.sql.textio import text_in
+
+        value = node.this
+        unit = node.args.get("unit")
+        text = value.this if isinstance(value, exp.Literal) else value.sql()
+        if unit is not None:
+            text = f"{text} {unit.name if hasattr(unit, 'name') else unit}"
+        return BConst(T.INTERVAL, text_in(T.INTERVAL, str(text)))
+
+    def _bind_Extract(self, node: exp.Extract, scope: Scope) -> BExpr:
+        field_node = node.this
+        field_name = field_node.name if hasattr(field_node, "name") else str(field_node)
+        arg = self.bind(node.expression, scope)
+        if arg.type.id is TypeId.UNKNOWN:
+            arg = self.coerce(arg, T.TIMESTAMP)
+        return BCall(T.NUMERIC, "extract", lambda v, _f=field_name: functions.extract(_f, v), [arg])
+
+    def _bind_Trim(self, node: exp.Trim, scope: Scope) -> BExpr:
+        arg = self.coerce(self.bind(node.this, scope), T.TEXT)
+        chars_node = node.args.get("expression")
+        chars = (
+            self.coerce(self.bind(chars_node, scope), T.TEXT)
+            if chars_node is not None
+            else BConst(T.TEXT, " ")
+        )
+        where = (node.args.get("position") or "BOTH").upper()
+        fn = {"BOTH": str.strip, "LEADING": str.lstrip, "TRAILING": str.rstrip}[where]
+        return BCall(T.TEXT, "trim", lambda s, c: fn(s, c), [self._as_text(arg), chars])
+
+    def _bind_CurrentTimestamp(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BContextCall(T.TIMESTAMPTZ, "now", lambda ctx: ctx.transaction_time, [])
+
+    def _bind_CurrentDate(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BContextCall(T.DATE, "current_date", lambda ctx: ctx.transaction_time.date(), [])
+
+    def _bind_CurrentTime(self, node: exp.Expression, scope: Scope) -> BExpr:
+        raise unsupported("current_time (time with time zone)")
+
+    def _bind_CurrentUser(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BContextCall(T.NAME, "current_user", lambda ctx: ctx.user, [])
+
+    def _bind_SessionUser(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BContextCall(T.NAME, "session_user", lambda ctx: ctx.user, [])
+
+    def _bind_CurrentSchema(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BConst(T.NAME, "public")
+
+    def _bind_CurrentCatalog(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BContextCall(T.NAME, "current_catalog", lambda ctx: ctx.database, [])
+
+    def _bind_CurrentVersion(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._function(exp.Anonymous(this="version", expressions=[]), scope)
+
+    def _bind_Dot(self, node: exp.Dot, scope: Scope) -> BExpr:
+        left = node.this
+        right = node.expression
+        if (
+            isinstance(left, exp.Identifier | exp.Column | exp.Var)
+            and str(left.name).lower() == "pg_catalog"
+        ):
+            return self.bind(right, scope)
+        if isinstance(right, exp.Func | exp.Anonymous):
+            return self.bind(right, scope)
+        raise unsupported(f"expression {node.sql(dialect='postgres')}")
+
+    def _bind_Filter(self, node: exp.Filter, scope: Scope) -> BExpr:
+        raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
+
+    def _bind_Window(self, node: exp.Window, scope: Scope) -> BExpr:
+        raise unsupported("window functions (OVER)")
+
+    def _bind_JSONExtract(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._json_get(node, scope, as_text=False)
+
+    def _bind_JSONExtractScalar(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return self._json_get(node, scope, as_text=True)
+
+    def _json_get(self, node: exp.Expression, scope: Scope, as_text: bool) -> BExpr:
+        import json
+
+        doc = self.bind(node.this, scope)
+        if doc.type.id not in (TypeId.JSON, TypeId.JSONB):
+            doc = self.coerce(doc, T.JSONB)
+        path = node.expression
+        keys: list[object] = []
+        if isinstance(path, exp.JSONPath):
+            for part in path.expressions:
+                if isinstance(part, exp.JSONPathKey):
+                    keys.append(str(part.this))
+                elif isinstance(part, exp.JSONPathSubscript):
+                    keys.append(int(part.this))
+        else:
+            key = self.bind(path, scope)
+            if not isinstance(key, BConst):
+                raise unsupported("a non-constant JSON key")
+            keys.append(key.value)
+        rt = T.TEXT if as_text else doc.type
+        from percolator.server.sql.textio import normalize_jsonb
+
+        def get(text: str) -> object:
+            v: Any = json.loads(text)
+            for k in keys:
+                if isinstance(v, dict) and isinstance(k, str):
+                    v = v.get(k)
+                elif isinstance(v, list) and isinstance(k, int):
+                    v = v[k] if -len(v) <= k < len(v) else None
+                else:
+                    return None
+                if v is None:
+                    return None
+            if as_text:
+                return v if isinstance(v, str) else json.dumps(v, separators=(", ", ": "))
+            return normalize_jsonb(json.dumps(v))
+
+        return BCall(rt, "->>" if as_text else "->", get, [doc])
+
+    # -- functions -------------------------------------------------------------------------
+
+    def _function(self, node: exp.Expression, scope: Scope) -> BExpr:
+        name, arg_nodes = self.function_name_args(node)
+        if name in _AGG_NAMES:
+            raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
+        args = [self.bind(a, scope) for a in arg_nodes]
+        return self.call(name, args)
+
+    def call(self, name: str, args: list[BExpr]) -> BExpr:
+        """A call of the registered function ``name`` on bound arguments."""
+        types = [a.type for a in args]
+        impl = functions.resolve(name, types)
+        if impl is None:
+            from percolator.server.sql import catalog_functions  # noqa: F401
+
+            impl = functions.resolve(name, types)
+        if impl is None:
+            if functions.known(name):
+                shown = ", ".join(str(t) for t in types)
+                raise SqlError(
+                    UNDEFINED_FUNCTION,
+                    f"function {name}({shown}) does not exist",
+                    hint="No function matches the given name and argument types.",
+                )
+            raise SqlError(
+                UNDEFINED_FUNCTION,
+                f"function {name}({', '.join(str(t) for t in types)}) does not exist",
+            )
+        args = [_resolve_unknown_arg(self, a) for a in args]
+        if impl.needs_context:
+            return BContextCall(impl.type, name, impl.fn, args)
+        return BCall(impl.type, name, impl.fn, args, impl.strict, impl.volatile)
+
+    # -- aggregates ------------------------------------------------------------------------
+
+    def bind_in_aggregate(self, node: exp.Expression, ctx: AggregateContext) -> BExpr:
+        """Bind an expression over the aggregate's output row: group expressions and
+        aggregate calls become column references; other input columns are an error."""
+        for i, g in enumerate(ctx.group_nodes):
+            if node == g:
+                return BColumn(ctx.groups[i].type, i)
+        if isinstance(node, exp.Column):
+            try:
+                e = self.bind(node, ctx.scope)
+            except SqlError:
+                raise
+            if isinstance(e, BOuter):
+                return e
+            assert isinstance(e, BColumn)
+            for i, g in enumerate(ctx.groups):
+                if isinstance(g, BColumn) and g.index == e.index:
+                    return BColumn(g.type, i)
+            raise SqlError(
+                GROUPING_ERROR,
+                f'column "{_qualified(node)}" must appear in the GROUP BY clause or be used in '
+                "an aggregate function",
+            )
+        agg = self._aggregate_call(node, ctx)
+        if agg is not None:
+            return agg
+        if isinstance(node, exp.Subquery | exp.Exists) or node.__class__.__name__ == "_IndexRef":
+            if node.__class__.__name__ == "_IndexRef":
+                col = ctx.scope.columns[node.index]  # type: ignore[attr-defined]
+                return self.bind_in_aggregate(
+                    exp.Column(
+                        this=exp.to_identifier(col.name),
+                        table=exp.to_identifier(col.relation) if col.relation else None,
+                    ),
+                    ctx,
+                )
+            return self.bind(node, _AggScope(ctx, self))
+        # Rebuild the node with its children bound in aggregate mode: bind a copy whose
+        # column/aggregate children are replaced by placeholders.
+        return self._bind_composite_in_aggregate(node, ctx)
+
+    def _bind_composite_in_aggregate(self, node: exp.Expression, ctx: AggregateContext) -> BExpr:
+        placeholders: list[BExpr] = []
+        copy = node.copy()
+
+        def replace(n: exp.Expression) -> exp.Expression:
+            if n is copy:
+                return n
+            if (
+                any(n == g for g in ctx.group_nodes)
+                or isinstance(n, exp.Column)
+                or self._is_agg_node(n)
+            ):
+                placeholders.append(self.bind_in_aggregate(n, ctx))
+                return _Bound(len(placeholders) - 1)
+            return n
+
+        copy = copy.transform(replace, copy=False) if not isinstance(copy, exp.Column) else copy
+        scope = _PlaceholderScope(placeholders)
+        return self.bind(copy, scope)  # type: ignore[arg-type]
+
+    def _is_agg_node(self, n: exp.Expression) -> bool:
+        if isinstance(n, exp.Filter):
+            return self._is_agg_node(n.this)
+        return isinstance(n, tuple(_AGGREGATES)) or (
+            isinstance(n, exp.Anonymous) and str(n.this).lower() in _AGG_NAMES
+        )
+
+    def _aggregate_call(self, node: exp.Expression, ctx: AggregateContext) -> BExpr | None:
+        filter_node = None
+        if isinstance(node, exp.Filter):
+            filter_node = node.expression
+            node = node.this
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _AGG_NAMES:
+            name = str(node.this).lower()
+            arg_nodes = list(node.expressions)
+        elif isinstance(node, tuple(_AGGREGATES)):
+            name = _AGGREGATES[type(node)]
+            arg_nodes = [node.this] if node.this is not None else []
+            if isinstance(node, exp.GroupConcat) and node.args.get("separator") is not None:
+                arg_nodes.append(node.args["separator"])
+        else:
+            return None
+        distinct = False
+        order: list[SortKey] = []
+        if arg_nodes and isinstance(arg_nodes[0], exp.Distinct):
+            distinct = True
+            arg_nodes = list(arg_nodes[0].expressions) + arg_nodes[1:]
+        if arg_nodes and isinstance(arg_nodes[0], exp.Order):
+            o = arg_nodes[0]
+            arg_nodes = [o.this, *arg_nodes[1:]]
+            order = [
+                SortKey(self.bind(k.this, ctx.scope), bool(k.args.get("desc")))
+                for k in o.expressions
+            ]
+        if (
+            len(arg_nodes) == 2
+            and isinstance(arg_nodes[1], exp.Order) is False
+            and name == "string_agg"
+            and isinstance(arg_nodes[1], exp.Expression)
+            and arg_nodes[1].find(exp.Order)
+        ):
+            pass
+        star = len(arg_nodes) == 1 and isinstance(arg_nodes[0], exp.Star)
+        args = [] if star else [self.bind(a, ctx.scope) for a in arg_nodes]
+        for a in args:
+            for n in _walk_nodes(a):
+                if isinstance(n, BSubquery):
+                    continue
+        from percolator.server.sql.aggregates import aggregate_type
+
+        args = [_resolve_unknown_arg(self, a) for a in args]
+        t = aggregate_type(name, [a.type for a in args])
+        filt = (
+            self.bind_condition(filter_node, ctx.scope, "FILTER")
+            if filter_node is not None
+            else None
+        )
+        call = AggCall(name, args, distinct, t, filt, order)
+        ctx.aggs.append(call)
+        return BColumn(t, len(ctx.groups) + len(ctx.aggs) - 1, name)
+
+
+class _Bound(exp.Expression):
+    """A placeholder for an already-bound sub-expression (aggregate-mode rebinding)."""
+
+    arg_types = {"this": False}
+
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index = index
+
+
+class _PlaceholderScope(Scope):
+    def __init__(self, placeholders: list[BExpr]) -> None:
+        super().__init__([])
+        self.placeholders = placeholders
+
+
+def _bind_placeholder(self: ExprBinder, node: _Bound, scope: Scope) -> BExpr:
+    assert isinstance(scope, _PlaceholderScope)
+    return scope.placeholders[node.index]
+
+
+ExprBinder._bind__Bound = _bind_placeholder  # type: ignore[attr-defined]
+
+
+class _AggScope(Scope):
+    """Scope for a subquery inside an aggregated SELECT (its outer refs see input columns)."""
+
+    def __init__(self, ctx: AggregateContext, binder: ExprBinder) -> None:
+        super().__init__(ctx.scope.columns, ctx.scope.parent, ctx.scope.relations)
+
+
+def _walk_nodes(e: BExpr):  # type: ignore[no-untyped-def]
+    from percolator.server.sql.bound import walk
+
+    return walk(e)
+
+
+def _resolve_unknown_arg(b: ExprBinder, a: BExpr) -> BExpr:
+    if a.type.id is TypeId.UNKNOWN:
+        return b.coerce(a, T.TEXT)
+    return a
+
+
+def _flatten(node: exp.Expression, cls: type) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cls):
+            stack.append(n.expression)
+            stack.append(n.this)
+        else:
+            out.append(n)
+    return out
+
+
+def _inside_subquery(n: exp.Expression, root: exp.Expression) -> bool:
+    if n is root:
+        return False
+    p = n.parent
+    while p is not None and p is not root:
+        if isinstance(p, exp.Subquery | exp.Select | exp.Exists):
+            return True
+        p = p.parent
+    return False
+
+
+def _is_correlated(rel: Any) -> bool:
+    from percolator.server.sql.bound import Rel, walk
+
+    def exprs_of(r: Rel) -> list[BExpr]:
+        out: list[BExpr] = []
+        for name in ("filters", "exprs", "groups", "rows", "args"):
+            v = getattr(r, name, None)
+            if isinstance(v, list):
+                for item in v:
+                    if isinstance(item, list):
+                        out.extend(item)
+                    elif isinstance(item, BExpr):
+                        out.append(item)
+        for name in ("predicate", "condition", "limit", "offset"):
+            v = getattr(r, name, None)
+            if isinstance(v, BExpr):
+                out.append(v)
+        for a in getattr(r, "aggs", []) or []:
+            out.extend(a.args)
+        for k in getattr(r, "keys", []) or []:
+            out.append(k.expr)
+        return out
+
+    def visit(r: Rel, depth: int) -> bool:
+        for e in exprs_of(r):
+            for n in walk(e):
+                if isinstance(n, BOuter) and n.level >= depth:
+                    return True
+                if isinstance(n, BSubquery) and visit(n.rel, depth + 1):
+                    return True
+        return any(visit(i, depth) for i in r.inputs())
+
+    return visit(rel, 1)
+
+
+def _qualified(node: exp.Column) -> str:
+    return f"{node.table}.{node.name}" if node.table else node.name
+
+
+def _param_type(t: SqlType) -> SqlType:
+    """The type an untyped parameter compared with a value of ``t`` gets (no modifier)."""
+    if t.id is TypeId.BPCHAR:
+        return T.BPCHAR
+    return SqlType(t.id, -1, t.array)
+
+
+def _arith_partner(t: SqlType, op: str) -> SqlType:
+    if t.id in (TypeId.DATE, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ):
+        return T.INTERVAL if op in "+-" else t
+    return _param_type(t)
+
+
+_REG_TYPES = {TypeId.REGCLASS, TypeId.REGTYPE, TypeId.REGPROC, TypeId.REGNAMESPACE}
+
+_SQLGLOT_TYPE_NAMES = {
+    "int": "integer", "bigint": "bigint", "smallint": "smallint", "double precision": "float8",
+    "decimal": "numeric", "timestamptz": "timestamptz", "bytea": "bytea",
+}  # fmt: skip
+_KNOWN_BASES = set(_SQLGLOT_TYPE_NAMES) | {"text"}
+
+
+def _type_display_name(dtype: exp.DataType) -> str:
+    text = dtype.sql(dialect="postgres").lower().split("(")[0]
+    names = {"int": "int4", "integer": "int4", "bigint": "int8", "smallint": "int2",
+             "double precision": "float8", "real": "float4", "boolean": "bool",
+             "varchar": "varchar", "character varying": "varchar", "decimal": "numeric",
+             "timestamptz": "timestamptz", "timestamp": "timestamp", "char": "bpchar"}  # fmt: skip
+    return names.get(text, text)
+
+
+_REGEX_CACHE: dict[tuple[str, int], re.Pattern[str]] = {}
+
+
+def _compile_regex(pattern: str, flags: int) -> re.Pattern[str]:
+    key = (pattern, flags)
+    r = _REGEX_CACHE.get(key)
+    if r is None:
+        try:
+            r = re.compile(pattern, flags)
+        except re.error as err:
+            raise SqlError("2201B", f"invalid regular expression: {err}") from None
+        _REGEX_CACHE[key] = r
+    return r
+
+
+__all__ = ["INDETERMINATE_DATATYPE", "AggregateContext", "ExprBinder", "Params", "dt"]

@@ -1,0 +1,544 @@
+"""Scalar functions: a registry of name -> resolver(argument types) -> implementation.
+
+A resolver returns a :class:`FunctionImpl` (the callable, its result type, whether it is
+strict, whether it needs the execution context as first argument) or None when the argument
+types do not fit. Modules add functions with :func:`register`; the catalog functions psql and
+drivers call (format_type, pg_get_expr, ...) live in ``catalog_functions``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
+
+from percolator.server.sql import types as T
+from percolator.server.sql.errors import (
+    INVALID_PARAMETER_VALUE,
+    NUMERIC_VALUE_OUT_OF_RANGE,
+    SqlError,
+)
+from percolator.server.sql.operators import is_numeric, is_string
+from percolator.server.sql.types import Interval, SqlType, TypeId
+
+
+@dataclass(frozen=True)
+class FunctionImpl:
+    fn: Callable[..., object]
+    type: SqlType
+    strict: bool = True
+    needs_context: bool = False
+    volatile: bool = False
+
+
+Resolver = Callable[[Sequence[SqlType]], FunctionImpl | None]
+_REGISTRY: dict[str, list[Resolver]] = {}
+
+
+def register(*names: str) -> Callable[[Resolver], Resolver]:
+    """Decorator: add a resolver under one or more function names."""
+
+    def add(resolver: Resolver) -> Resolver:
+        for name in names:
+            _REGISTRY.setdefault(name, []).append(resolver)
+        return resolver
+
+    return add
+
+
+def resolve(name: str, arg_types: Sequence[SqlType]) -> FunctionImpl | None:
+    """The implementation of ``name(arg_types...)``, or None."""
+    for resolver in _REGISTRY.get(name, ()):
+        impl = resolver(arg_types)
+        if impl is not None:
+            return impl
+    return None
+
+
+def known(name: str) -> bool:
+    return name in _REGISTRY
+
+
+def fixed(
+    fn: Callable[..., object],
+    result: SqlType,
+    arity: int | tuple[int, ...],
+    *,
+    strict: bool = True,
+    context: bool = False,
+    volatile: bool = False,
+) -> Resolver:
+    """A resolver for a function taking any arguments of the given count."""
+    counts = (arity,) if isinstance(arity, int) else arity
+
+    def resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+        if len(args) not in counts:
+            return None
+        return FunctionImpl(fn, result, strict, context, volatile)
+
+    return resolver
+
+
+def define(
+    names: str | tuple[str, ...],
+    fn: Callable[..., object],
+    result: SqlType,
+    arity: int | tuple[int, ...],
+    **kw: bool,
+) -> None:
+    """Register a function with a fixed result type."""
+    for name in (names,) if isinstance(names, str) else names:
+        _REGISTRY.setdefault(name, []).append(fixed(fn, result, arity, **kw))
+
+
+# -- strings --------------------------------------------------------------------------------
+
+
+def _substr(s: str, start: int, length: int | None = None) -> str:
+    begin = start - 1
+    if length is not None:
+        if length < 0:
+            raise SqlError("22011", "negative substring length not allowed")
+        end = begin + length
+        return s[max(begin, 0) : max(end, 0)]
+    return s[max(begin, 0) :]
+
+
+def _pad(left: bool) -> Callable[..., str]:
+    def pad(s: str, n: int, fill: str = " ") -> str:
+        if n <= len(s):
+            return s[:n]
+        if not fill:
+            return s
+        padding = (fill * n)[: n - len(s)]
+        return padding + s if left else s + padding
+
+    return pad
+
+
+def _split_part(s: str, delim: str, n: int) -> str:
+    if n == 0:
+        raise SqlError(INVALID_PARAMETER_VALUE, "field position must not be zero")
+    parts = s.split(delim) if delim else [s]
+    idx = n - 1 if n > 0 else len(parts) + n
+    return parts[idx] if 0 <= idx < len(parts) else ""
+
+
+def _initcap(s: str) -> str:
+    out = []
+    prev_alnum = False
+    for ch in s:
+        out.append(ch.lower() if prev_alnum else ch.upper())
+        prev_alnum = ch.isalnum()
+    return "".join(out)
+
+
+def _trim(chars_default: str = " ", left: bool = True, right: bool = True) -> Callable[..., str]:
+    def trim(s: str, chars: str = chars_default) -> str:
+        if left and right:
+            return s.strip(chars)
+        return s.lstrip(chars) if left else s.rstrip(chars)
+
+    return trim
+
+
+def _concat(*args: object) -> str:
+    from percolator.server.sql.textio import text_out
+
+    return "".join(
+        "" if a is None else a if isinstance(a, str) else _plain(a, text_out) for a in args
+    )
+
+
+def _plain(v: object, text_out: Callable[[SqlType, object], str]) -> str:
+    return text_out(_infer_type(v), v)
+
+
+def _infer_type(v: object) -> SqlType:
+    """The SQL type of a Python value (for variadic functions over mixed arguments)."""
+    if isinstance(v, bool):
+        return T.BOOL
+    if isinstance(v, int):
+        return T.INT8
+    if isinstance(v, float):
+        return T.FLOAT8
+    if isinstance(v, Decimal):
+        return T.NUMERIC
+    if isinstance(v, dt.datetime):
+        return T.TIMESTAMPTZ if v.tzinfo is not None else T.TIMESTAMP
+    if isinstance(v, dt.date):
+        return T.DATE
+    if isinstance(v, bytes):
+        return T.BYTEA
+    if isinstance(v, uuid.UUID):
+        return T.UUID
+    if isinstance(v, Interval):
+        return T.INTERVAL
+    if isinstance(v, list):
+        return T.TEXT_ARRAY
+    return T.TEXT
+
+
+define(("lower",), lambda s: s.lower(), T.TEXT, 1)
+define(("upper",), lambda s: s.upper(), T.TEXT, 1)
+define(("length", "char_length", "character_length"), len, T.INT4, 1)
+define(("octet_length",), lambda s: len(s.encode()) if isinstance(s, str) else len(s), T.INT4, 1)
+define(("substr", "substring"), _substr, T.TEXT, (2, 3))
+define(("lpad",), _pad(True), T.TEXT, (2, 3))
+define(("rpad",), _pad(False), T.TEXT, (2, 3))
+define(("btrim", "trim"), _trim(), T.TEXT, (1, 2))
+define(("ltrim",), _trim(left=True, right=False), T.TEXT, (1, 2))
+define(("rtrim",), _trim(left=False, right=True), T.TEXT, (1, 2))
+define(("replace",), lambda s, a, b: s.replace(a, b) if a else s, T.TEXT, 3)
+define(("repeat",), lambda s, n: s * max(n, 0), T.TEXT, 2)
+define(("reverse",), lambda s: s[::-1], T.TEXT, 1)
+define(("left",), lambda s, n: s[:n], T.TEXT, 2)
+define(("right",), lambda s, n: s[-n:] if n > 0 else (s[-n:] if n < 0 else ""), T.TEXT, 2)
+define(("strpos",), lambda s, sub: s.find(sub) + 1, T.INT4, 2)
+define(("position",), lambda sub, s: s.find(sub) + 1, T.INT4, 2)
+define(("split_part",), _split_part, T.TEXT, 3)
+define(("initcap",), _initcap, T.TEXT, 1)
+define(
+    ("md5",), lambda s: hashlib.md5(s.encode() if isinstance(s, str) else s).hexdigest(), T.TEXT, 1
+)
+define(("concat",), _concat, T.TEXT, tuple(range(1, 100)), strict=False)
+define(
+    ("concat_ws",),
+    lambda sep, *a: sep.join(_concat(x) for x in a if x is not None),
+    T.TEXT,
+    tuple(range(2, 100)),
+    strict=False,
+)
+define(("chr",), chr, T.TEXT, 1)
+define(("ascii",), lambda s: ord(s[0]) if s else 0, T.INT4, 1)
+define(
+    ("quote_ident",),
+    lambda s: s if s.isidentifier() and s.islower() else '"' + s.replace('"', '""') + '"',
+    T.TEXT,
+    1,
+)
+define(("quote_literal",), lambda s: "'" + str(s).replace("'", "''") + "'", T.TEXT, 1)
+define(("to_hex",), lambda n: format(n & 0xFFFFFFFFFFFFFFFF if n < 0 else n, "x"), T.TEXT, 1)
+define(("starts_with",), lambda s, p: s.startswith(p), T.BOOL, 2)
+
+# -- math -----------------------------------------------------------------------------------
+
+
+def _same_numeric(
+    fn_int: Callable[..., object], fn_dec: Callable[..., object], fn_float: Callable[..., object]
+) -> Resolver:
+    def resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+        if len(args) != 1 or not (is_numeric(args[0]) or args[0].id is TypeId.UNKNOWN):
+            return None
+        t = args[0]
+        if t.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8):
+            return FunctionImpl(fn_int, SqlType(t.id))
+        if t.id is TypeId.NUMERIC:
+            return FunctionImpl(fn_dec, T.NUMERIC)
+        return FunctionImpl(fn_float, T.FLOAT8)
+
+    return resolver
+
+
+register("abs")(_same_numeric(abs, abs, lambda x: abs(float(x))))
+register("ceil", "ceiling")(
+    _same_numeric(
+        lambda x: x,
+        lambda d: d.to_integral_value(rounding="ROUND_CEILING"),
+        lambda x: float(math.ceil(x)),
+    )
+)
+register("floor")(
+    _same_numeric(
+        lambda x: x,
+        lambda d: d.to_integral_value(rounding=ROUND_FLOOR),
+        lambda x: float(math.floor(x)),
+    )
+)
+register("sign")(
+    _same_numeric(
+        lambda x: (x > 0) - (x < 0),
+        lambda d: Decimal((d > 0) - (d < 0)),
+        lambda x: float((x > 0) - (x < 0)),
+    )
+)
+
+
+@register("round")
+def _round(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if not args or len(args) > 2 or (not is_numeric(args[0]) and args[0].id is not TypeId.UNKNOWN):
+        return None
+    if args[0].id in (TypeId.FLOAT4, TypeId.FLOAT8) and len(args) == 1:
+        # float round() is round-half-even in Postgres (it uses rint()).
+        return FunctionImpl(lambda x: float(round(x)), T.FLOAT8)
+
+    def round_numeric(x: object, places: int = 0) -> Decimal:
+        d = x if isinstance(x, Decimal) else Decimal(str(x))
+        if not d.is_finite():
+            return d
+        return d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+
+    return FunctionImpl(round_numeric, T.NUMERIC)
+
+
+@register("trunc")
+def _trunc(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if not args or len(args) > 2:
+        return None
+    if args[0].id in (TypeId.FLOAT4, TypeId.FLOAT8) and len(args) == 1:
+        return FunctionImpl(lambda x: float(math.trunc(x)), T.FLOAT8)
+
+    def trunc_numeric(x: object, places: int = 0) -> Decimal:
+        d = x if isinstance(x, Decimal) else Decimal(str(x))
+        return d.quantize(Decimal(1).scaleb(-places), rounding="ROUND_DOWN")
+
+    return FunctionImpl(trunc_numeric, T.NUMERIC)
+
+
+def _float_fn(
+    fn: Callable[[float], float], domain: Callable[[float], bool] | None = None, msg: str = ""
+) -> Callable[[object], float]:
+    def call(x: object) -> float:
+        f = float(x)  # type: ignore[arg-type]
+        if domain is not None and not domain(f):
+            raise SqlError("2201F", msg)
+        return fn(f)
+
+    return call
+
+
+define(
+    ("sqrt",),
+    _float_fn(math.sqrt, lambda f: f >= 0, "cannot take square root of a negative number"),
+    T.FLOAT8,
+    1,
+)
+define(("exp",), _float_fn(math.exp), T.FLOAT8, 1)
+define(
+    ("ln",),
+    _float_fn(math.log, lambda f: f > 0, "cannot take logarithm of zero or a negative number"),
+    T.FLOAT8,
+    1,
+)
+define(
+    ("log", "log10"),
+    _float_fn(math.log10, lambda f: f > 0, "cannot take logarithm of zero or a negative number"),
+    T.FLOAT8,
+    1,
+)
+define(("power", "pow"), lambda a, b: float(a) ** float(b), T.FLOAT8, 2)
+define(("pi",), lambda: math.pi, T.FLOAT8, 0)
+define(("random",), random.random, T.FLOAT8, 0, volatile=True)
+define(("mod",), lambda a, b: int(math.fmod(a, b)) if b else _raise_div(), T.INT8, 2)
+define(("gen_random_uuid", "uuid_generate_v4"), uuid.uuid4, T.UUID, 0, volatile=True)
+
+
+def _raise_div() -> int:
+    raise SqlError("22012", "division by zero")
+
+
+@register("greatest", "least")
+def _greatest_least(args: Sequence[SqlType]) -> FunctionImpl | None:
+    return None  # bound specially by the binder (needs a common type and its name)
+
+
+# -- date and time --------------------------------------------------------------------------
+
+_FIELDS = {
+    "microseconds": lambda t: t.second * 1_000_000 + getattr(t, "microsecond", 0),
+    "milliseconds": lambda t: Decimal(t.second * 1_000_000 + getattr(t, "microsecond", 0)) / 1000,
+    "second": lambda t: Decimal(t.second) + Decimal(getattr(t, "microsecond", 0)) / 1_000_000,
+    "minute": lambda t: t.minute,
+    "hour": lambda t: t.hour,
+    "day": lambda t: t.day,
+    "month": lambda t: t.month,
+    "year": lambda t: t.year,
+    "quarter": lambda t: (t.month - 1) // 3 + 1,
+    "dow": lambda t: (t.weekday() + 1) % 7,
+    "isodow": lambda t: t.isoweekday(),
+    "doy": lambda t: t.timetuple().tm_yday,
+    "week": lambda t: t.isocalendar()[1],
+    "decade": lambda t: t.year // 10,
+    "century": lambda t: (t.year - 1) // 100 + 1,
+    "epoch": lambda t: Decimal(
+        str((t if isinstance(t, dt.datetime) else dt.datetime(t.year, t.month, t.day))
+            .replace(tzinfo=dt.UTC).timestamp())
+    ),
+}  # fmt: skip
+
+
+def extract(field: str, value: object) -> Decimal:
+    """EXTRACT(field FROM value) / date_part (numeric result, as Postgres 14+)."""
+    f = (
+        field.lower().rstrip("s")
+        if field.lower() not in ("microseconds", "milliseconds")
+        else field.lower()
+    )
+    getter = _FIELDS.get(f) or _FIELDS.get(field.lower())
+    if getter is None:
+        raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not recognized for type timestamp')
+    if isinstance(value, Interval):
+        return _extract_interval(f, value)
+    result = getter(value)
+    return result if isinstance(result, Decimal) else Decimal(result)
+
+
+def _extract_interval(field: str, iv: Interval) -> Decimal:
+    if field == "epoch":
+        return (
+            Decimal(iv.months * 30 * 86400 + iv.days * 86400) + Decimal(iv.microseconds) / 1_000_000
+        )
+    if field == "day":
+        return Decimal(iv.days)
+    if field == "hour":
+        return Decimal(iv.microseconds // 3_600_000_000)
+    if field == "minute":
+        return Decimal(iv.microseconds // 60_000_000 % 60)
+    if field == "second":
+        return Decimal(iv.microseconds % 60_000_000) / 1_000_000
+    if field == "month":
+        return Decimal(iv.months % 12)
+    if field == "year":
+        return Decimal(iv.months // 12)
+    raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not supported for type interval')
+
+
+def date_trunc(field: str, value: dt.datetime) -> dt.datetime:
+    f = field.lower()
+    if f == "microseconds":
+        return value
+    if f == "milliseconds":
+        return value.replace(microsecond=value.microsecond // 1000 * 1000)
+    if f == "second":
+        return value.replace(microsecond=0)
+    if f == "minute":
+        return value.replace(second=0, microsecond=0)
+    if f == "hour":
+        return value.replace(minute=0, second=0, microsecond=0)
+    if f == "day":
+        return value.replace(hour=0, minute=0, second=0, microsecond=0)
+    if f == "week":
+        d = value - dt.timedelta(days=value.weekday())
+        return d.replace(hour=0, minute=0, second=0, microsecond=0)
+    if f == "month":
+        return value.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    if f == "quarter":
+        m = (value.month - 1) // 3 * 3 + 1
+        return value.replace(month=m, day=1, hour=0, minute=0, second=0, microsecond=0)
+    if f == "year":
+        return value.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
+    raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not recognized for type timestamp')
+
+
+@register("date_part")
+def _date_part(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2:
+        return None
+    return FunctionImpl(extract, T.NUMERIC)
+
+
+@register("date_trunc")
+def _date_trunc(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2:
+        return None
+    rt = T.TIMESTAMPTZ if args[1].id is TypeId.TIMESTAMPTZ else T.TIMESTAMP
+
+    def trunc(field: str, v: object) -> dt.datetime:
+        if not isinstance(v, dt.datetime):
+            v = dt.datetime(v.year, v.month, v.day)  # type: ignore[attr-defined]
+        return date_trunc(field, v)
+
+    return FunctionImpl(trunc, rt)
+
+
+define(("make_date",), lambda y, m, d: dt.date(y, m, d), T.DATE, 3)
+define(("to_timestamp",), lambda s: dt.datetime.fromtimestamp(float(s), dt.UTC), T.TIMESTAMPTZ, 1)
+define(("isfinite",), lambda v: True, T.BOOL, 1)
+
+
+# -- misc -----------------------------------------------------------------------------------
+
+
+def _num_nonnulls(*args: object) -> int:
+    return sum(a is not None for a in args)
+
+
+define(("num_nonnulls",), _num_nonnulls, T.INT4, tuple(range(0, 100)), strict=False)
+define(
+    ("num_nulls",), lambda *a: sum(x is None for x in a), T.INT4, tuple(range(0, 100)), strict=False
+)
+
+
+@register("array_length")
+def _array_length(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2:
+        return None
+    return FunctionImpl(lambda a, dim: (len(a) or None) if dim == 1 else None, T.INT4)
+
+
+@register("array_upper")
+def _array_upper(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2:
+        return None
+    return FunctionImpl(lambda a, dim: (len(a) or None) if dim == 1 else None, T.INT4)
+
+
+@register("array_lower")
+def _array_lower(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2:
+        return None
+    return FunctionImpl(lambda a, dim: (1 if a else None) if dim == 1 else None, T.INT4)
+
+
+@register("cardinality")
+def _cardinality(args: Sequence[SqlType]) -> FunctionImpl | None:
+    return FunctionImpl(len, T.INT4) if len(args) == 1 else None
+
+
+@register("array_to_string")
+def _array_to_string(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) not in (2, 3):
+        return None
+    from percolator.server.sql.textio import text_out
+
+    elem = args[0].element if args[0].array else T.TEXT
+
+    def join(arr: list[object], sep: str, null: str | None = None) -> str:
+        return sep.join(
+            text_out(elem, v) if v is not None else null
+            for v in arr
+            if v is not None or null is not None  # type: ignore[misc]
+        )
+
+    return FunctionImpl(join, T.TEXT)
+
+
+@register("array_position")
+def _array_position(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2:
+        return None
+
+    def position(arr: list[object], v: object) -> int | None:
+        try:
+            return arr.index(v) + 1
+        except ValueError:
+            return None
+
+    return FunctionImpl(position, T.INT4)
+
+
+def check_int_range(v: int, name: str = "integer") -> int:
+    limits = {"smallint": 1 << 15, "integer": 1 << 31, "bigint": 1 << 63}
+    lim = limits[name]
+    if not -lim <= v < lim:
+        raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, f"{name} out of range")
+    return v
+
+
+def string_or_unknown(t: SqlType) -> bool:
+    return is_string(t) or t.id is TypeId.UNKNOWN

@@ -1,0 +1,323 @@
+"""Operators: which implementation and result type a ``left op right`` gets, as in Postgres.
+
+Resolution follows Postgres's rules closely enough for the supported types: an untyped literal
+or parameter takes the other side's type; numbers are promoted along
+int2 < int4 < int8 < numeric < float4 < float8; string types compare as text; otherwise both
+sides must already agree (or one implicitly casts to the other), else 42883.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import operator
+import re
+from collections.abc import Callable
+from decimal import Decimal, DivisionByZero, InvalidOperation, localcontext
+
+from percolator.server.sql import types as T
+from percolator.server.sql.errors import (
+    DIVISION_BY_ZERO,
+    NUMERIC_VALUE_OUT_OF_RANGE,
+    UNDEFINED_FUNCTION,
+    SqlError,
+)
+from percolator.server.sql.types import Category, Interval, SqlType, TypeId
+
+_INT_RANGES = {
+    TypeId.INT2: (-(1 << 15), (1 << 15) - 1, "smallint"),
+    TypeId.INT4: (-(1 << 31), (1 << 31) - 1, "integer"),
+    TypeId.INT8: (-(1 << 63), (1 << 63) - 1, "bigint"),
+}
+
+_NUMERIC_RANK = {
+    TypeId.INT2: 0,
+    TypeId.INT4: 1,
+    TypeId.OID: 1,
+    TypeId.INT8: 2,
+    TypeId.NUMERIC: 3,
+    TypeId.FLOAT4: 4,
+    TypeId.FLOAT8: 5,
+}
+
+
+def is_numeric(t: SqlType) -> bool:
+    return not t.array and t.id in _NUMERIC_RANK
+
+
+def is_string(t: SqlType) -> bool:
+    return not t.array and t.category is Category.STRING
+
+
+def numeric_result(a: SqlType, b: SqlType) -> SqlType:
+    """The type arithmetic on a and b produces (int2 + int2 is int4 in Postgres's sense of
+    int2pl? no: int2 + int2 is int2; we keep the wider of the two)."""
+    ra, rb = _NUMERIC_RANK[a.id], _NUMERIC_RANK[b.id]
+    wider = a if ra >= rb else b
+    if wider.id is TypeId.OID:
+        return T.INT8
+    if wider.id is TypeId.NUMERIC:
+        return T.NUMERIC
+    return SqlType(wider.id)
+
+
+def check_int(t: SqlType) -> Callable[[int], int]:
+    lo, hi, name = _INT_RANGES.get(t.id, _INT_RANGES[TypeId.INT8])
+
+    def check(v: int) -> int:
+        if v < lo or v > hi:
+            raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, f"{name} out of range")
+        return v
+
+    return check
+
+
+def _div_zero() -> SqlError:
+    return SqlError(DIVISION_BY_ZERO, "division by zero")
+
+
+def _int_div(a: int, b: int) -> int:
+    if b == 0:
+        raise _div_zero()
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _int_mod(a: int, b: int) -> int:
+    if b == 0:
+        raise _div_zero()
+    return int(math.fmod(a, b)) if abs(a) < 2**52 else a - b * _int_div(a, b)
+
+
+def _float_div(a: float, b: float) -> float:
+    if b == 0:
+        raise _div_zero()
+    return a / b
+
+
+def _numeric_scale(d: Decimal) -> int:
+    exp = d.as_tuple().exponent
+    return -exp if isinstance(exp, int) and exp < 0 else 0
+
+
+def _weight(d: Decimal) -> tuple[int, int]:
+    """Postgres's base-10000 weight of |d| and its leading base-10000 digit."""
+    if d == 0:
+        return 0, 0
+    adjusted = d.adjusted()
+    weight = adjusted // 4
+    lead = int(abs(d).scaleb(-weight * 4))
+    return weight, lead
+
+
+def numeric_div(a: Decimal, b: Decimal) -> Decimal:
+    """Numeric division with Postgres's result scale (select_div_scale)."""
+    if b == 0:
+        raise _div_zero()
+    if not a.is_finite() or not b.is_finite():
+        with localcontext() as ctx:
+            ctx.traps[InvalidOperation] = False
+            return a / b
+    w1, l1 = _weight(a)
+    w2, l2 = _weight(b)
+    qweight = w1 - w2
+    if l1 <= l2 and a != 0:
+        qweight -= 1 if l1 < l2 else 0
+    rscale = 16 - qweight * 4
+    rscale = max(rscale, _numeric_scale(a), _numeric_scale(b), 0)
+    rscale = min(rscale, 1000)
+    with localcontext() as ctx:
+        ctx.prec = 1100
+        ctx.traps[DivisionByZero] = True
+        return (a / b).quantize(Decimal(1).scaleb(-rscale), rounding="ROUND_HALF_UP")
+
+
+def numeric_mod(a: Decimal, b: Decimal) -> Decimal:
+    if b == 0:
+        raise _div_zero()
+    with localcontext() as ctx:
+        ctx.prec = 1100
+        return a % b
+
+
+def _to_decimal(v: object) -> Decimal:
+    return v if isinstance(v, Decimal) else Decimal(v)  # type: ignore[arg-type]
+
+
+def arithmetic(op: str, a: SqlType, b: SqlType) -> tuple[Callable[..., object], SqlType] | None:
+    """Implementation and result type of ``a op b`` for + - * / %, or None if none exists."""
+    if is_numeric(a) and is_numeric(b):
+        rt = numeric_result(a, b)
+        if rt.id in _INT_RANGES:
+            check = check_int(rt)
+            base = {
+                "+": operator.add,
+                "-": operator.sub,
+                "*": operator.mul,
+                "/": _int_div,
+                "%": _int_mod,
+            }[op]
+            return (lambda x, y: check(base(x, y))), rt
+        if rt.id is TypeId.NUMERIC:
+            nbase = {
+                "+": operator.add,
+                "-": operator.sub,
+                "*": operator.mul,
+                "/": numeric_div,
+                "%": numeric_mod,
+            }[op]
+            return (lambda x, y: nbase(_to_decimal(x), _to_decimal(y))), rt
+        fbase = {
+            "+": operator.add,
+            "-": operator.sub,
+            "*": operator.mul,
+            "/": _float_div,
+            "%": math.fmod,
+        }[op]
+        if op == "%":
+            return None
+        return (lambda x, y: fbase(float(x), float(y))), rt  # type: ignore[arg-type]
+    return _datetime_arithmetic(op, a, b)
+
+
+def _datetime_arithmetic(
+    op: str, a: SqlType, b: SqlType
+) -> tuple[Callable[..., object], SqlType] | None:
+    ai, bi = a.id, b.id
+    ints = (TypeId.INT2, TypeId.INT4, TypeId.INT8)
+    if ai is TypeId.DATE and bi in ints and op in "+-":
+        sign = 1 if op == "+" else -1
+        return (lambda d, n: d + dt.timedelta(days=sign * n)), T.DATE
+    if ai in ints and bi is TypeId.DATE and op == "+":
+        return (lambda n, d: d + dt.timedelta(days=n)), T.DATE
+    if ai is TypeId.DATE and bi is TypeId.DATE and op == "-":
+        return (lambda x, y: (x - y).days), T.INT4
+    stamps = (TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.DATE)
+    if ai in stamps and bi is TypeId.INTERVAL and op in "+-":
+        rt = T.TIMESTAMP if ai is TypeId.DATE else SqlType(ai)
+        sign = 1 if op == "+" else -1
+        return (lambda s, iv: add_interval(_as_timestamp(s), iv, sign)), rt
+    if ai is TypeId.INTERVAL and bi in stamps and op == "+":
+        rt = T.TIMESTAMP if bi is TypeId.DATE else SqlType(bi)
+        return (lambda iv, s: add_interval(_as_timestamp(s), iv, 1)), rt
+    if ai in (TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ) and bi is ai and op == "-":
+        return (lambda x, y: timedelta_to_interval(x - y)), T.INTERVAL
+    if ai is TypeId.INTERVAL and bi is TypeId.INTERVAL and op in "+-":
+        return ((lambda x, y: x + y) if op == "+" else (lambda x, y: x - y)), T.INTERVAL
+    return None
+
+
+def _as_timestamp(v: object) -> dt.datetime:
+    if isinstance(v, dt.datetime):
+        return v
+    assert isinstance(v, dt.date)
+    return dt.datetime(v.year, v.month, v.day)
+
+
+def add_interval(ts: dt.datetime, iv: Interval, sign: int) -> dt.datetime:
+    """ts + sign * interval, months first (clamping the day), then days, then microseconds."""
+    months = ts.month - 1 + sign * iv.months
+    year = ts.year + months // 12
+    month = months % 12 + 1
+    day = min(ts.day, _days_in_month(year, month))
+    out = ts.replace(year=year, month=month, day=day)
+    return out + dt.timedelta(days=sign * iv.days, microseconds=sign * iv.microseconds)
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 12:
+        return 31
+    return (dt.date(year, month + 1, 1) - dt.date(year, month, 1)).days
+
+
+def timedelta_to_interval(td: dt.timedelta) -> Interval:
+    return Interval(0, td.days, td.seconds * 1_000_000 + td.microseconds)
+
+
+_COMPARE = {
+    "=": operator.eq,
+    "<>": operator.ne,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def comparison_type(a: SqlType, b: SqlType) -> SqlType | None:
+    """The type both sides of a comparison are brought to, or None if they cannot compare."""
+    if a == b:
+        return a
+    if a.array or b.array:
+        return a if a.array and b.array and a.id == b.id else None
+    if is_numeric(a) and is_numeric(b):
+        ra, rb = _NUMERIC_RANK[a.id], _NUMERIC_RANK[b.id]
+        return a if ra >= rb else b
+    if is_string(a) and is_string(b):
+        return T.TEXT
+    if a.id == b.id:
+        return SqlType(a.id)
+    dates = (TypeId.DATE, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ)
+    if a.id in dates and b.id in dates:
+        order = dates.index(a.id), dates.index(b.id)
+        return SqlType(dates[max(order)])
+    if {a.id, b.id} <= {TypeId.JSON, TypeId.JSONB, TypeId.TEXT}:
+        return None
+    reg = {TypeId.OID, TypeId.REGCLASS, TypeId.REGTYPE, TypeId.REGPROC, TypeId.REGNAMESPACE}
+    if a.id in reg and (b.id in reg or is_numeric(b)):
+        return T.OID
+    if b.id in reg and is_numeric(a):
+        return T.OID
+    return None
+
+
+def comparison(op: str, t: SqlType) -> Callable[[object, object], object]:
+    """The comparison ``op`` on two values already of type t."""
+    base = _COMPARE[op]
+    if t.id is TypeId.INTERVAL and not t.array:
+        return lambda x, y: base(x.sort_key(), y.sort_key())  # type: ignore[union-attr]
+    if t.id is TypeId.BPCHAR and not t.array:
+        return lambda x, y: base(x.rstrip(" "), y.rstrip(" "))  # type: ignore[union-attr]
+    if t.id in (TypeId.FLOAT4, TypeId.FLOAT8) and not t.array:
+        return lambda x, y: base(_float_key(x), _float_key(y))  # type: ignore[arg-type]
+    return base
+
+
+def _float_key(f: float) -> tuple[int, float]:
+    # Postgres: NaN equals NaN and sorts above every other value.
+    return (1, 0.0) if f != f else (0, f)
+
+
+def operator_missing(op: str, a: SqlType, b: SqlType) -> SqlError:
+    return SqlError(
+        UNDEFINED_FUNCTION,
+        f"operator does not exist: {a} {op} {b}",
+        hint="No operator matches the given name and argument types. "
+        "You might need to add explicit type casts.",
+    )
+
+
+def like_matcher(pattern: str, case_insensitive: bool, escape: str = "\\") -> re.Pattern[str]:
+    """A compiled regex for a LIKE pattern (``%`` any run, ``_`` one character)."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == escape and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        if ch == "%":
+            out.append(".*")
+        elif ch == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    flags = re.DOTALL | (re.IGNORECASE if case_insensitive else 0)
+    return re.compile("".join(out), flags)
+
+
+def concat_text(a: object, b: object) -> str:
+    return f"{a}{b}"

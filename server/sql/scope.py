@@ -1,0 +1,79 @@
+"""Name resolution: which input column a (qualified) column name refers to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from percolator.server.sql.bound import OutCol
+from percolator.server.sql.errors import (
+    AMBIGUOUS_COLUMN,
+    UNDEFINED_COLUMN,
+    UNDEFINED_TABLE,
+    SqlError,
+)
+
+
+@dataclass
+class Scope:
+    """The columns visible to an expression: the current FROM clause's row, and the scopes of
+    enclosing queries (for correlated subqueries)."""
+
+    columns: list[OutCol] = field(default_factory=list)
+    parent: Scope | None = None
+    relations: set[str] = field(default_factory=set)
+
+    def lookup(self, qualifier: str | None, name: str) -> tuple[int, int, OutCol] | None:
+        """(level, index, column): level 0 is this scope, 1 its parent, ..."""
+        scope: Scope | None = self
+        level = 0
+        while scope is not None:
+            found = scope._find(qualifier, name)
+            if found is not None:
+                return level, found, scope.columns[found]
+            scope = scope.parent
+            level += 1
+        return None
+
+    def _find(self, qualifier: str | None, name: str) -> int | None:
+        hits = [
+            i
+            for i, c in enumerate(self.columns)
+            if c.name == name
+            and (qualifier is None or c.relation == qualifier)
+            and (qualifier is not None or not c.hidden or True)
+        ]
+        if qualifier is None and len(hits) > 1:
+            visible = [i for i in hits if not self.columns[i].hidden]
+            if len(visible) == 1:
+                return visible[0]
+            raise SqlError(AMBIGUOUS_COLUMN, f'column reference "{name}" is ambiguous')
+        if len(hits) > 1:
+            raise SqlError(AMBIGUOUS_COLUMN, f'column reference "{qualifier}.{name}" is ambiguous')
+        return hits[0] if hits else None
+
+    def resolve(self, qualifier: str | None, name: str) -> tuple[int, int, OutCol]:
+        found = self.lookup(qualifier, name)
+        if found is not None:
+            return found
+        if qualifier is not None and not self._has_relation(qualifier):
+            raise SqlError(UNDEFINED_TABLE, f'missing FROM-clause entry for table "{qualifier}"')
+        shown = f"{qualifier}.{name}" if qualifier else name
+        raise SqlError(UNDEFINED_COLUMN, f'column "{shown}" does not exist')
+
+    def _has_relation(self, qualifier: str) -> bool:
+        scope: Scope | None = self
+        while scope is not None:
+            if qualifier in scope.relations:
+                return True
+            scope = scope.parent
+        return False
+
+    def star(self, qualifier: str | None) -> list[int]:
+        """Indexes of the columns ``*`` or ``qualifier.*`` expands to."""
+        if qualifier is not None and qualifier not in self.relations:
+            raise SqlError(UNDEFINED_TABLE, f'missing FROM-clause entry for table "{qualifier}"')
+        return [
+            i
+            for i, c in enumerate(self.columns)
+            if not c.hidden and (qualifier is None or c.relation == qualifier)
+        ]

@@ -1,0 +1,46 @@
+"""System tables (pg_catalog, information_schema): computed from the catalog when read.
+
+A :class:`SystemTable` has a fixed column list and a function from the execution context to
+its rows. Modules register tables with :func:`register`; ``pg_catalog_tables`` defines the
+Postgres catalogs clients query. Unknown tables of these schemas fail with 42P01 as usual.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from percolator.server.sql.types import SqlType
+
+
+@dataclass(frozen=True)
+class SystemTable:
+    schema: str
+    name: str
+    columns: tuple[tuple[str, SqlType], ...]
+    rows: Callable[[Any], Iterable[tuple[object, ...]]]
+    """Called with the execution context (its ``catalog`` and ``session``)."""
+    oid: int = 0
+
+
+_TABLES: dict[tuple[str, str], SystemTable] = {}
+
+SYSTEM_SCHEMAS = ("pg_catalog", "information_schema")
+
+
+def register(table: SystemTable) -> SystemTable:
+    _TABLES[(table.schema, table.name)] = table
+    return table
+
+
+def lookup(schema: str | None, name: str) -> SystemTable | None:
+    """The system table ``schema.name``; an unqualified name is looked up in pg_catalog
+    (which is on every search_path)."""
+    if schema is None:
+        return _TABLES.get(("pg_catalog", name))
+    return _TABLES.get((schema, name))
+
+
+def all_tables() -> list[SystemTable]:
+    return list(_TABLES.values())

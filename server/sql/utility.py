@@ -1,0 +1,722 @@
+"""Utility statements, recognised by keyword before sqlglot sees anything.
+
+sqlglot mis-parses several of these (``DEALLOCATE ALL`` becomes an alias, ``SAVEPOINT x``
+too, ``BEGIN READ ONLY`` fails), and all of them are simple enough to read with a tokenizer.
+:func:`parse_utility` returns a statement dataclass, or None when the text is for sqlglot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<str>[eE]?'(?:[^']|'')*')
+      | (?P<ident>"(?:[^"]|"")*")
+      | (?P<num>-?\d+(?:\.\d+)?)
+      | (?P<word>[A-Za-z_][A-Za-z_0-9$.]*)
+      | (?P<punct>[(),=*;:\-+/.\[\]]|\S)
+    )""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+    pos: int
+
+    @property
+    def upper(self) -> str:
+        return self.text.upper() if self.kind == "word" else self.text
+
+    @property
+    def value(self) -> str:
+        """The token as a name or string value (quotes removed, case folded for words)."""
+        if self.kind == "str":
+            body = self.text[1:] if self.text[0] in "eE" else self.text
+            return body[1:-1].replace("''", "'")
+        if self.kind == "ident":
+            return self.text[1:-1].replace('""', '"')
+        if self.kind == "word":
+            return self.text.lower()
+        return self.text
+
+
+def tokenize(sql: str) -> list[Token]:
+    tokens = []
+    pos = 0
+    while pos < len(sql):
+        m = _TOKEN.match(sql, pos)
+        if m is None or m.end() == pos:
+            break
+        kind = m.lastgroup or "punct"
+        tokens.append(Token(kind, m.group(kind), m.start(kind)))
+        pos = m.end()
+    return tokens
+
+
+class IsolationLevel(Enum):
+    READ_UNCOMMITTED = "read uncommitted"
+    READ_COMMITTED = "read committed"
+    REPEATABLE_READ = "repeatable read"
+    SERIALIZABLE = "serializable"
+
+
+@dataclass(frozen=True)
+class TransactionModes:
+    isolation: IsolationLevel | None = None
+    read_only: bool | None = None
+    deferrable: bool | None = None
+
+
+@dataclass(frozen=True)
+class Begin:
+    modes: TransactionModes = TransactionModes()
+
+
+@dataclass(frozen=True)
+class Commit:
+    pass
+
+
+@dataclass(frozen=True)
+class Rollback:
+    pass
+
+
+@dataclass(frozen=True)
+class Savepoint:
+    name: str
+
+
+@dataclass(frozen=True)
+class ReleaseSavepoint:
+    name: str
+
+
+@dataclass(frozen=True)
+class RollbackToSavepoint:
+    name: str
+
+
+@dataclass(frozen=True)
+class SetVariable:
+    name: str
+    value: str | None
+    """None for DEFAULT."""
+    local: bool = False
+
+
+@dataclass(frozen=True)
+class SetTransaction:
+    modes: TransactionModes
+    session: bool
+    """SET SESSION CHARACTERISTICS AS TRANSACTION (True) or SET TRANSACTION (False)."""
+
+
+@dataclass(frozen=True)
+class Show:
+    name: str
+
+
+@dataclass(frozen=True)
+class Reset:
+    name: str
+    """``all`` for RESET ALL."""
+
+
+@dataclass(frozen=True)
+class Deallocate:
+    name: str | None
+    """None for ALL."""
+
+
+@dataclass(frozen=True)
+class NoOp:
+    """Accepted and ignored (VACUUM, ANALYZE, CHECKPOINT, DISCARD, UNLISTEN, GRANT, ...)."""
+
+    tag: str
+    notice: str | None = None
+
+
+@dataclass(frozen=True)
+class RoleOptions:
+    password: str | None = None
+    password_null: bool = False
+    superuser: bool | None = None
+    login: bool | None = None
+
+
+@dataclass(frozen=True)
+class CreateRole:
+    name: str
+    options: RoleOptions
+    is_user: bool
+
+
+@dataclass(frozen=True)
+class AlterRole:
+    name: str
+    options: RoleOptions
+    rename_to: str | None = None
+
+
+@dataclass(frozen=True)
+class DropRole:
+    names: tuple[str, ...]
+    if_exists: bool
+
+
+@dataclass(frozen=True)
+class CopyStatement:
+    table: str | None
+    columns: tuple[str, ...] | None
+    query: str | None
+    """For ``COPY (query) TO STDOUT``: the query text."""
+    direction_in: bool
+    format: str = "text"
+    delimiter: str | None = None
+    null: str | None = None
+    header: bool = False
+    quote: str = '"'
+    escape: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Explain:
+    statement: str
+    offset: int
+    analyze: bool = False
+
+
+UtilityStatement = (
+    Begin
+    | Commit
+    | Rollback
+    | Savepoint
+    | ReleaseSavepoint
+    | RollbackToSavepoint
+    | SetVariable
+    | SetTransaction
+    | Show
+    | Reset
+    | Deallocate
+    | NoOp
+    | CreateRole
+    | AlterRole
+    | DropRole
+    | CopyStatement
+    | Explain
+)
+
+
+class _Reader:
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.tokens = tokenize(sql)
+        self.i = 0
+
+    def peek(self, k: int = 0) -> Token | None:
+        j = self.i + k
+        return self.tokens[j] if j < len(self.tokens) else None
+
+    def at(self, *words: str) -> bool:
+        for k, w in enumerate(words):
+            t = self.peek(k)
+            if t is None or t.upper != w:
+                return False
+        return True
+
+    def accept(self, *words: str) -> bool:
+        if self.at(*words):
+            self.i += len(words)
+            return True
+        return False
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            self.error(f"expected {' '.join(words)}")
+
+    def next(self) -> Token:
+        t = self.peek()
+        if t is None:
+            self.error("unexpected end of statement")
+        self.i += 1
+        return t  # type: ignore[return-value]
+
+    def name(self) -> str:
+        t = self.next()
+        if t.kind not in ("word", "ident"):
+            self.error(f'syntax error at or near "{t.text}"', t)
+        return t.value
+
+    def done(self) -> bool:
+        return self.peek() is None
+
+    def end(self) -> None:
+        t = self.peek()
+        if t is not None:
+            self.error(f'syntax error at or near "{t.text}"', t)
+
+    def rest(self) -> str:
+        t = self.peek()
+        return "" if t is None else self.sql[t.pos :]
+
+    def error(self, message: str, token: Token | None = None) -> None:
+        t = token or self.peek()
+        pos = (t.pos + 1) if t is not None else len(self.sql) + 1
+        if not message.startswith("syntax error") and t is None:
+            message = "syntax error at end of input"
+        raise SqlError(SYNTAX_ERROR, message, position=pos)
+
+
+def parse_utility(sql: str) -> UtilityStatement | None:
+    """The utility statement ``sql`` is, or None if it is not one (then sqlglot parses it)."""
+    r = _Reader(sql)
+    first = r.peek()
+    if first is None or first.kind != "word":
+        return None
+    handler = _HANDLERS.get(first.upper)
+    if handler is None:
+        return None
+    return handler(r)
+
+
+def _transaction_modes(r: _Reader) -> TransactionModes:
+    isolation = None
+    read_only = None
+    deferrable = None
+    while not r.done():
+        if r.accept("ISOLATION", "LEVEL"):
+            if r.accept("SERIALIZABLE"):
+                isolation = IsolationLevel.SERIALIZABLE
+            elif r.accept("REPEATABLE", "READ"):
+                isolation = IsolationLevel.REPEATABLE_READ
+            elif r.accept("READ", "COMMITTED"):
+                isolation = IsolationLevel.READ_COMMITTED
+            elif r.accept("READ", "UNCOMMITTED"):
+                isolation = IsolationLevel.READ_UNCOMMITTED
+            else:
+                r.error("expected an isolation level")
+        elif r.accept("READ", "ONLY"):
+            read_only = True
+        elif r.accept("READ", "WRITE"):
+            read_only = False
+        elif r.accept("NOT", "DEFERRABLE"):
+            deferrable = False
+        elif r.accept("DEFERRABLE"):
+            deferrable = True
+        else:
+            t = r.next()
+            r.error(f'syntax error at or near "{t.text}"', t)
+        r.accept(",")
+    return TransactionModes(isolation, read_only, deferrable)
+
+
+def _begin(r: _Reader) -> UtilityStatement:
+    if r.accept("START"):
+        r.expect("TRANSACTION")
+    else:
+        r.expect("BEGIN")
+        r.accept("WORK") or r.accept("TRANSACTION")
+    return Begin(_transaction_modes(r))
+
+
+def _commit(r: _Reader) -> UtilityStatement:
+    r.next()
+    r.accept("WORK") or r.accept("TRANSACTION")
+    if r.accept("AND"):
+        if r.accept("CHAIN"):
+            raise unsupported("COMMIT AND CHAIN")
+        r.expect("NO", "CHAIN")
+    r.end()
+    return Commit()
+
+
+def _rollback(r: _Reader) -> UtilityStatement:
+    r.next()
+    r.accept("WORK") or r.accept("TRANSACTION")
+    if r.accept("TO"):
+        r.accept("SAVEPOINT")
+        name = r.name()
+        r.end()
+        return RollbackToSavepoint(name)
+    if r.accept("AND"):
+        if r.accept("CHAIN"):
+            raise unsupported("ROLLBACK AND CHAIN")
+        r.expect("NO", "CHAIN")
+    r.end()
+    return Rollback()
+
+
+def _prepare_transaction(r: _Reader) -> UtilityStatement | None:
+    if r.at("PREPARE", "TRANSACTION"):
+        raise unsupported("PREPARE TRANSACTION (two-phase commit from the client)")
+    if r.at("PREPARE"):
+        raise unsupported("SQL-level PREPARE (use the extended query protocol)")
+    return None
+
+
+def _savepoint(r: _Reader) -> UtilityStatement:
+    r.next()
+    name = r.name()
+    r.end()
+    return Savepoint(name)
+
+
+def _release(r: _Reader) -> UtilityStatement:
+    r.next()
+    r.accept("SAVEPOINT")
+    name = r.name()
+    r.end()
+    return ReleaseSavepoint(name)
+
+
+def _set_value(r: _Reader) -> str | None:
+    parts = []
+    while not r.done():
+        t = r.next()
+        if t.kind == "word" and t.upper == "DEFAULT" and not parts:
+            r.end()
+            return None
+        if t.text == ",":
+            parts.append(",")
+            continue
+        parts.append(t.value)
+    if not parts:
+        r.error("syntax error at end of input")
+    text = ""
+    for p in parts:
+        text = text + p if p == "," or text.endswith(",") or not text else text + " " + p
+    return text.replace(",", ", ") if "," in text else text
+
+
+def _set(r: _Reader) -> UtilityStatement:
+    r.next()
+    if r.accept("SESSION", "CHARACTERISTICS", "AS", "TRANSACTION"):
+        return SetTransaction(_transaction_modes(r), session=True)
+    if r.accept("TRANSACTION"):
+        if r.at("SNAPSHOT"):
+            raise unsupported("SET TRANSACTION SNAPSHOT")
+        return SetTransaction(_transaction_modes(r), session=False)
+    local = False
+    if r.accept("LOCAL"):
+        local = True
+    else:
+        r.accept("SESSION")
+    if r.accept("TIME", "ZONE"):
+        if r.accept("LOCAL") or r.accept("DEFAULT"):
+            return SetVariable("timezone", None, local)
+        return SetVariable("timezone", _set_value(r), local)
+    if r.at("ROLE") or r.at("AUTHORIZATION") or r.at("SESSION", "AUTHORIZATION"):
+        raise unsupported("SET ROLE / SET SESSION AUTHORIZATION")
+    name = r.name()
+    if r.accept("TO") or r.accept("="):
+        return SetVariable(name, _set_value(r), local)
+    r.error(f'syntax error at or near "{r.peek().text if r.peek() else ""}"')
+    raise AssertionError
+
+
+def _show(r: _Reader) -> UtilityStatement:
+    r.next()
+    if r.accept("TRANSACTION", "ISOLATION", "LEVEL"):
+        return Show("transaction_isolation")
+    if r.accept("TIME", "ZONE"):
+        return Show("timezone")
+    name = r.name()
+    r.end()
+    return Show(name)
+
+
+def _reset(r: _Reader) -> UtilityStatement:
+    r.next()
+    if r.accept("TIME", "ZONE"):
+        return Reset("timezone")
+    name = r.name()
+    r.end()
+    return Reset(name)
+
+
+def _deallocate(r: _Reader) -> UtilityStatement:
+    r.next()
+    r.accept("PREPARE")
+    if r.accept("ALL"):
+        r.end()
+        return Deallocate(None)
+    name = r.name()
+    r.end()
+    return Deallocate(name)
+
+
+def _noop(tag: str, notice: str | None = None):  # type: ignore[no-untyped-def]
+    def handler(r: _Reader) -> UtilityStatement:
+        return NoOp(tag, notice)
+
+    return handler
+
+
+def _discard(r: _Reader) -> UtilityStatement:
+    r.next()
+    what = r.name().upper()
+    r.end()
+    return NoOp("DISCARD ALL" if what == "ALL" else f"DISCARD {what}")
+
+
+def _close(r: _Reader) -> UtilityStatement:
+    r.next()
+    if r.accept("ALL"):
+        return NoOp("CLOSE CURSOR ALL")
+    raise unsupported("SQL cursors (CLOSE)")
+
+
+def _role_options(r: _Reader) -> RoleOptions:
+    r.accept("WITH")
+    password = None
+    password_null = False
+    superuser = None
+    login = None
+    while not r.done():
+        if r.accept("ENCRYPTED") or r.accept("UNENCRYPTED"):
+            continue
+        if r.accept("PASSWORD"):
+            t = r.next()
+            if t.kind == "word" and t.upper == "NULL":
+                password_null = True
+            elif t.kind == "str":
+                password = t.value
+            else:
+                r.error(f'syntax error at or near "{t.text}"', t)
+        elif r.accept("SUPERUSER"):
+            superuser = True
+        elif r.accept("NOSUPERUSER"):
+            superuser = False
+        elif r.accept("LOGIN"):
+            login = True
+        elif r.accept("NOLOGIN"):
+            login = False
+        elif r.accept("VALID", "UNTIL"):
+            r.next()
+        elif r.accept("CONNECTION", "LIMIT"):
+            r.next()
+        elif r.peek() is not None and r.peek().upper in _IGNORED_ROLE_OPTIONS:  # type: ignore[union-attr]
+            r.next()
+        else:
+            t = r.next()
+            r.error(f'syntax error at or near "{t.text}"', t)
+    return RoleOptions(password, password_null, superuser, login)
+
+
+_IGNORED_ROLE_OPTIONS = frozenset(
+    {
+        "CREATEDB", "NOCREATEDB", "CREATEROLE", "NOCREATEROLE", "INHERIT", "NOINHERIT",
+        "REPLICATION", "NOREPLICATION", "BYPASSRLS", "NOBYPASSRLS",
+    }
+)  # fmt: skip
+
+
+def _create(r: _Reader) -> UtilityStatement | None:
+    if r.at("CREATE", "USER") or r.at("CREATE", "ROLE"):
+        r.next()
+        is_user = r.next().upper == "USER"
+        name = r.name()
+        return CreateRole(name, _role_options(r), is_user)
+    if r.at("CREATE", "DATABASE"):
+        raise unsupported("CREATE DATABASE (a deployment has one database)")
+    if r.at("CREATE", "SCHEMA"):
+        raise unsupported("CREATE SCHEMA (tables live in schema public)")
+    if r.at("CREATE", "EXTENSION"):
+        raise unsupported("CREATE EXTENSION")
+    return None
+
+
+def _alter(r: _Reader) -> UtilityStatement | None:
+    if r.at("ALTER", "USER") or r.at("ALTER", "ROLE"):
+        r.next()
+        r.next()
+        name = r.name()
+        if r.accept("RENAME", "TO"):
+            new = r.name()
+            r.end()
+            return AlterRole(name, RoleOptions(), rename_to=new)
+        return AlterRole(name, _role_options(r))
+    return None
+
+
+def _drop(r: _Reader) -> UtilityStatement | None:
+    if r.at("DROP", "USER") or r.at("DROP", "ROLE"):
+        r.next()
+        r.next()
+        if_exists = r.accept("IF", "EXISTS")
+        names = [r.name()]
+        while r.accept(","):
+            names.append(r.name())
+        r.end()
+        return DropRole(tuple(names), if_exists)
+    if r.at("DROP", "DATABASE") or r.at("DROP", "SCHEMA"):
+        raise unsupported(f"DROP {r.peek(1).upper}")  # type: ignore[union-attr]
+    return None
+
+
+def _copy(r: _Reader) -> UtilityStatement:
+    r.next()
+    table = None
+    columns = None
+    query = None
+    if r.at("("):
+        start = r.next()
+        depth = 1
+        while depth:
+            t = r.next()
+            if t.text == "(":
+                depth += 1
+            elif t.text == ")":
+                depth -= 1
+                end = t
+        query = r.sql[start.pos + 1 : end.pos]
+    else:
+        table = r.name()
+        if "." in table:
+            schema, _, table = table.rpartition(".")
+            if schema not in ("public",):
+                r.error(f'schema "{schema}" does not exist')
+        if r.accept("("):
+            cols = [r.name()]
+            while r.accept(","):
+                cols.append(r.name())
+            r.expect(")")
+            columns = tuple(cols)
+    if r.accept("FROM"):
+        direction_in = True
+        if not r.accept("STDIN"):
+            raise unsupported("COPY FROM a file or program (use COPY ... FROM STDIN)")
+    elif r.accept("TO"):
+        direction_in = False
+        if not r.accept("STDOUT"):
+            raise unsupported("COPY TO a file or program (use COPY ... TO STDOUT)")
+    else:
+        r.error("expected FROM STDIN or TO STDOUT")
+    if query is not None and direction_in:
+        r.error("COPY (query) FROM is not valid")
+    options: dict[str, str] = {}
+    r.accept("WITH")
+    if r.accept("("):
+        while True:
+            key = r.name()
+            value = "true"
+            if not (r.at(",") or r.at(")")):
+                t = r.next()
+                value = t.value
+            options[key] = value
+            if r.accept(")"):
+                break
+            r.expect(",")
+    else:
+        # The pre-9.0 option syntax: BINARY, CSV, HEADER, DELIMITER [AS] 'x', NULL [AS] 'x'.
+        while not r.done():
+            word = r.name()
+            if word in ("delimiter", "null", "quote", "escape"):
+                r.accept("AS")
+                options[word] = r.next().value
+            elif word in ("binary", "csv"):
+                options["format"] = word
+            elif word == "header":
+                options["header"] = "true"
+            elif word == "freeze":
+                options["freeze"] = "true"
+            else:
+                r.error(f'option "{word}" not recognized')
+    r.end()
+    fmt = options.pop("format", "text").lower()
+    if fmt not in ("text", "csv", "binary"):
+        raise SqlError(SYNTAX_ERROR, f'COPY format "{fmt}" not recognized')
+    header = options.pop("header", "false").lower() in ("true", "on", "1", "match")
+    options.pop("freeze", None)
+    delimiter = options.pop("delimiter", None)
+    null = options.pop("null", None)
+    quote = options.pop("quote", '"')
+    escape = options.pop("escape", None)
+    if options:
+        raise unsupported(f"COPY option {next(iter(options))!r}")
+    return CopyStatement(
+        table, columns, query, direction_in, fmt, delimiter, null, header, quote, escape
+    )
+
+
+def _explain(r: _Reader) -> UtilityStatement:
+    r.next()
+    analyze = False
+    if r.accept("("):
+        while not r.accept(")"):
+            word = r.name()
+            if word == "analyze":
+                analyze = True
+            r.accept("true") or r.accept("on")
+            r.accept(",")
+    else:
+        while r.at("ANALYZE") or r.at("VERBOSE"):
+            analyze = analyze or r.next().upper == "ANALYZE"
+    t = r.peek()
+    if t is None:
+        r.error("syntax error at end of input")
+    return Explain(r.sql[t.pos :], t.pos, analyze)  # type: ignore[union-attr]
+
+
+def _lock(r: _Reader) -> UtilityStatement:
+    raise unsupported("LOCK TABLE (use SELECT ... FOR UPDATE)")
+
+
+def _unsupported_keyword(what: str):  # type: ignore[no-untyped-def]
+    def handler(r: _Reader) -> UtilityStatement:
+        raise unsupported(what)
+
+    return handler
+
+
+_HANDLERS = {
+    "BEGIN": _begin,
+    "START": _begin,
+    "COMMIT": _commit,
+    "END": _commit,
+    "ROLLBACK": _rollback,
+    "ABORT": _rollback,
+    "SAVEPOINT": _savepoint,
+    "RELEASE": _release,
+    "SET": _set,
+    "SHOW": _show,
+    "RESET": _reset,
+    "DEALLOCATE": _deallocate,
+    "DISCARD": _discard,
+    "CLOSE": _close,
+    "UNLISTEN": _noop("UNLISTEN"),
+    "LISTEN": _unsupported_keyword("LISTEN/NOTIFY"),
+    "NOTIFY": _unsupported_keyword("LISTEN/NOTIFY"),
+    "VACUUM": _noop("VACUUM"),
+    "ANALYZE": _noop("ANALYZE"),
+    "ANALYSE": _noop("ANALYZE"),
+    "CHECKPOINT": _noop("CHECKPOINT"),
+    "GRANT": _noop("GRANT", "privileges are not enforced: every role may use every table"),
+    "REVOKE": _noop("REVOKE", "privileges are not enforced: every role may use every table"),
+    "COMMENT": _unsupported_keyword("COMMENT ON"),
+    "CREATE": _create,
+    "ALTER": _alter,
+    "DROP": _drop,
+    "COPY": _copy,
+    "EXPLAIN": _explain,
+    "LOCK": _lock,
+    "PREPARE": _prepare_transaction,
+    "EXECUTE": _unsupported_keyword("SQL-level EXECUTE (use the extended query protocol)"),
+    "DECLARE": _unsupported_keyword("SQL cursors (DECLARE); use the protocol's row limits"),
+    "FETCH": _unsupported_keyword("SQL cursors (FETCH)"),
+    "MOVE": _unsupported_keyword("SQL cursors (MOVE)"),
+    "CALL": _unsupported_keyword("CALL"),
+    "DO": _unsupported_keyword("DO blocks"),
+    "REINDEX": _noop("REINDEX"),
+    "CLUSTER": _noop("CLUSTER"),
+}
