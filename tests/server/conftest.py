@@ -1,0 +1,68 @@
+"""Fixtures for the SQL server: a real server (its own event loop, in a thread) over a fresh
+database of the embedded Postgres, one per test module, and a plain Postgres database to
+compare results with."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from percolator.server.config import ServerConfig
+from percolator.server.runtime import RunningServer, ServerThread
+from tests.conftest import PostgresServer, create_database
+
+
+@dataclass(frozen=True)
+class SqlServer:
+    """A running Percolator SQL server and the Postgres database that stores its data."""
+
+    host: str
+    port: int
+    user: str
+    password: str | None
+    store_dsn: str
+    running: RunningServer
+
+    def conninfo(self, **extra: str) -> str:
+        """A libpq connection string (psql, psycopg)."""
+        parts = {"host": self.host, "port": str(self.port), "user": self.user, "dbname": "postgres"}
+        if self.password is not None:
+            parts["password"] = self.password
+        parts.update(extra)
+        return " ".join(f"{k}={v}" for k, v in parts.items())
+
+    def url(self, scheme: str = "postgresql") -> str:
+        """A URL (asyncpg, SQLAlchemy with ``postgresql+psycopg`` / ``postgresql+asyncpg``)."""
+        auth = self.user if self.password is None else f"{self.user}:{self.password}"
+        return f"{scheme}://{auth}@{self.host}:{self.port}/postgres"
+
+
+def start_sql_server(store_dsn: str, **settings: object) -> tuple[ServerThread, SqlServer]:
+    """Start a server on a free port over ``store_dsn`` (trust auth unless told otherwise)."""
+    config = ServerConfig(
+        listen="127.0.0.1:0",
+        coordinator_listen="127.0.0.1:0",
+        **{"auth": "trust", **settings},  # type: ignore[arg-type]
+    )
+    thread = ServerThread(config, [store_dsn])
+    running = thread.start()
+    server = SqlServer("127.0.0.1", running.port, config.user, config.password, store_dsn, running)
+    return thread, server
+
+
+@pytest.fixture(scope="module")
+def sql_server(embedded_pg: PostgresServer) -> Iterator[SqlServer]:
+    """A Percolator SQL server on a fresh database, shared by the tests of one module."""
+    store = asyncio.run(create_database(embedded_pg.dsn, "sql"))
+    thread, server = start_sql_server(store)
+    yield server
+    thread.stop()
+
+
+@pytest.fixture(scope="module")
+def reference_dsn(embedded_pg: PostgresServer) -> str:
+    """A fresh database on the real Postgres, to run the same statements and compare."""
+    return asyncio.run(create_database(embedded_pg.dsn, "ref"))
