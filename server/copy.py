@@ -121,13 +121,11 @@ class CopyInExecution:
         if self._csv:
             self._parse_csv(final)
             return
-        data = self._buffer
-        lines = data.split(b"\n")
-        self._buffer = lines.pop() if not final else b""
-        if final and lines == [] and data:
-            lines = [data]
-        elif final and data and not data.endswith(b"\n"):
-            pass
+        lines = self._buffer.split(b"\n")
+        tail = lines.pop()  # an incomplete line, or b"" after the last newline
+        if final and tail:
+            lines.append(tail)
+        self._buffer = b"" if final else tail
         for raw in lines:
             self._line += 1
             line = raw.decode("utf-8")

@@ -31,6 +31,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "timestamps per second through the coordinator, for 1 to 10,000 concurrent requesters",
     ),
     Benchmark(
+        "pgbench",
+        "percolator.bench.pgbench",
+        "pgbench (TPC-B-like and select-only) against the SQL server and the Postgres under it",
+    ),
+    Benchmark(
         "txn",
         "percolator.bench.txn",
         "transactions per second against raw Postgres (the paper's Figure 8), multi-cell commits",

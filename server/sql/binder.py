@@ -9,7 +9,7 @@ list, DISTINCT, ORDER BY, LIMIT, set operations and CTEs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
@@ -17,6 +17,7 @@ from percolator.server.sql import system_tables
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggregateRel,
+    BCoalesce,
     BColumn,
     BConst,
     BExpr,
@@ -195,23 +196,35 @@ class Binder:
             rel = q.rel
 
         distinct = node.args.get("distinct")
+        on = distinct.args.get("on") if distinct is not None else None
         sort_keys: list[SortKey] = []
         if order is not None:
             sort_keys = self._bind_order(
-                order, project_exprs, out_cols, source_scope, agg_ctx, bool(distinct)
+                order,
+                project_exprs,
+                out_cols,
+                source_scope,
+                agg_ctx,
+                distinct is not None and on is None,
             )
+        on_exprs = None
+        if on is not None:
+            on_exprs = [
+                self._output_ref(e, out_cols, project_exprs, source_scope, agg_ctx)
+                for e in on.expressions
+            ]
+            _check_distinct_on(on_exprs, sort_keys, project_exprs)
         rel = ProjectRel(out_cols, rel, project_exprs)
-        if distinct is not None:
-            on = distinct.args.get("on")
-            on_exprs = None
-            if on is not None:
-                on_exprs = [
-                    self._output_ref(e, out_cols, project_exprs, source_scope, agg_ctx)
-                    for e in on.expressions
-                ]
+        if on_exprs is not None:
+            # DISTINCT ON keeps the first row of each group in ORDER BY order.
+            if sort_keys:
+                rel = SortRel(rel.columns, rel, sort_keys)
             rel = DistinctRel(rel.columns, rel, on_exprs)
-        if sort_keys:
-            rel = SortRel(rel.columns, rel, sort_keys)
+        else:
+            if distinct is not None:
+                rel = DistinctRel(rel.columns, rel, None)
+            if sort_keys:
+                rel = SortRel(rel.columns, rel, sort_keys)
         visible = [i for i, c in enumerate(out_cols) if not c.hidden]
         rel = self._bind_limit(node, rel)
         if len(visible) != len(out_cols):
@@ -230,9 +243,24 @@ class Binder:
         empty = Scope()
         lim = None
         off = None
-        if limit is not None:
+        if isinstance(limit, exp.Fetch):
+            if limit.args.get("limit_options") and limit.args["limit_options"].args.get(
+                "with_ties"
+            ):
+                raise unsupported("FETCH ... WITH TIES")
+            if limit.args.get("percent"):
+                raise unsupported("FETCH ... PERCENT")
+            count = limit.args.get("count")
+            lim_node = count if count is not None else exp.Literal.number(1)
+            lim = self.exprs.coerce(self.exprs.bind(lim_node, empty), T.INT8)
+        elif limit is not None:
             lim_node = limit.args.get("expression")
-            if lim_node is not None and not isinstance(lim_node, exp.Null):
+            # LIMIT ALL and LIMIT NULL mean no limit.
+            if (
+                lim_node is not None
+                and not isinstance(lim_node, exp.Null)
+                and not (isinstance(lim_node, exp.Var) and lim_node.name.upper() == "ALL")
+            ):
                 lim = self.exprs.coerce(self.exprs.bind(lim_node, empty), T.INT8)
         if offset is not None:
             off = self.exprs.coerce(self.exprs.bind(offset.args["expression"], empty), T.INT8)
@@ -259,7 +287,7 @@ class Binder:
 
     def _out_col(self, item: exp.Expression, alias: str | None, e: BExpr, scope: Scope) -> OutCol:
         if isinstance(item, _IndexRef):
-            src = scope.columns[item.index]
+            src = scope.columns[item.column_index]
             return OutCol(src.name, e.type, src.table_oid, src.column_number)
         if alias is not None:
             name = alias
@@ -463,8 +491,10 @@ class Binder:
         fn, out_types, bound = resolved
         alias = node.alias or name
         col_aliases = _column_aliases(node)
+        # A one-column function's column is named after the table alias (Postgres's rule).
+        single = [node.alias or name]
         names = col_aliases or (
-            [name] if len(out_types) == 1 else [f"col{i}" for i in range(len(out_types))]
+            single if len(out_types) == 1 else [f"col{i}" for i in range(len(out_types))]
         )
         cols = [OutCol(names[i], t, relation=alias) for i, t in enumerate(out_types)]
         return _Query(FunctionRel(cols, name, fn, bound), Scope(cols, outer, {alias}))
@@ -472,8 +502,9 @@ class Binder:
     def _join(self, left: _Query, right: _Query, j: exp.Join, outer: Scope | None) -> _Query:
         side = (j.args.get("side") or "").upper()
         kind_word = (j.args.get("kind") or "").upper()
+        natural = (j.args.get("method") or "").upper() == "NATURAL"
         if kind_word == "CROSS" or (
-            not side and j.args.get("on") is None and not j.args.get("using")
+            not side and j.args.get("on") is None and not j.args.get("using") and not natural
         ):
             kind = JoinKind.CROSS if not j.args.get("on") else JoinKind.INNER
         elif side == "LEFT":
@@ -484,48 +515,107 @@ class Binder:
             kind = JoinKind.FULL
         else:
             kind = JoinKind.INNER
-        if kind_word == "NATURAL":
-            raise unsupported("NATURAL JOIN")
         if (j.args.get("kind", "") and kind_word in ("LATERAL",)) or j.args.get("lateral"):
             raise unsupported("LATERAL")
-        right_cols = list(right.scope.columns)
+        if isinstance(j.this, exp.Lateral):
+            raise unsupported("LATERAL")
         using = j.args.get("using")
         using_names = [u.name for u in using] if using else []
-        if using_names:
-            right_cols = [
-                OutCol(
-                    c.name, c.type, c.table_oid, c.column_number, c.relation, c.name in using_names
+        if natural:
+            right_names = {c.name for c in right.scope.columns if not c.hidden}
+            using_names = list(
+                dict.fromkeys(
+                    c.name for c in left.scope.columns if not c.hidden and c.name in right_names
                 )
-                for c in right_cols
-            ]
-        cols = list(left.scope.columns) + right_cols
-        scope = Scope(cols, outer, left.scope.relations | right.scope.relations)
+            )
+            if not using_names and kind is JoinKind.INNER:
+                kind = JoinKind.CROSS
         dup = left.scope.relations & right.scope.relations
         if dup:
             raise SqlError("42712", f'table name "{next(iter(dup))}" specified more than once')
+        nleft = len(left.scope.columns)
+        if using_names:
+            return self._using_join(left, right, kind, using_names, outer)
+        cols = list(left.scope.columns) + list(right.scope.columns)
+        scope = Scope(cols, outer, left.scope.relations | right.scope.relations)
+        scope.star_order = _joined_star(left.scope, right.scope, nleft)
         condition = None
         if j.args.get("on") is not None:
             condition = self.exprs.bind_condition(j.args["on"], scope, "JOIN/ON")
-        elif using_names:
-            parts = []
-            nleft = len(left.scope.columns)
-            for name in using_names:
-                li = left.scope._find(None, name)
-                ri = right.scope._find(None, name)
-                if li is None or ri is None:
-                    raise SqlError(
-                        UNDEFINED_COLUMN,
-                        f'column "{name}" specified in USING clause does not exist in '
-                        f"{'left' if li is None else 'right'} table",
-                    )
-                parts.append(
-                    self.exprs.compare(
-                        "=",
-                        BColumn(cols[li].type, li, name),
-                        BColumn(cols[nleft + ri].type, nleft + ri, name),
+        return self._join_query(left, right, kind, cols, scope, condition)
+
+    def _using_join(
+        self, left: _Query, right: _Query, kind: JoinKind, names: list[str], outer: Scope | None
+    ) -> _Query:
+        """A USING (or NATURAL) join: each named column appears once, first in ``*``; it is
+        the left column (the right one for RIGHT JOIN, their COALESCE for FULL JOIN)."""
+        nleft = len(left.scope.columns)
+        pairs: list[tuple[int, int]] = []
+        for name in names:
+            li = left.scope._find(None, name)
+            ri = right.scope._find(None, name)
+            if li is None or ri is None:
+                raise SqlError(
+                    UNDEFINED_COLUMN,
+                    f'column "{name}" specified in USING clause does not exist in '
+                    f"{'left' if li is None else 'right'} table",
+                )
+            pairs.append((li, nleft + ri))
+        cols = list(left.scope.columns) + list(right.scope.columns)
+        parts = [
+            self.exprs.compare(
+                "=", BColumn(cols[li].type, li, name), BColumn(cols[ri].type, ri, name)
+            )
+            for name, (li, ri) in zip(names, pairs, strict=True)
+        ]
+        condition = parts[0] if len(parts) == 1 else self.exprs.make_and(parts)
+        hide = {i for pair in pairs for i in pair}
+        if kind is JoinKind.RIGHT:
+            merged = [ri for _, ri in pairs]
+        elif kind is JoinKind.FULL:
+            merged = [len(cols) + k for k in range(len(pairs))]
+        else:
+            merged = [li for li, _ in pairs]
+        cols = [
+            replace(c, hidden=True) if i in hide and i not in merged else c
+            for i, c in enumerate(cols)
+        ]
+        rest = [i for i in _joined_star(left.scope, right.scope, nleft) if i not in hide]
+        if kind is JoinKind.FULL:
+            # The merged columns are computed, after the joined row (keeping its offsets).
+            base = list(cols)
+            extra: list[BExpr] = []
+            for name, (li, ri) in zip(names, pairs, strict=True):
+                t = self.exprs.common_type_of([base[li].type, base[ri].type], "JOIN/USING")
+                extra.append(
+                    BCoalesce(
+                        t,
+                        [
+                            self.exprs.coerce(BColumn(base[li].type, li), t),
+                            self.exprs.coerce(BColumn(base[ri].type, ri), t),
+                        ],
                     )
                 )
-            condition = parts[0] if len(parts) == 1 else self.exprs.make_and(parts)
+                cols.append(OutCol(name, t))
+            scope = Scope(cols, outer, left.scope.relations | right.scope.relations)
+            scope.star_order = merged + rest
+            q = self._join_query(left, right, kind, base, scope, condition)
+            exprs = [BColumn(c.type, i) for i, c in enumerate(base)] + extra
+            q.rel = ProjectRel(cols, q.rel, exprs)
+            return q
+        scope = Scope(cols, outer, left.scope.relations | right.scope.relations)
+        scope.star_order = merged + rest
+        return self._join_query(left, right, kind, cols, scope, condition)
+
+    def _join_query(
+        self,
+        left: _Query,
+        right: _Query,
+        kind: JoinKind,
+        cols: list[OutCol],
+        scope: Scope,
+        condition: BExpr | None,
+    ) -> _Query:
         rel = JoinRel(cols, kind, left.rel, right.rel, condition)
         if condition is not None:
             rel.equi_keys = _equi_keys(condition, len(left.scope.columns))
@@ -609,7 +699,11 @@ class Binder:
                         INVALID_COLUMN_REFERENCE,
                         f"ORDER BY position {idx + 1} is not in select list",
                     )
-                keys.append(SortKey(BColumn(cols[idx].type, idx), bool(o.args.get("desc"))))
+                explicit_nulls = "NULLS" in o.sql(dialect="postgres").upper()
+                nulls_first = bool(o.args.get("nulls_first")) if explicit_nulls else None
+                keys.append(
+                    SortKey(BColumn(cols[idx].type, idx), bool(o.args.get("desc")), nulls_first)
+                )
             rel = SortRel(cols, rel, keys)
         return self._bind_limit(node, rel)
 
@@ -843,7 +937,8 @@ class _IndexRef(exp.Expression):
 
     def __init__(self, index: int) -> None:
         super().__init__()
-        self.index = index
+        # Not ``index``: sqlglot's Expression keeps its position in the parent there.
+        self.column_index = index
 
 
 _DEFAULT = BConst(T.UNKNOWN, None)
@@ -856,6 +951,38 @@ def _hidden_key(table: TableDef, alias: str) -> list[OutCol]:
     if table.primary_key:
         return []
     return [OutCol("ctid", T.BYTEA, relation=alias, hidden=True)]
+
+
+def _check_distinct_on(
+    on: list[BExpr], keys: list[SortKey], project_exprs: list[BExpr]
+) -> None:
+    """Postgres: the DISTINCT ON expressions must be the leading ORDER BY expressions."""
+
+    def target(e: BExpr) -> BExpr:
+        return project_exprs[e.index] if isinstance(e, BColumn) else e
+
+    on_targets = [target(e) for e in on]
+
+    def in_on(e: BExpr) -> bool:
+        return any(_same_expr(target(e), o) for o in on_targets)
+
+    leading = 0
+    while leading < len(keys) and in_on(keys[leading].expr):
+        leading += 1
+    if leading == len(keys):
+        return
+    covered = [target(k.expr) for k in keys[:leading]]
+    if all(any(_same_expr(o, c) for c in covered) for o in on_targets):
+        return
+    raise SqlError(
+        INVALID_COLUMN_REFERENCE,
+        "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+    )
+
+
+def _joined_star(left: Scope, right: Scope, nleft: int) -> list[int]:
+    """What ``*`` expands to over a join of ``left`` and ``right`` (right offset by nleft)."""
+    return left.star(None) + [nleft + i for i in right.star(None)]
 
 
 def _column_aliases(node: exp.Expression) -> list[str]:

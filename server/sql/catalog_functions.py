@@ -9,7 +9,9 @@ Functions that need the session or catalog take the execution context (``ctx``) 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
+from decimal import Decimal
 from typing import Any
 
 from percolator.server.sql import types as T
@@ -288,11 +290,41 @@ def pg_size_pretty(size: object) -> str:
     return f"{int((n + (-1 if n < 0 else 1)) / 2)} {unit}"
 
 
+def json_build_object(*args: object) -> str:
+    """json_build_object(k1, v1, ...): SQLAlchemy's reflection builds identity and collation
+    options with it. Formatted as Postgres does (``{"a" : 1, "b" : "x"}``)."""
+    if len(args) % 2:
+        raise SqlError(
+            "22023", "argument list must have even number of elements",
+            hint="The arguments of json_build_object() must consist of alternating keys "
+            "and values.",
+        )  # fmt: skip
+    pairs = []
+    for key, value in zip(args[::2], args[1::2], strict=True):
+        if key is None:
+            raise SqlError("22004", "null value not allowed for object key")
+        pairs.append(f"{_json_value(str(key))} : {_json_value(value)}")
+    return "{" + ", ".join(pairs) + "}"
+
+
+def _json_value(v: object) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float | Decimal):
+        return str(v)
+    if isinstance(v, dt.date | dt.time):
+        return json.dumps(v.isoformat())
+    return json.dumps(str(v), ensure_ascii=False)
+
+
 _POSTMASTER_START = dt.datetime.now(dt.UTC)
 
 
 # -- registration ---------------------------------------------------------------------------
 
+define("json_build_object", json_build_object, T.JSON, tuple(range(0, 101, 2)), strict=False)
 define("pg_get_expr", pg_get_expr, T.TEXT, (2, 3), context=True)
 define("pg_get_indexdef", pg_get_indexdef, T.TEXT, (1, 3), context=True)
 define("pg_get_constraintdef", pg_get_constraintdef, T.TEXT, (1, 2), context=True)

@@ -9,6 +9,7 @@ context types become text, as Postgres does for ``SELECT $1``.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ from percolator.server.sql.errors import (
 )
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.types import SqlType, TypeId
+
+AMBIGUOUS_FUNCTION = "42725"
 
 if TYPE_CHECKING:
     from percolator.server.sql.binder import Binder
@@ -141,6 +144,14 @@ _ARITHMETIC: dict[type, str] = {
     exp.Div: "/",
     exp.Mod: "%",
 }
+_BITWISE_OPS: dict[type, str] = {
+    exp.BitwiseAnd: "&",
+    exp.BitwiseOr: "|",
+    exp.BitwiseXor: "#",
+    exp.BitwiseLeftShift: "<<",
+    exp.BitwiseRightShift: ">>",
+}
+_BITWISE_OPS_BY_NAME = set(_BITWISE_OPS.values())
 _AGGREGATES = {
     exp.Count: "count",
     exp.Sum: "sum",
@@ -413,13 +424,15 @@ class ExprBinder:
             return self._comparison(node, scope, _COMPARISONS[type(node)])
         if type(node) in _ARITHMETIC:
             return self._arithmetic(node, scope, _ARITHMETIC[type(node)])
+        if type(node) in _BITWISE_OPS:
+            return self._arithmetic(node, scope, _BITWISE_OPS[type(node)])
         if isinstance(node, tuple(_AGGREGATES)):
             raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
         if isinstance(node, exp.Func):
             return self._function(node, scope)
         if node.__class__.__name__ == "_IndexRef":
-            col = scope.columns[node.index]  # type: ignore[attr-defined]
-            return BColumn(col.type, node.index, col.name)  # type: ignore[attr-defined]
+            col = scope.columns[node.column_index]  # type: ignore[attr-defined]
+            return BColumn(col.type, node.column_index, col.name)  # type: ignore[attr-defined]
         raise unsupported(f"expression {node.sql(dialect='postgres')[:60]!r}")
 
     def _bind_Paren(self, node: exp.Paren, scope: Scope) -> BExpr:
@@ -610,8 +623,17 @@ class ExprBinder:
         elif right.type.id is TypeId.UNKNOWN and left.type.id is not TypeId.UNKNOWN:
             right = self.coerce(right, _arith_partner(left.type, op))
         elif left.type.id is TypeId.UNKNOWN and right.type.id is TypeId.UNKNOWN:
-            left, right = self.coerce(left, T.NUMERIC), self.coerce(right, T.NUMERIC)
-        found = operators.arithmetic(op, left.type, right.type)
+            raise SqlError(
+                AMBIGUOUS_FUNCTION,
+                f"operator is not unique: unknown {op} unknown",
+                hint="Could not choose a best candidate operator. "
+                "You might need to add explicit type casts.",
+            )
+        found = (
+            operators.bitwise(op, left.type, right.type)
+            if op in _BITWISE_OPS_BY_NAME
+            else operators.arithmetic(op, left.type, right.type)
+        )
         if found is None:
             raise operators.operator_missing(op, left.type, right.type)
         fn, rt = found
@@ -638,7 +660,12 @@ class ExprBinder:
             return BConst(T.NUMERIC, Decimal(text))
         e = self.bind(inner, scope)
         if e.type.id is TypeId.UNKNOWN:
-            e = self.coerce(e, T.NUMERIC)
+            raise SqlError(
+                AMBIGUOUS_FUNCTION,
+                "operator is not unique: - unknown",
+                hint="Could not choose a best candidate operator. "
+                "You might need to add explicit type casts.",
+            )
         if e.type.id is TypeId.INTERVAL:
             return BCall(e.type, "-", lambda v: -v, [e])
         if not operators.is_numeric(e.type):
@@ -649,6 +676,14 @@ class ExprBinder:
             else (lambda v: v)
         )
         return BCall(e.type, "neg", lambda v: check(-v), [e])
+
+    def _bind_BitwiseNot(self, node: exp.BitwiseNot, scope: Scope) -> BExpr:
+        e = self.bind(node.this, scope)
+        if e.type.id is TypeId.UNKNOWN:
+            e = self.coerce(e, T.INT4)
+        if e.type.array or e.type.id not in (TypeId.INT2, TypeId.INT4, TypeId.INT8):
+            raise SqlError(UNDEFINED_FUNCTION, f"operator does not exist: ~ {e.type}")
+        return BCall(SqlType(e.type.id), "~", operator.invert, [e])
 
     def _bind_DPipe(self, node: exp.DPipe, scope: Scope) -> BExpr:
         left = self.bind(node.this, scope)
@@ -711,12 +746,17 @@ class ExprBinder:
         return BCall(T.BOOL, "is distinct from", is_distinct, [left, right], strict=False)
 
     def _bind_Between(self, node: exp.Between, scope: Scope) -> BExpr:
-        if node.args.get("symmetric"):
-            raise unsupported("BETWEEN SYMMETRIC")
         arg = node.this
-        low = self._comparison(exp.GTE(this=arg, expression=node.args["low"]), scope, ">=")
-        high = self._comparison(exp.LTE(this=arg, expression=node.args["high"]), scope, "<=")
-        return BBool(T.BOOL, True, [low, high])
+        lo, hi = node.args["low"], node.args["high"]
+        low = self._comparison(exp.GTE(this=arg, expression=lo), scope, ">=")
+        high = self._comparison(exp.LTE(this=arg, expression=hi), scope, "<=")
+        forward = BBool(T.BOOL, True, [low, high])
+        if not node.args.get("symmetric"):
+            return forward
+        # BETWEEN SYMMETRIC: either order of the bounds.
+        low2 = self._comparison(exp.GTE(this=arg, expression=hi), scope, ">=")
+        high2 = self._comparison(exp.LTE(this=arg, expression=lo), scope, "<=")
+        return BBool(T.BOOL, False, [forward, BBool(T.BOOL, True, [low2, high2])])
 
     def _bind_In(self, node: exp.In, scope: Scope) -> BExpr:
         arg = self.bind(node.this, scope)
@@ -816,6 +856,13 @@ class ExprBinder:
         return self._like(inner, scope, isinstance(inner, exp.ILike), str(esc.value))
 
     def _like(self, node: exp.Expression, scope: Scope, ci: bool, escape: str = "\\") -> BExpr:
+        # sqlglot folds NOT LIKE / NOT ILIKE into the node as ``negate``.
+        like = self._like_match(node, scope, ci, escape)
+        return BNot(T.BOOL, like) if node.args.get("negate") else like
+
+    def _like_match(self, node: exp.Expression, scope: Scope, ci: bool, escape: str) -> BExpr:
+        if isinstance(node.expression, exp.Any | exp.All):
+            raise unsupported("LIKE ANY/ALL")
         arg = self._as_text(
             self.coerce(self.bind(node.this, scope), T.TEXT)
             if self.bind(node.this, scope).type.id is TypeId.UNKNOWN
@@ -867,6 +914,28 @@ class ExprBinder:
         return BCall(
             T.BOOL, "~", lambda s, p: _compile_regex(p, flags).search(s) is not None, [arg, pattern]
         )
+
+    def _bind_Bracket(self, node: exp.Bracket, scope: Scope) -> BExpr:
+        """``array[i]``: 1-based, except int2vector and oidvector, which count from 0."""
+        arr = self.bind(node.this, scope)
+        if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Slice):
+            raise unsupported("array slices and multi-dimensional subscripts")
+        index = self.coerce(self.bind(node.expressions[0], scope), T.INT4)
+        if arr.type.id in (TypeId.INT2VECTOR, TypeId.OIDVECTOR):
+            base, elem = 0, (T.INT2 if arr.type.id is TypeId.INT2VECTOR else T.OID)
+        elif arr.type.array:
+            base, elem = 1, arr.type.element
+        else:
+            raise SqlError(
+                DATATYPE_MISMATCH,
+                f"cannot subscript type {arr.type} because it does not support subscripting",
+            )
+
+        def subscript(values: list[object], i: int) -> object:
+            j = i - base
+            return values[j] if 0 <= j < len(values) else None
+
+        return BCall(elem, "subscript", subscript, [arr, index])
 
     def _bind_Collate(self, node: exp.Collate, scope: Scope) -> BExpr:
         return self.bind(node.this, scope)
@@ -1117,7 +1186,7 @@ class ExprBinder:
             return agg
         if isinstance(node, exp.Subquery | exp.Exists) or node.__class__.__name__ == "_IndexRef":
             if node.__class__.__name__ == "_IndexRef":
-                col = ctx.scope.columns[node.index]  # type: ignore[attr-defined]
+                col = ctx.scope.columns[node.column_index]  # type: ignore[attr-defined]
                 return self.bind_in_aggregate(
                     exp.Column(
                         this=exp.to_identifier(col.name),
@@ -1161,6 +1230,8 @@ class ExprBinder:
         filter_node = None
         if isinstance(node, exp.Filter):
             filter_node = node.expression
+            if isinstance(filter_node, exp.Where):
+                filter_node = filter_node.this
             node = node.this
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in _AGG_NAMES:
             name = str(node.this).lower()
@@ -1219,7 +1290,8 @@ class _Bound(exp.Expression):
 
     def __init__(self, index: int) -> None:
         super().__init__()
-        self.index = index
+        # Not ``index``: sqlglot's Expression keeps its position in the parent there.
+        self.slot = index
 
 
 class _PlaceholderScope(Scope):
@@ -1230,7 +1302,7 @@ class _PlaceholderScope(Scope):
 
 def _bind_placeholder(self: ExprBinder, node: _Bound, scope: Scope) -> BExpr:
     assert isinstance(scope, _PlaceholderScope)
-    return scope.placeholders[node.index]
+    return scope.placeholders[node.slot]
 
 
 ExprBinder._bind__Bound = _bind_placeholder  # type: ignore[attr-defined]

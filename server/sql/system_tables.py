@@ -34,13 +34,21 @@ def register(table: SystemTable) -> SystemTable:
     return table
 
 
+def _ensure_loaded() -> None:
+    # The definitions import this module to register themselves; import them on first use.
+    if not _TABLES:
+        from percolator.server.sql import pg_catalog_tables  # noqa: F401
+
+
 def lookup(schema: str | None, name: str) -> SystemTable | None:
     """The system table ``schema.name``; an unqualified name is looked up in pg_catalog
     (which is on every search_path)."""
+    _ensure_loaded()
     if schema is None:
         return _TABLES.get(("pg_catalog", name))
     return _TABLES.get((schema, name))
 
 
 def all_tables() -> list[SystemTable]:
+    _ensure_loaded()
     return list(_TABLES.values())

@@ -1,0 +1,1762 @@
+"""The Postgres system catalogs clients query (pg_catalog, information_schema), computed from
+the catalog.
+
+psql's ``\\d``, SQLAlchemy's reflection, pgjdbc's DatabaseMetaData and asyncpg's type
+introspection read these tables (the queries are in docs/reference's client query corpus). Each
+table has the real Postgres column list (names, order and types of Postgres 16, a superset of
+15's), so ``SELECT *`` and RowDescription look as clients expect; tables we have nothing for
+are empty. Types Percolator lacks are stood in for: ``aclitem[]`` by ``text[]``,
+``pg_node_tree`` (stored expressions) by their SQL text, ``xid`` by ``oid``.
+
+Object ids: tables and secondary indexes use ``FIRST_USER_OID + id`` (as the catalog assigns
+them); the objects Percolator keeps implicit get OIDs derived from their table or index in
+ranges of their own (primary key index, each kind of constraint, column defaults), so they are
+stable across catalog versions and unique. ``catalog_functions`` (pg_get_indexdef,
+pg_get_constraintdef, regclass) resolves the same OIDs through :func:`relations`,
+:func:`index_by_oid` and :func:`constraint_by_oid`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import sqlglot
+from sqlglot import exp
+
+from percolator.server.sql import system_tables
+from percolator.server.sql import types as T
+from percolator.server.sql.catalog import (
+    FIRST_USER_OID,
+    INFORMATION_SCHEMA_NAMESPACE_OID,
+    PG_CATALOG_NAMESPACE_OID,
+    PUBLIC_NAMESPACE_OID,
+    Catalog,
+    ColumnDef,
+    IndexDef,
+    SequenceDef,
+    TableDef,
+)
+from percolator.server.sql.catalog_functions import (
+    BOOTSTRAP_ROLE_OID,
+    DATABASE_OWNER_ROLE_OID,
+    OidName,
+    quote_ident,
+)
+from percolator.server.sql.system_tables import SystemTable
+from percolator.server.sql.types import SqlType, TypeId
+
+# -- fixed OIDs (as in Postgres) --------------------------------------------------------------
+
+DATABASE_OID = 5
+"""The current database (Postgres's ``postgres`` database has OID 5)."""
+HEAP_AM_OID = 2
+BTREE_AM_OID = 403
+DEFAULT_TABLESPACE_OID = 1663
+GLOBAL_TABLESPACE_OID = 1664
+DEFAULT_COLLATION_OID = 100
+C_COLLATION_OID = 950
+POSIX_COLLATION_OID = 951
+TOAST_NAMESPACE_OID = 99
+PG_CLASS_OID = 1259
+PG_CONSTRAINT_OID = 2606
+PG_NAMESPACE_OID = 2615
+
+# -- derived OIDs for objects the catalog keeps implicit ---------------------------------------
+# Below 2**31, so drivers that send OIDs as int4 parameters (psycopg by magnitude) keep working.
+
+PK_INDEX_OID_BASE = 1_000_000_000
+PK_CONSTRAINT_OID_BASE = 1_100_000_000
+UNIQUE_CONSTRAINT_OID_BASE = 1_200_000_000
+CHECK_CONSTRAINT_OID_BASE = 1_300_000_000
+CHECKS_PER_TABLE = 100
+ATTRDEF_OID_BASE = 1_500_000_000
+COLUMNS_PER_TABLE = 1600  # Postgres's limit
+
+
+def pk_index_oid(table: TableDef) -> int:
+    return PK_INDEX_OID_BASE + table.id
+
+
+def pk_index_name(table: TableDef) -> str:
+    return table.pk_name or f"{table.name}_pkey"
+
+
+def check_constraint_oid(table: TableDef, position: int) -> int:
+    return CHECK_CONSTRAINT_OID_BASE + table.id * CHECKS_PER_TABLE + position
+
+
+def attrdef_oid(table: TableDef, attnum: int) -> int:
+    return ATTRDEF_OID_BASE + table.id * COLUMNS_PER_TABLE + attnum
+
+
+# -- builtin types: pg_type's rows for every TypeId and its array (from Postgres 16) -----------
+
+# One line a base type; each array type's row is derived from its element's (array_in, ...).
+# oid typname typlen typbyval typtype typcategory typispreferred typsubscript typelem typarray
+# io-stem io-separator has-typmod typalign typstorage typcollation: the I/O functions are
+# <stem>[_]in, <stem>[_]out, <stem>[_]recv, <stem>[_]send and <stem>typmodin/typmodout.
+_TYPE_DATA = """
+16 bool 1 t b B t - 0 1000 bool - n c p 0
+17 bytea -1 f b U f - 0 1001 bytea - n i x 0
+18 char 1 t b Z f - 0 1002 char - n c p 0
+19 name 64 f b S f raw_array_subscript_handler 18 1003 name - n c p 950
+20 int8 8 t b N f - 0 1016 int8 - n d p 0
+21 int2 2 t b N f - 0 1005 int2 - n s p 0
+22 int2vector -1 f b A f array_subscript_handler 21 1006 int2vector - n i p 0
+23 int4 4 t b N f - 0 1007 int4 - n i p 0
+24 regproc 4 t b N f - 0 1008 regproc - n i p 0
+25 text -1 f b S t - 0 1009 text - n i x 100
+26 oid 4 t b N t - 0 1028 oid - n i p 0
+30 oidvector -1 f b A f array_subscript_handler 26 1013 oidvector - n i p 0
+114 json -1 f b U f - 0 199 json _ n i x 0
+700 float4 4 t b N f - 0 1021 float4 - n i p 0
+701 float8 8 t b N t - 0 1022 float8 - n d p 0
+705 unknown -2 f p X f - 0 0 unknown - n c p 0
+1042 bpchar -1 f b S f - 0 1014 bpchar - y i x 100
+1043 varchar -1 f b S f - 0 1015 varchar - y i x 100
+1082 date 4 t b D f - 0 1182 date _ n i p 0
+1083 time 8 t b D f - 0 1183 time _ y d p 0
+1114 timestamp 8 t b D f - 0 1115 timestamp _ y d p 0
+1184 timestamptz 8 t b D t - 0 1185 timestamptz _ y d p 0
+1186 interval 16 f b T t - 0 1187 interval _ y d p 0
+1700 numeric -1 f b N f - 0 1231 numeric _ y i m 0
+2205 regclass 4 t b N f - 0 2210 regclass - n i p 0
+2206 regtype 4 t b N f - 0 2211 regtype - n i p 0
+2249 record -1 f p P f - 0 2287 record _ n d x 0
+2278 void 4 t p P f - 0 0 void _ n i p 0
+2950 uuid 16 f b U f - 0 2951 uuid _ n c p 0
+3802 jsonb -1 f b U f jsonb_subscript_handler 0 3807 jsonb _ n i x 0
+4089 regnamespace 4 t b N f - 0 4090 regnamespace - n i p 0
+"""
+
+# The functions those columns name (regproc values): name -> OID.
+_PROC_DATA = """
+heap_tableam_handler:3 byteaout:31 charout:33 namein:34 nameout:35 int2in:38 int2out:39
+int2vectorin:40 int2vectorout:41 int4in:42 int4out:43 regprocin:44 regprocout:45 textin:46
+textout:47 oidvectorin:54 oidvectorout:55 unknownin:109 unknownout:110 float4in:200
+float4out:201 float8in:214 float8out:215 json_in:321 json_out:322 json_recv:323 json_send:324
+bthandler:330 int8in:460 int8out:461 array_in:750 array_out:751 bpcharin:1044 bpcharout:1045
+varcharin:1046 varcharout:1047 date_in:1084 date_out:1085 time_in:1143 time_out:1144
+timestamptz_in:1150 timestamptz_out:1151 interval_in:1160 interval_out:1161 boolin:1242
+boolout:1243 byteain:1244 charin:1245 timestamp_in:1312 timestamp_out:1313 numeric_in:1701
+numeric_out:1702 oidin:1798 oidout:1799 regclassin:2218 regclassout:2219 regtypein:2220
+regtypeout:2221 record_in:2290 record_out:2291 void_in:2298 void_out:2299 array_recv:2400
+array_send:2401 record_recv:2402 record_send:2403 int2recv:2404 int2send:2405 int4recv:2406
+int4send:2407 int8recv:2408 int8send:2409 int2vectorrecv:2410 int2vectorsend:2411
+bytearecv:2412 byteasend:2413 textrecv:2414 textsend:2415 unknownrecv:2416 unknownsend:2417
+oidrecv:2418 oidsend:2419 oidvectorrecv:2420 oidvectorsend:2421 namerecv:2422 namesend:2423
+float4recv:2424 float4send:2425 float8recv:2426 float8send:2427 bpcharrecv:2430
+bpcharsend:2431 varcharrecv:2432 varcharsend:2433 charrecv:2434 charsend:2435 boolrecv:2436
+boolsend:2437 regprocrecv:2444 regprocsend:2445 regclassrecv:2452 regclasssend:2453
+regtyperecv:2454 regtypesend:2455 numeric_recv:2460 numeric_send:2461 date_recv:2468
+date_send:2469 time_recv:2470 time_send:2471 timestamp_recv:2474 timestamp_send:2475
+timestamptz_recv:2476 timestamptz_send:2477 interval_recv:2478 interval_send:2479
+intervaltypmodin:2903 intervaltypmodout:2904 timestamptypmodin:2905 timestamptypmodout:2906
+timestamptztypmodin:2907 timestamptztypmodout:2908 timetypmodin:2909 timetypmodout:2910
+bpchartypmodin:2913 bpchartypmodout:2914 varchartypmodin:2915 varchartypmodout:2916
+numerictypmodin:2917 numerictypmodout:2918 uuid_in:2952 uuid_out:2953 uuid_recv:2961
+uuid_send:2962 void_recv:3120 void_send:3121 jsonb_send:3803 jsonb_out:3804 jsonb_recv:3805
+jsonb_in:3806 array_typanalyze:3816 regnamespacein:4084 regnamespaceout:4085
+regnamespacerecv:4087 regnamespacesend:4088 jsonb_subscript_handler:6098
+array_subscript_handler:6179 raw_array_subscript_handler:6180"""
+
+PROCS: dict[str, int] = {
+    name: int(oid) for name, _, oid in (tok.partition(":") for tok in _PROC_DATA.split())
+}
+
+
+def _regproc(name: str) -> OidName:
+    """A regproc value: the OID, printed as the name ('-' for none)."""
+    return OidName(0, "-") if name == "-" else OidName(PROCS[name], name)
+
+
+class PgType(NamedTuple):
+    oid: int
+    typname: str
+    typlen: int
+    typbyval: bool
+    typtype: str
+    typcategory: str
+    typispreferred: bool
+    typsubscript: str
+    typelem: int
+    typarray: int
+    typinput: str
+    typoutput: str
+    typreceive: str
+    typsend: str
+    typmodin: str
+    typmodout: str
+    typanalyze: str
+    typalign: str
+    typstorage: str
+    typcollation: int
+
+
+def _parse_types() -> dict[int, PgType]:
+    out: dict[int, PgType] = {}
+    for line in _TYPE_DATA.strip().splitlines():
+        f = line.split()
+        io = f[10] + ("_" if f[11] == "_" else "")
+        modin, modout = (f[10] + "typmodin", f[10] + "typmodout") if f[12] == "y" else ("-", "-")
+        base = PgType(
+            int(f[0]),
+            f[1],
+            int(f[2]),
+            f[3] == "t",
+            f[4],
+            f[5],
+            f[6] == "t",
+            f[7],
+            int(f[8]),
+            int(f[9]),
+            io + "in",
+            io + "out",
+            io + "recv",
+            io + "send",
+            modin,
+            modout,
+            "-",
+            f[13],
+            f[14],
+            int(f[15]),
+        )
+        out[base.oid] = base
+        if base.typarray:
+            pseudo = base.typtype == "p"
+            out[base.typarray] = PgType(
+                base.typarray,
+                "_" + base.typname,
+                -1,
+                False,
+                base.typtype if pseudo else "b",
+                "P" if pseudo else "A",
+                False,
+                "array_subscript_handler",
+                base.oid,
+                0,
+                "array_in",
+                "array_out",
+                "array_recv",
+                "array_send",
+                modin,
+                modout,
+                "array_typanalyze",
+                "d" if base.typalign == "d" else "i",
+                "x",
+                base.typcollation,
+            )
+    return dict(sorted(out.items()))
+
+
+PG_TYPES: dict[int, PgType] = _parse_types()
+
+
+def pg_type_of(t: SqlType) -> PgType:
+    """The pg_type row of a column type (its array type for arrays)."""
+    return PG_TYPES[t.oid]
+
+
+def type_collation(t: SqlType) -> int:
+    """The collation a column of this type gets (100 for text types, 950 for name, else 0)."""
+    return pg_type_of(t).typcollation
+
+
+# -- relations: every row of pg_class ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """An index as pg_index shows it: a secondary index or the primary key's implicit one."""
+
+    oid: int
+    name: str
+    table: TableDef
+    column_ids: tuple[int, ...]
+    unique: bool
+    primary: bool
+    constraint: bool
+    descending: tuple[bool, ...] = ()
+
+    @property
+    def attnums(self) -> list[int]:
+        """The table's attnums of the index columns (pg_index.indkey)."""
+        return [self.table.position(c) + 1 for c in self.column_ids]
+
+
+@dataclass(frozen=True)
+class ConstraintInfo:
+    """A row of pg_constraint: primary key 'p', unique 'u' or check 'c'."""
+
+    oid: int
+    name: str
+    table: TableDef
+    contype: str
+    attnums: tuple[int, ...]
+    index: IndexInfo | None = None
+    expression: str | None = None
+    """For checks: the expression as Postgres's non-pretty deparser writes it."""
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A row of pg_class."""
+
+    oid: int
+    name: str
+    namespace: int
+    kind: str
+    table: TableDef | None = None
+    index: IndexInfo | None = None
+    sequence: SequenceDef | None = None
+    system: SystemTable | None = None
+
+
+# pg_catalog relations that are views in Postgres (relkind 'v'); the rest are tables.
+_VIEWS = frozenset(
+    {
+        "pg_roles", "pg_user", "pg_settings", "pg_tables", "pg_views", "pg_indexes",
+        "pg_sequences", "pg_stat_activity", "pg_locks", "pg_available_extensions",
+    }
+)  # fmt: skip
+# Shared catalogs (one per cluster): relisshared.
+_SHARED = frozenset({"pg_database", "pg_authid", "pg_tablespace"})
+
+
+def _index_info(table: TableDef, ix: IndexDef) -> IndexInfo:
+    return IndexInfo(
+        ix.oid, ix.name, table, ix.column_ids, ix.unique, False, ix.constraint, ix.descending
+    )
+
+
+# fmt: off
+def indexes_of(table: TableDef) -> list[IndexInfo]:
+    """The table's indexes: the primary key's first, then the secondary ones."""
+    out = []
+    if table.primary_key:
+        out.append(
+            IndexInfo(
+                pk_index_oid(table), pk_index_name(table), table, table.primary_key,
+                unique=True, primary=True, constraint=True,
+            )
+        )
+    out.extend(_index_info(table, ix) for ix in table.indexes)
+    return out
+# fmt: on
+
+
+# fmt: off
+def constraints_of(table: TableDef) -> list[ConstraintInfo]:
+    """The table's constraints: primary key, unique constraints, checks."""
+    out = []
+    for ix in indexes_of(table):
+        if ix.primary:
+            oid = PK_CONSTRAINT_OID_BASE + table.id
+            out.append(ConstraintInfo(oid, ix.name, table, "p", tuple(ix.attnums), ix))
+        elif ix.constraint:
+            oid = UNIQUE_CONSTRAINT_OID_BASE + ix.oid - FIRST_USER_OID
+            out.append(ConstraintInfo(oid, ix.name, table, "u", tuple(ix.attnums), ix))
+    for n, ck in enumerate(table.checks):
+        text = check_text(table, ck.expression)
+        out.append(
+            ConstraintInfo(
+                check_constraint_oid(table, n), ck.name, table, "c",
+                _referenced_attnums(table, ck.expression), expression=text,
+            )
+        )
+    return out
+# fmt: on
+
+
+_cache: dict[str, tuple[object, object]] = {}
+
+
+def _memo(key: str, catalog: Catalog, build: Callable[[], Any]) -> Any:
+    """One cached value per key for the last catalog seen (catalogs are immutable values)."""
+    token = (catalog, len(system_tables.all_tables()))
+    hit = _cache.get(key)
+    if hit is not None and hit[0][0] is token[0] and hit[0][1] == token[1]:  # type: ignore[index]
+        return hit[1]
+    value = build()
+    _cache[key] = (token, value)
+    return value
+
+
+def relations(catalog: Catalog) -> list[Relation]:
+    """Every relation: user tables with their indexes, sequences, then the system tables."""
+    return _memo("relations", catalog, lambda: _build_relations(catalog))
+
+
+def _build_relations(catalog: Catalog) -> list[Relation]:
+    out = []
+    for t in sorted(catalog.tables.values(), key=lambda t: t.id):
+        out.append(Relation(t.oid, t.name, PUBLIC_NAMESPACE_OID, "r", table=t))
+        for ix in indexes_of(t):
+            out.append(Relation(ix.oid, ix.name, PUBLIC_NAMESPACE_OID, "i", index=ix))
+    for s in catalog.sequences.values():
+        out.append(Relation(s.oid, s.name, PUBLIC_NAMESPACE_OID, "S", sequence=s))
+    for st in system_tables.all_tables():
+        if st.schema == "pg_catalog":
+            kind = "v" if st.name in _VIEWS else "r"
+            out.append(Relation(st.oid, st.name, PG_CATALOG_NAMESPACE_OID, kind, system=st))
+        else:
+            out.append(Relation(st.oid, st.name, INFORMATION_SCHEMA_NAMESPACE_OID, "v", system=st))
+    return out
+
+
+def relation_by_oid(catalog: Catalog, oid: int) -> Relation | None:
+    by_oid = _memo("relations_by_oid", catalog, lambda: {r.oid: r for r in relations(catalog)})
+    return by_oid.get(oid)
+
+
+def index_by_oid(catalog: Catalog, oid: int) -> IndexInfo | None:
+    r = relation_by_oid(catalog, oid)
+    return r.index if r is not None else None
+
+
+# fmt: off
+def all_constraints(catalog: Catalog) -> list[ConstraintInfo]:
+    return _memo(
+        "constraints",
+        catalog,
+        lambda: [c for t in sorted(catalog.tables.values(), key=lambda t: t.id)
+                 for c in constraints_of(t)],
+    )
+# fmt: on
+
+
+def constraint_by_oid(catalog: Catalog, oid: int) -> ConstraintInfo | None:
+    """A constraint by its OID; an index's OID also finds the constraint it implements."""
+    for c in all_constraints(catalog):
+        if c.oid == oid or (c.index is not None and c.index.oid == oid):
+            return c
+    return None
+
+
+# -- expressions as Postgres's deparser writes them (pg_get_expr, pg_get_constraintdef) --------
+# Stored defaults and checks are SQL text; Postgres shows them re-printed from the parsed tree:
+# lower-case function names, string constants with their type (``'x'::text``), and, unless
+# pretty-printing, every operator expression in parentheses (``((a > 0) AND (b IS NOT NULL))``).
+
+_COMPARISONS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
+    exp.Like: "~~", exp.ILike: "~~*",
+}  # fmt: skip
+_ARITHMETIC: dict[type[exp.Expression], str] = {
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.DPipe: "||",
+}  # fmt: skip
+_KEYWORD_FUNCTIONS: dict[type[exp.Expression], str] = {
+    exp.CurrentTimestamp: "CURRENT_TIMESTAMP", exp.CurrentDate: "CURRENT_DATE",
+    exp.CurrentTime: "CURRENT_TIME", exp.CurrentUser: "CURRENT_USER",
+}  # fmt: skip
+_FUNCTION_NAMES: dict[type[exp.Expression], str] = {
+    exp.Uuid: "gen_random_uuid", exp.Coalesce: "COALESCE",
+}  # fmt: skip
+_STRING_TYPES = (TypeId.TEXT, TypeId.VARCHAR, TypeId.BPCHAR, TypeId.NAME)
+
+
+def _type_label(t: SqlType) -> str:
+    """A type as a cast in deparsed text shows it: without modifier, ``bpchar`` for char."""
+    if t.id is TypeId.BPCHAR and not t.array:
+        return "bpchar"
+    return SqlType(t.id, -1, t.array).format()
+
+
+# Where a node sits, for pretty-printing's parenthesis rules (ruleutils.c's isSimpleNode):
+# ("op", symbol, "left" | "right"), ("bool", "and" | "or" | "not"), ("cast",), or None (the top,
+# or a function argument, which has its own parentheses).
+_Parent = tuple[str, ...] | None
+_LOW_OPS, _HIGH_OPS = ("+", "-"), ("*", "/", "%")
+
+
+class _Deparser:
+    def __init__(self, columns: dict[str, SqlType], pretty: bool) -> None:
+        self.columns = columns
+        self.pretty = pretty
+
+    def top(self, e: exp.Expression, target: SqlType | None = None) -> str:
+        """The whole expression; ``target`` types a bare literal (a column default)."""
+        e = _strip_parens(e)
+        if target is not None and _is_string(e):
+            return _quote(e.name) + "::" + _type_label(target)
+        return self.expr(e, None)
+
+    def expr(self, e: exp.Expression, parent: _Parent) -> str:
+        text, node = self._render(_strip_parens(e))
+        if node is None:
+            return text
+        if not self.pretty or _needs_parens(node, parent):
+            return f"({text})"
+        return text
+
+    def _render(self, e: exp.Expression) -> tuple[str, tuple[str, ...] | None]:
+        """The node's text without its own parentheses, and its kind (None: never wrapped)."""
+        kind = type(e)
+        if kind in _COMPARISONS or kind in _ARITHMETIC:
+            return self._binary(e)
+        if kind in (exp.And, exp.Or):
+            word = "and" if kind is exp.And else "or"
+            parts = [self.expr(x, ("bool", word)) for x in _flatten(e, kind)]
+            return f" {word.upper()} ".join(parts), ("bool", word)
+        if isinstance(e, exp.Not):
+            inner = _strip_parens(e.this)
+            if isinstance(inner, exp.Is):
+                return self._is(inner, True)
+            if isinstance(inner, exp.In):
+                return self._in(inner, True)
+            return "NOT " + self.expr(inner, ("bool", "not")), ("bool", "not")
+        if isinstance(e, exp.Is):
+            return self._is(e, bool(e.args.get("negate")))
+        if isinstance(e, exp.In):
+            return self._in(e, False)
+        if isinstance(e, exp.Between):
+            low = exp.GTE(this=e.this, expression=e.args["low"])
+            high = exp.LTE(this=e.this, expression=e.args["high"])
+            return self._render(exp.And(this=low, expression=high))
+        if isinstance(e, exp.Neg):
+            inner = _strip_parens(e.this)
+            if isinstance(inner, exp.Literal) and not inner.is_string:
+                # Postgres folds -1 into a constant and prints negative constants quoted.
+                return f"'-{inner.name}'::{_number_label(inner.name)}", None
+            return "- " + self.expr(inner, ("op", "neg", "right")), ("op", "neg")
+        if isinstance(e, exp.Cast):
+            return self._cast(e), None
+        if isinstance(e, (exp.Any, exp.All)):
+            word = "ANY" if isinstance(e, exp.Any) else "ALL"
+            return f"{word} ({self.expr(e.this, None)})", None
+        if isinstance(e, exp.Array):
+            return f"ARRAY[{', '.join(self.expr(x, None) for x in e.expressions)}]", None
+        if isinstance(e, exp.Column):
+            return quote_ident(e.name), None
+        if isinstance(e, exp.Literal):
+            return (_quote(e.name) + "::text" if e.is_string else e.name), None
+        if isinstance(e, exp.Boolean):
+            return ("true" if e.this else "false"), None
+        if isinstance(e, exp.Null):
+            return "NULL", None
+        if kind in _KEYWORD_FUNCTIONS:
+            return _KEYWORD_FUNCTIONS[kind], None
+        if isinstance(e, exp.Func):
+            return self._call(e), None
+        return e.sql(dialect="postgres"), None
+
+    def _binary(self, e: exp.Expression) -> tuple[str, tuple[str, ...]]:
+        op = _COMPARISONS.get(type(e)) or _ARITHMETIC[type(e)]
+        left, right = _strip_parens(e.this), _strip_parens(e.expression)
+        ltext, rtext = self._typed_pair(left, right)
+        if ltext is None:
+            ltext = self.expr(left, ("op", op, "left"))
+        if rtext is None:
+            rtext = self.expr(right, ("op", op, "right"))
+        return f"{ltext} {op} {rtext}", ("op", op)
+
+    def _typed_pair(
+        self, left: exp.Expression, right: exp.Expression
+    ) -> tuple[str | None, str | None]:
+        """A column compared with a literal: the casts Postgres's operator resolution adds."""
+        for col, lit, col_first in ((left, right, True), (right, left, False)):
+            if not isinstance(col, exp.Column) or col.name not in self.columns:
+                continue
+            t = self.columns[col.name]
+            coltext, littext = self._coerce(quote_ident(col.name), t, lit)
+            if littext is None:
+                return None, None
+            return (coltext, littext) if col_first else (littext, coltext)
+        return None, None
+
+    def _coerce(self, coltext: str, t: SqlType, lit: exp.Expression) -> tuple[str, str | None]:
+        if _is_string(lit):
+            if t.id is TypeId.VARCHAR and not t.array:
+                return self._cast_text(coltext, "text"), _quote(lit.name) + "::text"
+            return coltext, _quote(lit.name) + "::" + _type_label(t)
+        if isinstance(lit, exp.Literal) and not lit.is_string and not t.array:
+            if t.id is TypeId.NUMERIC and "." not in lit.name:
+                return coltext, self._cast_text(lit.name, "numeric")
+            if t.id in (TypeId.FLOAT4, TypeId.FLOAT8):
+                return coltext, self._cast_text(lit.name, _type_label(SqlType(t.id)))
+        return coltext, None
+
+    def _cast_text(self, operand: str, type_label: str) -> str:
+        return f"{operand}::{type_label}" if self.pretty else f"({operand})::{type_label}"
+
+    def _is(self, e: exp.Is, negate: bool) -> tuple[str, tuple[str, ...]]:
+        target = _strip_parens(e.expression)
+        word = "NULL" if isinstance(target, exp.Null) else self.expr(target, None).upper()
+        operand = self.expr(e.this, ("test",))
+        return f"{operand} IS {'NOT ' if negate else ''}{word}", ("test",)
+
+    def _in(self, e: exp.In, negate: bool) -> tuple[str, tuple[str, ...]]:
+        """x IN (1, 2) as Postgres stores it: x = ANY (ARRAY[1, 2])."""
+        col = _strip_parens(e.this)
+        t = self.columns.get(col.name) if isinstance(col, exp.Column) else None
+        items = []
+        for item in e.expressions:
+            item = _strip_parens(item)
+            if t is not None and _is_string(item):
+                items.append(_quote(item.name) + "::" + _type_label(t))
+            else:
+                items.append(self.expr(item, None))
+        op = "<> ALL" if negate else "= ANY"
+        return f"{self.expr(col, ('test',))} {op} (ARRAY[{', '.join(items)}])", ("test",)
+
+    def _cast(self, e: exp.Cast) -> str:
+        to = e.args["to"].sql(dialect="postgres").lower()
+        base = to.removesuffix("[]")
+        made = T.make_type(base, array=base != to) if "(" not in to else None
+        label = _type_label(made) if made is not None else to
+        inner = _strip_parens(e.this)
+        if _is_string(inner):
+            return f"{_quote(inner.name)}::{label}"
+        text, node = self._render(inner)
+        if not self.pretty or node is not None:
+            text = f"({text})"
+        return f"{text}::{label}"
+
+    def _call(self, e: exp.Func) -> str:
+        if isinstance(e, exp.Anonymous):
+            name = str(e.this)
+            args = list(e.expressions)
+        else:
+            name = _FUNCTION_NAMES.get(type(e)) or e.sql_name().lower()
+            args = [v for k in e.arg_types for v in _as_list(e.args.get(k))]
+        name = name if name.isupper() else quote_ident(name.lower())
+        return f"{name}({', '.join(self._argument(a) for a in args)})"
+
+    def _argument(self, a: exp.Expression) -> str:
+        a = _strip_parens(a)
+        # String functions take text: a varchar column is passed through a cast.
+        if isinstance(a, exp.Column) and a.name in self.columns:
+            t = self.columns[a.name]
+            if t.id is TypeId.VARCHAR and not t.array:
+                return self._cast_text(quote_ident(a.name), "text")
+        return self.expr(a, None)
+
+
+def _needs_parens(node: tuple[str, ...], parent: _Parent) -> bool:
+    """Pretty-printing: whether a node needs parentheses under its parent."""
+    if parent is None:
+        return False
+    if parent[0] == "cast":
+        return True
+    if node[0] == "op":
+        if parent[0] != "op":
+            return parent[0] == "test"
+        op, parent_op = node[1], parent[1]
+        if op in _HIGH_OPS and parent_op in _LOW_OPS:
+            return False
+        if op in _LOW_OPS + _HIGH_OPS and parent_op in _LOW_OPS + _HIGH_OPS:
+            same = (op in _LOW_OPS) == (parent_op in _LOW_OPS)
+            # Same priority: (a - b) - c needs none, a - (b - c) does.
+            return not (same and parent[2] == "left")
+        return True
+    if node[0] == "test":
+        return parent[0] != "bool"
+    # Boolean operators: NOT and AND sit inside AND/OR bare, OR only inside OR.
+    if parent[0] != "bool" or parent[1] == "not":
+        return True
+    return not (node[1] in ("not", "and") or (node[1] == "or" and parent[1] == "or"))
+
+
+def _as_list(v: object) -> list[exp.Expression]:
+    if v is None:
+        return []
+    if isinstance(v, list):
+        return v
+    return [v] if isinstance(v, exp.Expression) else []
+
+
+def _flatten(e: exp.Expression, kind: type[exp.Expression]) -> Iterator[exp.Expression]:
+    """a AND b AND c as one list (Postgres keeps boolean chains flat)."""
+    for side in (e.this, e.expression):
+        side = _strip_parens(side)
+        if type(side) is kind:
+            yield from _flatten(side, kind)
+        else:
+            yield side
+
+
+def _strip_parens(e: exp.Expression) -> exp.Expression:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return e
+
+
+def _is_string(e: exp.Expression) -> bool:
+    return isinstance(e, exp.Literal) and e.is_string
+
+
+def _quote(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _number_label(text: str) -> str:
+    if any(ch in text for ch in ".eE"):
+        return "numeric"
+    return "integer" if int(text) < 2**31 else "bigint" if int(text) < 2**63 else "numeric"
+
+
+def _columns(table: TableDef | None) -> dict[str, SqlType]:
+    return {c.name: c.type for c in table.columns} if table is not None else {}
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(text: str) -> exp.Expression | None:
+    try:
+        return sqlglot.parse_one(text, read="postgres")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return None
+
+
+def redeparse(text: str, table: TableDef | None, pretty: bool) -> str:
+    """Deparsed expression text re-printed (pretty: without redundant parentheses)."""
+    tree = _parse(text)
+    if tree is None:
+        return text
+    try:
+        return _Deparser(_columns(table), pretty).top(tree)
+    except (KeyError, ValueError, AttributeError):
+        return text
+
+
+def check_text(table: TableDef, expression: str) -> str:
+    """A CHECK expression as pg_constraint.conbin holds it (non-pretty: ``(a > 0)``)."""
+    return redeparse(expression, table, pretty=False)
+
+
+def default_text(column: ColumnDef) -> str | None:
+    """A column default as pg_attrdef.adbin holds it (``'x'::text``, ``nextval(...)``); None
+    for no default (``DEFAULT NULL`` stores none)."""
+    if column.default is None:
+        return None
+    tree = _parse(column.default)
+    if tree is None:
+        return column.default
+    if isinstance(_strip_parens(tree), exp.Null):
+        return None
+    try:
+        return _Deparser({}, pretty=False).top(tree, column.type)
+    except (KeyError, ValueError, AttributeError):
+        return column.default
+
+
+def _referenced_attnums(table: TableDef, expression: str) -> tuple[int, ...]:
+    tree = _parse(expression)
+    if tree is None:
+        return ()
+    names = {c.name for c in tree.find_all(exp.Column)}
+    return tuple(i + 1 for i, c in enumerate(table.columns) if c.name in names)
+
+
+# -- column lists ------------------------------------------------------------------------------
+
+# Real Postgres type (format_type) -> the type we declare.
+_SPEC_TYPES: dict[str, SqlType] = {
+    "oid": T.OID, "name": T.NAME, '"char"': T.CHAR, "smallint": T.INT2, "integer": T.INT4,
+    "bigint": T.INT8, "real": T.FLOAT4, "boolean": T.BOOL, "text": T.TEXT,
+    "text[]": T.TEXT_ARRAY, "oid[]": T.OID_ARRAY, "smallint[]": T.INT2_ARRAY,
+    '"char"[]': T.CHAR.array_of(), "int2vector": T.INT2VECTOR, "oidvector": T.OIDVECTOR,
+    "regproc": T.REGPROC, "regtype": T.REGTYPE, "bytea": T.BYTEA,
+    "timestamp with time zone": T.TIMESTAMPTZ, "timestamp(2) with time zone": T.TIMESTAMPTZ,
+    "character varying": T.VARCHAR, "character varying(3)": T.varchar(3),
+    # Types Percolator does not have:
+    "aclitem[]": T.TEXT_ARRAY, "pg_node_tree": T.TEXT, "xid": T.OID, "anyarray": T.TEXT,
+    "inet": T.TEXT,
+}  # fmt: skip
+
+SPECS: dict[tuple[str, str], list[tuple[str, str]]] = {}
+"""(schema, table) -> [(column, its real Postgres type)], for the drift test."""
+
+
+def _table(
+    schema: str, name: str, oid: int, spec: str
+) -> Callable[[Callable[[Any], Iterable[tuple[object, ...]]]], SystemTable]:
+    """Decorator: register a system table whose rows the decorated function yields.
+
+    ``spec`` lists ``column type`` pairs separated by ``;``, types spelled as format_type()."""
+    cols = [part.split(None, 1) for part in " ".join(spec.split()).split(";") if part.strip()]
+    SPECS[(schema, name)] = [(c, ty) for c, ty in cols]
+
+    def add(rows: Callable[[Any], Iterable[tuple[object, ...]]]) -> SystemTable:
+        columns = tuple((c, _SPEC_TYPES[ty]) for c, ty in cols)
+        return system_tables.register(SystemTable(schema, name, columns, rows, oid))
+
+    return add
+
+
+def _empty(schema: str, name: str, oid: int, spec: str) -> SystemTable:
+    return _table(schema, name, oid, spec)(lambda ctx: ())
+
+
+def _pg(name: str, oid: int, spec: str) -> Callable[..., SystemTable]:
+    return _table("pg_catalog", name, oid, spec)
+
+
+def _user_tables(catalog: Catalog) -> list[TableDef]:
+    return sorted(catalog.tables.values(), key=lambda t: t.id)
+
+
+def _roles(ctx: Any) -> list[tuple[int, str, bool, bool, str | None]]:
+    """(oid, name, superuser, can login, password verifier) of every role, the bootstrap
+    superuser (OID 10) included."""
+    out = [
+        (r.oid, r.name, r.superuser, r.login, r.scram_verifier or r.md5_hash)
+        for r in sorted(ctx.catalog.roles.values(), key=lambda r: r.oid)
+    ]
+    if not any(oid == BOOTSTRAP_ROLE_OID or name == ctx.bootstrap_user for oid, name, *_ in out):
+        out.insert(0, (BOOTSTRAP_ROLE_OID, ctx.bootstrap_user, True, True, None))
+    return out
+
+
+def _role_oid(ctx: Any, name: str) -> int:
+    for oid, rname, *_ in _roles(ctx):
+        if rname == name:
+            return oid
+    return BOOTSTRAP_ROLE_OID
+
+
+# -- pg_namespace, pg_class, pg_attribute, pg_attrdef -----------------------------------------
+
+_NAMESPACES = (
+    (PG_CATALOG_NAMESPACE_OID, "pg_catalog", BOOTSTRAP_ROLE_OID),
+    (PUBLIC_NAMESPACE_OID, "public", DATABASE_OWNER_ROLE_OID),
+    (INFORMATION_SCHEMA_NAMESPACE_OID, "information_schema", BOOTSTRAP_ROLE_OID),
+    (TOAST_NAMESPACE_OID, "pg_toast", BOOTSTRAP_ROLE_OID),
+)
+
+
+@_pg("pg_namespace", PG_NAMESPACE_OID, "oid oid; nspname name; nspowner oid; nspacl aclitem[]")
+def _pg_namespace(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return [(oid, name, owner, None) for oid, name, owner in _NAMESPACES]
+
+
+@_pg(
+    "pg_class",
+    PG_CLASS_OID,
+    """oid oid; relname name; relnamespace oid; reltype oid; reloftype oid; relowner oid;
+    relam oid; relfilenode oid; reltablespace oid; relpages integer; reltuples real;
+    relallvisible integer; reltoastrelid oid; relhasindex boolean; relisshared boolean;
+    relpersistence "char"; relkind "char"; relnatts smallint; relchecks smallint;
+    relhasrules boolean; relhastriggers boolean; relhassubclass boolean;
+    relrowsecurity boolean; relforcerowsecurity boolean; relispopulated boolean;
+    relreplident "char"; relispartition boolean; relrewrite oid; relfrozenxid xid;
+    relminmxid xid; relacl aclitem[]; reloptions text[]; relpartbound pg_node_tree""",
+)
+def _pg_class(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return _memo("pg_class", ctx.catalog, lambda: [_class_row(r) for r in relations(ctx.catalog)])
+
+
+# fmt: off
+def _class_row(r: Relation) -> tuple[object, ...]:
+    hasindex = False
+    checks = 0
+    am = 0
+    replident = "n"
+    if r.table is not None:
+        natts = len(r.table.columns)
+        hasindex = bool(r.table.primary_key or r.table.indexes)
+        checks = len(r.table.checks)
+        am, replident, tuples = HEAP_AM_OID, "d", -1.0
+    elif r.index is not None:
+        natts, am, tuples = len(r.index.column_ids), BTREE_AM_OID, 0.0
+    elif r.sequence is not None:
+        natts, tuples = 3, 1.0
+    else:
+        assert r.system is not None
+        natts, tuples = len(r.system.columns), -1.0
+        if r.kind == "r":
+            am, replident = HEAP_AM_OID, "n"
+    shared = r.system is not None and r.name in _SHARED
+    return (
+        r.oid, r.name, r.namespace, 0, 0, BOOTSTRAP_ROLE_OID, am, r.oid if r.kind != "v" else 0,
+        GLOBAL_TABLESPACE_OID if shared else 0, 0, tuples, 0, 0, hasindex, shared, "p", r.kind,
+        natts, checks, False, False, False, False, False, True, replident, False, 0, 0, 0,
+        None, None, None,
+    )
+# fmt: on
+
+
+_ATTRIBUTE_SPEC = """attrelid oid; attname name; atttypid oid; attlen smallint;
+    attnum smallint; attcacheoff integer; atttypmod integer; attndims smallint;
+    attbyval boolean; attalign "char"; attstorage "char"; attcompression "char";
+    attnotnull boolean; atthasdef boolean; atthasmissing boolean; attidentity "char";
+    attgenerated "char"; attisdropped boolean; attislocal boolean; attinhcount smallint;
+    attstattarget smallint; attcollation oid; attacl aclitem[]; attoptions text[];
+    attfdwoptions text[]; attmissingval anyarray"""
+
+
+@_pg("pg_attribute", 1249, _ATTRIBUTE_SPEC)
+def _pg_attribute(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return _memo("pg_attribute", ctx.catalog, lambda: list(_attribute_rows(ctx.catalog)))
+
+
+def _attribute_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
+    for r in relations(catalog):
+        if r.table is not None:
+            for i, c in enumerate(r.table.columns):
+                yield _attribute_row(
+                    r.oid, c.name, c.type, i + 1, c.not_null, default_text(c) is not None
+                )
+        elif r.index is not None:
+            for i, cid in enumerate(r.index.column_ids):
+                c = r.index.table.column_by_id(cid)
+                yield _attribute_row(r.oid, c.name, c.type, i + 1, False, False)
+        elif r.system is not None:
+            for i, (name, t) in enumerate(r.system.columns):
+                yield _attribute_row(r.oid, name, t, i + 1, False, False)
+
+
+# fmt: off
+def _attribute_row(
+    relid: int, name: str, t: SqlType, attnum: int, not_null: bool, has_default: bool
+) -> tuple[object, ...]:
+    pt = pg_type_of(t)
+    return (
+        relid, name, t.oid, pt.typlen, attnum, -1, t.typmod, 1 if t.array else 0, pt.typbyval,
+        pt.typalign, pt.typstorage, "", not_null, has_default, False, "", "", False, True, 0,
+        -1, pt.typcollation, None, None, None, None,
+    )
+# fmt: on
+
+
+@_pg("pg_attrdef", 2604, "oid oid; adrelid oid; adnum smallint; adbin pg_node_tree")
+def _pg_attrdef(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return _memo("pg_attrdef", ctx.catalog, lambda: list(_attrdef_rows(ctx.catalog)))
+
+
+def _attrdef_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
+    for t in _user_tables(catalog):
+        for i, c in enumerate(t.columns):
+            text = default_text(c)
+            if text is not None:
+                yield (attrdef_oid(t, i + 1), t.oid, i + 1, text)
+
+
+# -- pg_index, pg_constraint --------------------------------------------------------------------
+
+_OPCLASSES: dict[int, int] = {
+    16: 10003, 17: 10006, 18: 10007, 19: 10028, 20: 3124, 21: 1979, 23: 1978, 25: 3126,
+    26: 1981, 700: 10012, 701: 3123, 1042: 10004, 1043: 3126, 1082: 3122, 1083: 10038,
+    1114: 3128, 1184: 3127, 1186: 10022, 1700: 3125, 2950: 10065, 3802: 10088,
+}  # fmt: skip
+"""Type OID -> its default btree operator class (varchar uses text_ops)."""
+
+
+@_pg(
+    "pg_index",
+    2610,
+    """indexrelid oid; indrelid oid; indnatts smallint; indnkeyatts smallint;
+    indisunique boolean; indnullsnotdistinct boolean; indisprimary boolean;
+    indisexclusion boolean; indimmediate boolean; indisclustered boolean; indisvalid boolean;
+    indcheckxmin boolean; indisready boolean; indislive boolean; indisreplident boolean;
+    indkey int2vector; indcollation oidvector; indclass oidvector; indoption int2vector;
+    indexprs pg_node_tree; indpred pg_node_tree""",
+)
+def _pg_index(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return _memo("pg_index", ctx.catalog, lambda: list(_index_rows(ctx.catalog)))
+
+
+# fmt: off
+def _index_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
+    for t in _user_tables(catalog):
+        for ix in indexes_of(t):
+            types = [t.column_by_id(c).type for c in ix.column_ids]
+            n = len(types)
+            # DESC implies NULLS FIRST: indoption bits INDOPTION_DESC | INDOPTION_NULLS_FIRST.
+            options = [3 if i < len(ix.descending) and ix.descending[i] else 0 for i in range(n)]
+            yield (
+                ix.oid, t.oid, n, n, ix.unique, False, ix.primary, False, True, False, True,
+                False, True, True, False, ix.attnums, [type_collation(ty) for ty in types],
+                [_OPCLASSES.get(ty.oid, 0) for ty in types], options, None, None,
+            )
+# fmt: on
+
+
+# fmt: off
+@_pg(
+    "pg_constraint",
+    PG_CONSTRAINT_OID,
+    """oid oid; conname name; connamespace oid; contype "char"; condeferrable boolean;
+    condeferred boolean; convalidated boolean; conrelid oid; contypid oid; conindid oid;
+    conparentid oid; confrelid oid; confupdtype "char"; confdeltype "char";
+    confmatchtype "char"; conislocal boolean; coninhcount smallint; connoinherit boolean;
+    conkey smallint[]; confkey smallint[]; conpfeqop oid[]; conppeqop oid[]; conffeqop oid[];
+    confdelsetcols smallint[]; conexclop oid[]; conbin pg_node_tree""",
+)
+def _pg_constraint(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return [
+        (
+            c.oid, c.name, PUBLIC_NAMESPACE_OID, c.contype, False, False, True, c.table.oid, 0,
+            c.index.oid if c.index is not None else 0, 0, 0, " ", " ", " ", True, 0,
+            c.contype != "c", list(c.attnums), None, None, None, None, None, None, c.expression,
+        )
+        for c in all_constraints(ctx.catalog)
+    ]
+# fmt: on
+
+
+# -- pg_type, pg_am, pg_collation, pg_tablespace, pg_opclass, pg_database -------------------
+
+
+@_pg(
+    "pg_type",
+    1247,
+    """oid oid; typname name; typnamespace oid; typowner oid; typlen smallint;
+    typbyval boolean; typtype "char"; typcategory "char"; typispreferred boolean;
+    typisdefined boolean; typdelim "char"; typrelid oid; typsubscript regproc; typelem oid;
+    typarray oid; typinput regproc; typoutput regproc; typreceive regproc; typsend regproc;
+    typmodin regproc; typmodout regproc; typanalyze regproc; typalign "char";
+    typstorage "char"; typnotnull boolean; typbasetype oid; typtypmod integer;
+    typndims integer; typcollation oid; typdefaultbin pg_node_tree; typdefault text;
+    typacl aclitem[]""",
+)
+def _pg_type(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return _TYPE_ROWS
+
+
+# fmt: off
+_TYPE_ROWS = [
+    (
+        p.oid, p.typname, PG_CATALOG_NAMESPACE_OID, BOOTSTRAP_ROLE_OID, p.typlen, p.typbyval,
+        p.typtype, p.typcategory, p.typispreferred, True, ",", 0, _regproc(p.typsubscript),
+        p.typelem, p.typarray, _regproc(p.typinput), _regproc(p.typoutput),
+        _regproc(p.typreceive), _regproc(p.typsend), _regproc(p.typmodin),
+        _regproc(p.typmodout), _regproc(p.typanalyze), p.typalign, p.typstorage, False, 0, -1,
+        0, p.typcollation, None, None, None,
+    )
+    for p in PG_TYPES.values()
+]
+# fmt: on
+
+
+@_pg("pg_am", 2601, 'oid oid; amname name; amhandler regproc; amtype "char"')
+def _pg_am(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return [
+        (HEAP_AM_OID, "heap", _regproc("heap_tableam_handler"), "t"),
+        (BTREE_AM_OID, "btree", _regproc("bthandler"), "i"),
+    ]
+
+
+# fmt: off
+@_pg(
+    "pg_collation",
+    3456,
+    """oid oid; collname name; collnamespace oid; collowner oid; collprovider "char";
+    collisdeterministic boolean; collencoding integer; collcollate text; collctype text;
+    colliculocale text; collicurules text; collversion text""",
+)
+def _pg_collation(ctx: Any) -> Iterable[tuple[object, ...]]:
+    ns, owner, posix = PG_CATALOG_NAMESPACE_OID, BOOTSTRAP_ROLE_OID, "POSIX"
+    return [
+        (DEFAULT_COLLATION_OID, "default", ns, owner, "d", True, -1, None, None, None, None, None),
+        (C_COLLATION_OID, "C", ns, owner, "c", True, -1, "C", "C", None, None, None),
+        (POSIX_COLLATION_OID, "POSIX", ns, owner, "c", True, -1, posix, posix, None, None, None),
+    ]
+# fmt: on
+
+
+@_pg(
+    "pg_tablespace",
+    1213,
+    "oid oid; spcname name; spcowner oid; spcacl aclitem[]; spcoptions text[]",
+)
+def _pg_tablespace(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return [
+        (DEFAULT_TABLESPACE_OID, "pg_default", BOOTSTRAP_ROLE_OID, None, None),
+        (GLOBAL_TABLESPACE_OID, "pg_global", BOOTSTRAP_ROLE_OID, None, None),
+    ]
+
+
+@_pg(
+    "pg_opclass",
+    2616,
+    """oid oid; opcmethod oid; opcname name; opcnamespace oid; opcowner oid; opcfamily oid;
+    opcintype oid; opcdefault boolean; opckeytype oid""",
+)
+def _pg_opclass(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return _OPCLASS_ROWS
+
+
+# (oid, name, family, input type, key type) of the default btree classes of our types.
+_OPCLASS_ROWS = [
+    (oid, BTREE_AM_OID, name, PG_CATALOG_NAMESPACE_OID, BOOTSTRAP_ROLE_OID, fam, typ, True, key)
+    for oid, name, fam, typ, key in (
+        (10003, "bool_ops", 424, 16, 0), (10006, "bytea_ops", 428, 17, 0),
+        (10007, "char_ops", 429, 18, 0), (10028, "name_ops", 1994, 19, 2275),
+        (3124, "int8_ops", 1976, 20, 0), (1979, "int2_ops", 1976, 21, 0),
+        (1978, "int4_ops", 1976, 23, 0), (3126, "text_ops", 1994, 25, 0),
+        (1981, "oid_ops", 1989, 26, 0), (10012, "float4_ops", 1970, 700, 0),
+        (3123, "float8_ops", 1970, 701, 0), (10004, "bpchar_ops", 426, 1042, 0),
+        (3122, "date_ops", 434, 1082, 0), (10038, "time_ops", 1996, 1083, 0),
+        (3128, "timestamp_ops", 434, 1114, 0), (3127, "timestamptz_ops", 434, 1184, 0),
+        (10022, "interval_ops", 1982, 1186, 0), (3125, "numeric_ops", 1988, 1700, 0),
+        (10065, "uuid_ops", 2968, 2950, 0), (10088, "jsonb_ops", 4033, 3802, 0),
+    )
+]  # fmt: skip
+
+
+# fmt: off
+@_pg(
+    "pg_database",
+    1262,
+    """oid oid; datname name; datdba oid; encoding integer; datlocprovider "char";
+    datistemplate boolean; datallowconn boolean; datconnlimit integer; datfrozenxid xid;
+    datminmxid xid; dattablespace oid; datcollate text; datctype text; daticulocale text;
+    daticurules text; datcollversion text; datacl aclitem[]""",
+)
+def _pg_database(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return [
+        (
+            DATABASE_OID, ctx.database, BOOTSTRAP_ROLE_OID, 6, "c", False, True, -1, 0, 1,
+            DEFAULT_TABLESPACE_OID, "C", "C", None, None, None, None,
+        )
+    ]
+# fmt: on
+
+
+# -- roles ------------------------------------------------------------------------------------
+
+_ROLE_SPEC = """rolname name; rolsuper boolean; rolinherit boolean; rolcreaterole boolean;
+    rolcreatedb boolean; rolcanlogin boolean; rolreplication boolean; rolconnlimit integer;
+    rolpassword text; rolvaliduntil timestamp with time zone; rolbypassrls boolean;
+    rolconfig text[]; oid oid"""
+
+
+@_pg("pg_roles", 12000, _ROLE_SPEC)
+def _pg_roles(ctx: Any) -> Iterable[tuple[object, ...]]:
+    # The verifier is never shown here (pg_roles is readable by everyone).
+    return [
+        (name, sup, True, sup, sup, login, sup, -1, "********", None, sup, None, oid)
+        for oid, name, sup, login, _ in _roles(ctx)
+    ]
+
+
+@_pg(
+    "pg_authid",
+    1260,
+    """oid oid; rolname name; rolsuper boolean; rolinherit boolean; rolcreaterole boolean;
+    rolcreatedb boolean; rolcanlogin boolean; rolreplication boolean; rolbypassrls boolean;
+    rolconnlimit integer; rolpassword text; rolvaliduntil timestamp with time zone""",
+)
+def _pg_authid(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return [
+        (oid, name, sup, True, sup, sup, login, sup, sup, -1, verifier, None)
+        for oid, name, sup, login, verifier in _roles(ctx)
+    ]
+
+
+@_pg(
+    "pg_user",
+    12014,
+    """usename name; usesysid oid; usecreatedb boolean; usesuper boolean; userepl boolean;
+    usebypassrls boolean; passwd text; valuntil timestamp with time zone; useconfig text[]""",
+)
+def _pg_user(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return [
+        (name, oid, sup, sup, sup, sup, "********", None, None)
+        for oid, name, sup, login, _ in _roles(ctx)
+        if login
+    ]
+
+
+# -- pg_settings --------------------------------------------------------------------------------
+
+_STATEMENT = "Client Connection Defaults / Statement Behavior"
+_LOCALE = "Client Connection Defaults / Locale and Formatting"
+_PRESET = "Preset Options"
+
+# name -> (unit, category, vartype, context); the rest are inferred from the value.
+_SETTING_INFO: dict[str, tuple[str | None, str, str, str]] = {
+    "statement_timeout": ("ms", _STATEMENT, "integer", "user"),
+    "lock_timeout": ("ms", _STATEMENT, "integer", "user"),
+    "idle_in_transaction_session_timeout": ("ms", _STATEMENT, "integer", "user"),
+    "work_mem": ("kB", "Resource Usage / Memory", "integer", "user"),
+    "max_connections": (
+        None,
+        "Connections and Authentication / Connection Settings",
+        "integer",
+        "postmaster",
+    ),
+    "server_version": (None, _PRESET, "string", "internal"),
+    "server_version_num": (None, _PRESET, "integer", "internal"),
+    "server_encoding": (None, _PRESET, "string", "internal"),
+    "integer_datetimes": (None, _PRESET, "bool", "internal"),
+    "max_identifier_length": (None, _PRESET, "integer", "internal"),
+    "in_hot_standby": (None, _PRESET, "bool", "internal"),
+    "is_superuser": (None, _PRESET, "bool", "internal"),
+    "session_authorization": (None, _PRESET, "string", "internal"),
+    "client_encoding": (None, _LOCALE, "string", "user"),
+    "datestyle": (None, _LOCALE, "string", "user"),
+    "intervalstyle": (None, _LOCALE, "enum", "user"),
+    "timezone": (None, _LOCALE, "string", "user"),
+    "extra_float_digits": (None, _LOCALE, "integer", "user"),
+    "search_path": (None, _STATEMENT, "string", "user"),
+    "default_transaction_isolation": (None, _STATEMENT, "enum", "user"),
+    "transaction_isolation": (None, _STATEMENT, "string", "user"),
+    "client_min_messages": (None, _STATEMENT, "enum", "user"),
+    "bytea_output": (None, _STATEMENT, "enum", "user"),
+    "synchronous_commit": (None, "Write-Ahead Log / Settings", "enum", "user"),
+    "password_encryption": (
+        None,
+        "Connections and Authentication / Authentication",
+        "enum",
+        "user",
+    ),
+}
+
+
+# fmt: off
+@_pg(
+    "pg_settings",
+    12104,
+    """name text; setting text; unit text; category text; short_desc text; extra_desc text;
+    context text; vartype text; source text; min_val text; max_val text; enumvals text[];
+    boot_val text; reset_val text; sourcefile text; sourceline integer;
+    pending_restart boolean""",
+)
+def _pg_settings(ctx: Any) -> Iterable[tuple[object, ...]]:
+    from percolator.server.settings import DEFAULTS
+
+    rows = []
+    for name in sorted(ctx.settings):
+        value = ctx.settings[name]
+        unit, category, vartype, context = _SETTING_INFO.get(
+            name, (None, "Customized Options", _vartype(value), "user")
+        )
+        boot = DEFAULTS.get(name, value)
+        source = "default" if value == boot else "session"
+        rows.append(
+            (
+                name, value, unit, category, "", None, context, vartype, source, None, None,
+                None, boot, boot, None, None, False,
+            )
+        )
+    return rows
+# fmt: on
+
+
+def _vartype(value: str) -> str:
+    if value in ("on", "off", "true", "false"):
+        return "bool"
+    if re.fullmatch(r"-?\d+", value):
+        return "integer"
+    if re.fullmatch(r"-?\d+\.\d*", value):
+        return "real"
+    return "string"
+
+
+# -- views: pg_tables, pg_indexes, pg_sequences, pg_sequence --------------------------------
+
+
+@_pg(
+    "pg_tables",
+    12033,
+    """schemaname name; tablename name; tableowner name; tablespace name;
+    hasindexes boolean; hasrules boolean; hastriggers boolean; rowsecurity boolean""",
+)
+def _pg_tables(ctx: Any) -> Iterable[tuple[object, ...]]:
+    owner = ctx.bootstrap_user
+    rows: list[tuple[object, ...]] = [
+        ("public", t.name, owner, None, bool(t.primary_key or t.indexes), False, False, False)
+        for t in _user_tables(ctx.catalog)
+    ]
+    rows.extend(
+        ("pg_catalog", st.name, owner, None, False, False, False, False)
+        for st in system_tables.all_tables()
+        if st.schema == "pg_catalog" and st.name not in _VIEWS
+    )
+    return rows
+
+
+@_pg(
+    "pg_indexes",
+    12043,
+    """schemaname name; tablename name; indexname name; tablespace name; indexdef text""",
+)
+def _pg_indexes(ctx: Any) -> Iterable[tuple[object, ...]]:
+    from percolator.server.sql.catalog_functions import pg_get_indexdef
+
+    return [
+        ("public", t.name, ix.name, None, pg_get_indexdef(ctx, ix.oid))
+        for t in _user_tables(ctx.catalog)
+        for ix in indexes_of(t)
+    ]
+
+
+def _sequence_type(catalog: Catalog, seq: SequenceDef) -> SqlType:
+    """The type of the serial column a sequence feeds (integer, bigint or smallint)."""
+    table = catalog.tables.get(seq.table)
+    if table is not None:
+        for c in table.columns:
+            if c.serial_sequence == seq.name:
+                return c.type
+    return T.INT8
+
+
+_SEQUENCE_MAX = {TypeId.INT2: 2**15 - 1, TypeId.INT4: 2**31 - 1, TypeId.INT8: 2**63 - 1}
+
+
+@_pg(
+    "pg_sequence",
+    2224,
+    """seqrelid oid; seqtypid oid; seqstart bigint; seqincrement bigint; seqmax bigint;
+    seqmin bigint; seqcache bigint; seqcycle boolean""",
+)
+def _pg_sequence(ctx: Any) -> Iterable[tuple[object, ...]]:
+    rows = []
+    for s in ctx.catalog.sequences.values():
+        t = _sequence_type(ctx.catalog, s)
+        rows.append((s.oid, t.oid, 1, 1, _SEQUENCE_MAX.get(t.id, 2**63 - 1), 1, 1, False))
+    return rows
+
+
+@_pg(
+    "pg_sequences",
+    12048,
+    """schemaname name; sequencename name; sequenceowner name; data_type regtype;
+    start_value bigint; min_value bigint; max_value bigint; increment_by bigint;
+    cycle boolean; cache_size bigint; last_value bigint""",
+)
+def _pg_sequences(ctx: Any) -> Iterable[tuple[object, ...]]:
+    rows = []
+    for s in ctx.catalog.sequences.values():
+        t = _sequence_type(ctx.catalog, s)
+        top = _SEQUENCE_MAX.get(t.id, 2**63 - 1)
+        regtype = OidName(t.oid, t.format())
+        rows.append(("public", s.name, ctx.bootstrap_user, regtype, 1, 1, top, 1, False, 1, None))
+    return rows
+
+
+@_pg(
+    "pg_depend",
+    2608,
+    """classid oid; objid oid; objsubid integer; refclassid oid; refobjid oid;
+    refobjsubid integer; deptype "char"
+    """,
+)
+def _pg_depend(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The dependencies tools look for: a serial column owns its sequence ('a')."""
+    rows = []
+    for s in ctx.catalog.sequences.values():
+        table = ctx.catalog.tables.get(s.table)
+        if table is None:
+            continue
+        for i, c in enumerate(table.columns):
+            if c.serial_sequence == s.name:
+                rows.append((PG_CLASS_OID, s.oid, 0, PG_CLASS_OID, table.oid, i + 1, "a"))
+    return rows
+
+
+# fmt: off
+@_pg(
+    "pg_stat_activity",
+    12222,
+    """datid oid; datname name; pid integer; leader_pid integer; usesysid oid;
+    usename name; application_name text; client_addr inet; client_hostname text;
+    client_port integer; backend_start timestamp with time zone;
+    xact_start timestamp with time zone; query_start timestamp with time zone;
+    state_change timestamp with time zone; wait_event_type text; wait_event text;
+    state text; backend_xid xid; backend_xmin xid; query_id bigint; query text;
+    backend_type text""",
+)
+def _pg_stat_activity(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The current session only (other sessions are not visible to Percolator's engine)."""
+    start = getattr(ctx, "transaction_time", None)
+    stmt = getattr(ctx, "statement_time", start)
+    return [
+        (
+            DATABASE_OID, ctx.database, ctx.backend_pid, None, _role_oid(ctx, ctx.user),
+            ctx.user, ctx.settings.get("application_name", ""), None, None, -1, start, start,
+            stmt, stmt, None, None, "active", None, None, None, "", "client backend",
+        )
+    ]
+# fmt: on
+
+
+@_pg("pg_description", 2609, "objoid oid; classoid oid; objsubid integer; description text")
+def _pg_description(ctx: Any) -> Iterable[tuple[object, ...]]:
+    return ()
+
+
+# -- catalogs of features Percolator does not have: the right columns, no rows -------------
+
+_EMPTY_PG: tuple[tuple[str, int, str], ...] = (
+    ("pg_views", 12028, "schemaname name; viewname name; viewowner name; definition text"),
+    (
+        "pg_proc",
+        1255,
+        """oid oid; proname name; pronamespace oid; proowner oid; prolang oid; procost real;
+        prorows real; provariadic oid; prosupport regproc; prokind "char"; prosecdef boolean;
+        proleakproof boolean; proisstrict boolean; proretset boolean; provolatile "char";
+        proparallel "char"; pronargs smallint; pronargdefaults smallint; prorettype oid;
+        proargtypes oidvector; proallargtypes oid[]; proargmodes "char"[]; proargnames text[];
+        proargdefaults pg_node_tree; protrftypes oid[]; prosrc text; probin text;
+        prosqlbody pg_node_tree; proconfig text[]; proacl aclitem[]""",
+    ),
+    (
+        "pg_inherits",
+        2611,
+        "inhrelid oid; inhparent oid; inhseqno integer; inhdetachpending boolean",
+    ),
+    (
+        "pg_policy",
+        3256,
+        """oid oid; polname name; polrelid oid; polcmd "char"; polpermissive boolean;
+        polroles oid[]; polqual pg_node_tree; polwithcheck pg_node_tree""",
+    ),
+    (
+        "pg_statistic_ext",
+        3381,
+        """oid oid; stxrelid oid; stxname name; stxnamespace oid; stxowner oid;
+        stxstattarget integer; stxkeys int2vector; stxkind "char"[]; stxexprs pg_node_tree""",
+    ),
+    (
+        "pg_publication",
+        6104,
+        """oid oid; pubname name; pubowner oid; puballtables boolean; pubinsert boolean;
+        pubupdate boolean; pubdelete boolean; pubtruncate boolean; pubviaroot boolean""",
+    ),
+    (
+        "pg_publication_rel",
+        6106,
+        "oid oid; prpubid oid; prrelid oid; prqual pg_node_tree; prattrs int2vector",
+    ),
+    ("pg_publication_namespace", 6237, "oid oid; pnpubid oid; pnnspid oid"),
+    (
+        "pg_trigger",
+        2620,
+        """oid oid; tgrelid oid; tgparentid oid; tgname name; tgfoid oid; tgtype smallint;
+        tgenabled "char"; tgisinternal boolean; tgconstrrelid oid; tgconstrindid oid;
+        tgconstraint oid; tgdeferrable boolean; tginitdeferred boolean; tgnargs smallint;
+        tgattr int2vector; tgargs bytea; tgqual pg_node_tree; tgoldtable name;
+        tgnewtable name""",
+    ),
+    (
+        "pg_rewrite",
+        2618,
+        """oid oid; rulename name; ev_class oid; ev_type "char"; ev_enabled "char";
+        is_instead boolean; ev_qual pg_node_tree; ev_action pg_node_tree""",
+    ),
+    (
+        "pg_partitioned_table",
+        3350,
+        """partrelid oid; partstrat "char"; partnatts smallint; partdefid oid;
+        partattrs int2vector; partclass oidvector; partcollation oidvector;
+        partexprs pg_node_tree""",
+    ),
+    ("pg_enum", 3501, "oid oid; enumtypid oid; enumsortorder real; enumlabel name"),
+    (
+        "pg_range",
+        3541,
+        """rngtypid oid; rngsubtype oid; rngmultitypid oid; rngcollation oid; rngsubopc oid;
+        rngcanonical regproc; rngsubdiff regproc""",
+    ),
+    (
+        "pg_extension",
+        3079,
+        """oid oid; extname name; extowner oid; extnamespace oid; extrelocatable boolean;
+        extversion text; extconfig oid[]; extcondition text[]""",
+    ),
+    (
+        "pg_event_trigger",
+        3466,
+        """oid oid; evtname name; evtevent name; evtowner oid; evtfoid oid;
+        evtenabled "char"; evttags text[]""",
+    ),
+    ("pg_foreign_table", 3118, "ftrelid oid; ftserver oid; ftoptions text[]"),
+    (
+        "pg_auth_members",
+        1261,
+        """oid oid; roleid oid; member oid; grantor oid; admin_option boolean;
+        inherit_option boolean; set_option boolean""",
+    ),
+    (
+        "pg_locks",
+        12073,
+        """locktype text; database oid; relation oid; page integer; tuple smallint;
+        virtualxid text; transactionid xid; classid oid; objid oid; objsubid smallint;
+        virtualtransaction text; pid integer; mode text; granted boolean; fastpath boolean;
+        waitstart timestamp with time zone""",
+    ),
+    (
+        "pg_available_extensions",
+        12081,
+        "name name; default_version text; installed_version text; comment text",
+    ),
+)
+
+for _name, _oid, _spec in _EMPTY_PG:
+    _empty("pg_catalog", _name, _oid, _spec)
+
+
+# -- information_schema ----------------------------------------------------------------------
+# Its views use domains (sql_identifier, character_data, cardinal_number, yes_or_no); the
+# columns here have the domains' base types, which is what clients decode.
+
+
+def _info(name: str, oid: int, spec: str) -> Callable[..., SystemTable]:
+    return _table("information_schema", name, oid, spec)
+
+
+def _yes(flag: bool) -> str:
+    return "YES" if flag else "NO"
+
+
+@_info(
+    "schemata",
+    12579,
+    """catalog_name name; schema_name name; schema_owner name;
+    default_character_set_catalog name; default_character_set_schema name;
+    default_character_set_name name; sql_path character varying""",
+)
+def _schemata(ctx: Any) -> Iterable[tuple[object, ...]]:
+    from percolator.server.sql.catalog_functions import pg_get_userbyid
+
+    return [
+        (ctx.database, name, pg_get_userbyid(ctx, owner), None, None, None, None)
+        for _, name, owner in _NAMESPACES
+    ]
+
+
+# fmt: off
+@_info(
+    "tables",
+    12622,
+    """table_catalog name; table_schema name; table_name name; table_type character varying;
+    self_referencing_column_name name; reference_generation character varying;
+    user_defined_type_catalog name; user_defined_type_schema name;
+    user_defined_type_name name; is_insertable_into character varying(3);
+    is_typed character varying(3); commit_action character varying""",
+)
+def _tables(ctx: Any) -> Iterable[tuple[object, ...]]:
+    out = []
+    for r in relations(ctx.catalog):
+        if r.kind not in ("r", "v"):
+            continue
+        schema = _schema_name(r.namespace)
+        kind = "BASE TABLE" if r.kind == "r" else "VIEW"
+        insertable = _yes(r.kind == "r")
+        out.append(
+            (ctx.database, schema, r.name, kind, None, None, None, None, None, insertable, "NO",
+             None)
+        )
+    return out
+# fmt: on
+
+
+def _schema_name(namespace: int) -> str:
+    for oid, name, _ in _NAMESPACES:
+        if oid == namespace:
+            return name
+    return "public"
+
+
+_COLUMNS_SPEC = """table_catalog name; table_schema name; table_name name; column_name name;
+    ordinal_position integer; column_default character varying;
+    is_nullable character varying(3); data_type character varying;
+    character_maximum_length integer; character_octet_length integer;
+    numeric_precision integer; numeric_precision_radix integer; numeric_scale integer;
+    datetime_precision integer; interval_type character varying; interval_precision integer;
+    character_set_catalog name; character_set_schema name; character_set_name name;
+    collation_catalog name; collation_schema name; collation_name name; domain_catalog name;
+    domain_schema name; domain_name name; udt_catalog name; udt_schema name; udt_name name;
+    scope_catalog name; scope_schema name; scope_name name; maximum_cardinality integer;
+    dtd_identifier name; is_self_referencing character varying(3);
+    is_identity character varying(3); identity_generation character varying;
+    identity_start character varying; identity_increment character varying;
+    identity_maximum character varying; identity_minimum character varying;
+    identity_cycle character varying(3); is_generated character varying;
+    generation_expression character varying; is_updatable character varying(3)"""
+
+_BINARY_PRECISION = {
+    TypeId.INT2: 16, TypeId.INT4: 32, TypeId.INT8: 64, TypeId.FLOAT4: 24, TypeId.FLOAT8: 53,
+}  # fmt: skip
+_DATETIME = (TypeId.DATE, TypeId.TIME, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.INTERVAL)
+_MAX_OCTETS = 1073741824
+
+
+def data_type_name(t: SqlType) -> str:
+    """information_schema's data_type: 'ARRAY' for arrays, else the type's SQL name."""
+    if t.array or t.id in (TypeId.INT2VECTOR, TypeId.OIDVECTOR):
+        return "ARRAY"
+    return t.id.pg_name
+
+
+def _numeric_facts(t: SqlType) -> tuple[int | None, int | None, int | None]:
+    """(numeric_precision, numeric_precision_radix, numeric_scale)."""
+    if t.array:
+        return None, None, None
+    if t.id in _BINARY_PRECISION:
+        scale = 0 if t.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8) else None
+        return _BINARY_PRECISION[t.id], 2, scale
+    if t.id is TypeId.NUMERIC:
+        ps = t.precision_scale
+        return (ps[0], 10, ps[1]) if ps is not None else (None, 10, None)
+    return None, None, None
+
+
+def _character_facts(t: SqlType) -> tuple[int | None, int | None]:
+    """(character_maximum_length, character_octet_length)."""
+    if t.array or t.id not in (TypeId.TEXT, TypeId.VARCHAR, TypeId.BPCHAR):
+        return None, None
+    n = t.length
+    if n is None:
+        return None, _MAX_OCTETS
+    return n, n * 4  # UTF8: at most 4 bytes a character
+
+
+# fmt: off
+@_info("columns", 12492, _COLUMNS_SPEC)
+def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
+    db = ctx.database
+    out = []
+    for r in relations(ctx.catalog):
+        if r.table is not None:
+            cols = [(c.name, c.type, c.not_null, default_text(c)) for c in r.table.columns]
+            updatable = "YES"
+        elif r.system is not None:
+            cols = [(n, t, False, None) for n, t in r.system.columns]
+            updatable = "NO"
+        else:
+            continue
+        schema = _schema_name(r.namespace)
+        for i, (name, t, not_null, default) in enumerate(cols):
+            precision, radix, scale = _numeric_facts(t)
+            max_len, octets = _character_facts(t)
+            dt_precision = (0 if t.id is TypeId.DATE else 6) if t.id in _DATETIME else None
+            out.append(
+                (
+                    db, schema, r.name, name, i + 1, default, _yes(not not_null),
+                    data_type_name(t), max_len, octets, precision, radix, scale,
+                    None if t.array else dt_precision, None, None, None, None, None, None,
+                    None, None, None, None, None, db, "pg_catalog", pg_type_of(t).typname,
+                    None, None, None, None, str(i + 1), "NO", "NO", None, None, None, None,
+                    None, "NO", "NEVER", None, updatable,
+                )
+            )
+    return out
+# fmt: on
+
+
+_CONSTRAINT_TYPES = {"p": "PRIMARY KEY", "u": "UNIQUE", "c": "CHECK"}
+
+
+@_info(
+    "table_constraints",
+    12608,
+    """constraint_catalog name; constraint_schema name; constraint_name name;
+    table_catalog name; table_schema name; table_name name;
+    constraint_type character varying; is_deferrable character varying(3);
+    initially_deferred character varying(3); enforced character varying(3);
+    nulls_distinct character varying(3)""",
+)
+def _table_constraints(ctx: Any) -> Iterable[tuple[object, ...]]:
+    db = ctx.database
+    out: list[tuple[object, ...]] = []
+    for c in all_constraints(ctx.catalog):
+        nulls = "YES" if c.contype == "u" else None
+        kind = _CONSTRAINT_TYPES[c.contype]
+        out.append(
+            (db, "public", c.name, db, "public", c.table.name, kind, "NO", "NO", "YES", nulls)
+        )
+    # Postgres also lists each NOT NULL column as a CHECK constraint with a synthetic name.
+    for t in _user_tables(ctx.catalog):
+        for i, col in enumerate(t.columns):
+            if col.not_null:
+                name = f"{PUBLIC_NAMESPACE_OID}_{t.oid}_{i + 1}_not_null"
+                out.append(
+                    (db, "public", name, db, "public", t.name, "CHECK", "NO", "NO", "YES", None)
+                )
+    return out
+
+
+@_info(
+    "key_column_usage",
+    12526,
+    """constraint_catalog name; constraint_schema name; constraint_name name;
+    table_catalog name; table_schema name; table_name name; column_name name;
+    ordinal_position integer; position_in_unique_constraint integer""",
+)
+def _key_column_usage(ctx: Any) -> Iterable[tuple[object, ...]]:
+    db = ctx.database
+    return [
+        (db, "public", c.name, db, "public", c.table.name, c.table.columns[n - 1].name, k + 1, None)
+        for c in all_constraints(ctx.catalog)
+        if c.contype in ("p", "u")
+        for k, n in enumerate(c.attnums)
+    ]
+
+
+# fmt: off
+@_info(
+    "sequences",
+    12583,
+    """sequence_catalog name; sequence_schema name; sequence_name name;
+    data_type character varying; numeric_precision integer; numeric_precision_radix integer;
+    numeric_scale integer; start_value character varying; minimum_value character varying;
+    maximum_value character varying; increment character varying;
+    cycle_option character varying(3)""",
+)
+def _info_sequences(ctx: Any) -> Iterable[tuple[object, ...]]:
+    out = []
+    for s in ctx.catalog.sequences.values():
+        t = _sequence_type(ctx.catalog, s)
+        top = str(_SEQUENCE_MAX.get(t.id, 2**63 - 1))
+        out.append(
+            (ctx.database, "public", s.name, t.id.pg_name, _BINARY_PRECISION.get(t.id, 64), 2, 0,
+             "1", "1", top, "1", "NO")
+        )
+    return out
+# fmt: on
+
+
+_info(
+    "views",
+    12680,
+    """table_catalog name; table_schema name; table_name name;
+    view_definition character varying; check_option character varying;
+    is_updatable character varying(3); is_insertable_into character varying(3);
+    is_trigger_updatable character varying(3); is_trigger_deletable character varying(3);
+    is_trigger_insertable_into character varying(3)""",
+)(lambda ctx: ())
+
+
+_empty(
+    "information_schema",
+    "routines",
+    12574,
+    """specific_catalog name; specific_schema name; specific_name name; routine_catalog name;
+    routine_schema name; routine_name name; routine_type character varying; module_catalog
+    name; module_schema name; module_name name; udt_catalog name; udt_schema name; udt_name
+    name; data_type character varying; character_maximum_length integer;
+    character_octet_length integer; character_set_catalog name; character_set_schema name;
+    character_set_name name; collation_catalog name; collation_schema name; collation_name
+    name; numeric_precision integer; numeric_precision_radix integer; numeric_scale integer;
+    datetime_precision integer; interval_type character varying; interval_precision integer;
+    type_udt_catalog name; type_udt_schema name; type_udt_name name; scope_catalog name;
+    scope_schema name; scope_name name; maximum_cardinality integer; dtd_identifier name;
+    routine_body character varying; routine_definition character varying; external_name
+    character varying; external_language character varying; parameter_style character
+    varying; is_deterministic character varying(3); sql_data_access character varying;
+    is_null_call character varying(3); sql_path character varying; schema_level_routine
+    character varying(3); max_dynamic_result_sets integer; is_user_defined_cast character
+    varying(3); is_implicitly_invocable character varying(3); security_type character
+    varying; to_sql_specific_catalog name; to_sql_specific_schema name; to_sql_specific_name
+    name; as_locator character varying(3); created timestamp(2) with time zone; last_altered
+    timestamp(2) with time zone; new_savepoint_level character varying(3); is_udt_dependent
+    character varying(3); result_cast_from_data_type character varying;
+    result_cast_as_locator character varying(3); result_cast_char_max_length integer;
+    result_cast_char_octet_length integer; result_cast_char_set_catalog name;
+    result_cast_char_set_schema name; result_cast_char_set_name name;
+    result_cast_collation_catalog name; result_cast_collation_schema name;
+    result_cast_collation_name name; result_cast_numeric_precision integer;
+    result_cast_numeric_precision_radix integer; result_cast_numeric_scale integer;
+    result_cast_datetime_precision integer; result_cast_interval_type character varying;
+    result_cast_interval_precision integer; result_cast_type_udt_catalog name;
+    result_cast_type_udt_schema name; result_cast_type_udt_name name;
+    result_cast_scope_catalog name; result_cast_scope_schema name; result_cast_scope_name
+    name; result_cast_maximum_cardinality integer; result_cast_dtd_identifier name""",
+)
