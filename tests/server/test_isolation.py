@@ -1,0 +1,174 @@
+"""Isolation anomalies through two real client connections: snapshot isolation prevents dirty
+writes, dirty reads, lost updates and read skew; it allows write skew, which SELECT ... FOR
+UPDATE prevents. Also the other isolation levels and read-only transactions."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from psycopg import errors
+
+from tests.server.conftest import SqlServer
+
+
+@pytest.fixture
+def table(sql_server: SqlServer) -> Iterator[str]:
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS acct")
+        conn.execute("CREATE TABLE acct (id int PRIMARY KEY, bal int NOT NULL, on_call bool)")
+        conn.execute("INSERT INTO acct VALUES (1, 100, true), (2, 100, true)")
+    yield "acct"
+
+
+def connect(server: SqlServer) -> psycopg.Connection:
+    # Non-autocommit: psycopg sends BEGIN before the first statement, as applications do.
+    return psycopg.connect(server.conninfo())
+
+
+def balances(server: SqlServer) -> list[tuple[int, int]]:
+    with psycopg.connect(server.conninfo(), autocommit=True) as conn:
+        return conn.execute("SELECT id, bal FROM acct ORDER BY id").fetchall()
+
+
+def test_dirty_write_is_prevented(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        t1.execute("UPDATE acct SET bal = 1 WHERE id = 1")
+        t2.execute("UPDATE acct SET bal = 2 WHERE id = 1")
+        t2.commit()
+        with pytest.raises(errors.SerializationFailure):
+            t1.commit()
+    assert balances(sql_server)[0] == (1, 2)
+
+
+def test_dirty_read_is_prevented(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        t1.execute("UPDATE acct SET bal = 999 WHERE id = 1")
+        assert t2.execute("SELECT bal FROM acct WHERE id = 1").fetchone() == (100,)
+        t1.rollback()
+        t2.rollback()
+
+
+def test_lost_update_is_prevented(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        (b1,) = t1.execute("SELECT bal FROM acct WHERE id = 1").fetchone()  # type: ignore[misc]
+        (b2,) = t2.execute("SELECT bal FROM acct WHERE id = 1").fetchone()  # type: ignore[misc]
+        t1.execute("UPDATE acct SET bal = %s WHERE id = 1", (b1 + 10,))
+        t2.execute("UPDATE acct SET bal = %s WHERE id = 1", (b2 + 20,))
+        t1.commit()
+        with pytest.raises(errors.SerializationFailure):
+            t2.commit()
+    assert balances(sql_server)[0] == (1, 110)
+
+
+def test_concurrent_increments_in_sql_conflict(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        t1.execute("UPDATE acct SET bal = bal + 1 WHERE id = 2")
+        t2.execute("UPDATE acct SET bal = bal + 1 WHERE id = 2")
+        t2.commit()
+        with pytest.raises(errors.SerializationFailure):
+            t1.commit()
+    assert balances(sql_server)[1] == (2, 101)
+
+
+def test_read_skew_is_prevented(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        (x,) = t1.execute("SELECT bal FROM acct WHERE id = 1").fetchone()  # type: ignore[misc]
+        t2.execute("UPDATE acct SET bal = bal - 50 WHERE id = 1")
+        t2.execute("UPDATE acct SET bal = bal + 50 WHERE id = 2")
+        t2.commit()
+        (y,) = t1.execute("SELECT bal FROM acct WHERE id = 2").fetchone()  # type: ignore[misc]
+        assert x + y == 200  # the snapshot never shows half of t2
+        (total,) = t1.execute("SELECT sum(bal) FROM acct").fetchone()  # type: ignore[misc]
+        assert total == 200
+        t1.commit()
+    assert balances(sql_server) == [(1, 50), (2, 150)]
+
+
+def test_write_skew_is_allowed_under_snapshot_isolation(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        for t in (t1, t2):
+            (n,) = t.execute("SELECT count(*) FROM acct WHERE on_call").fetchone()  # type: ignore[misc]
+            assert n == 2  # each sees another doctor on call
+        t1.execute("UPDATE acct SET on_call = false WHERE id = 1")
+        t2.execute("UPDATE acct SET on_call = false WHERE id = 2")
+        t1.commit()
+        t2.commit()  # different rows: both commit, the invariant breaks (documented)
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM acct WHERE on_call").fetchone() == (0,)
+
+
+def test_select_for_update_prevents_write_skew(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        for t in (t1, t2):
+            rows = t.execute("SELECT id FROM acct WHERE on_call FOR UPDATE").fetchall()
+            assert len(rows) == 2
+        t1.execute("UPDATE acct SET on_call = false WHERE id = 1")
+        t2.execute("UPDATE acct SET on_call = false WHERE id = 2")
+        t1.commit()
+        with pytest.raises(errors.SerializationFailure):
+            t2.commit()
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM acct WHERE on_call").fetchone() == (1,)
+
+
+def test_read_committed_sees_new_commits_each_statement(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        t1.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        assert t1.execute("SELECT bal FROM acct WHERE id = 1").fetchone() == (100,)
+        t2.execute("UPDATE acct SET bal = 7 WHERE id = 1")
+        t2.commit()
+        assert t1.execute("SELECT bal FROM acct WHERE id = 1").fetchone() == (7,)
+        assert t1.execute("SHOW transaction_isolation").fetchone() == ("read committed",)
+        t1.commit()
+
+
+def test_repeatable_read_is_the_default_and_keeps_its_snapshot(
+    sql_server: SqlServer, table: str
+) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        assert t1.execute("SHOW transaction_isolation").fetchone() == ("repeatable read",)
+        assert t1.execute("SELECT bal FROM acct WHERE id = 1").fetchone() == (100,)
+        t2.execute("UPDATE acct SET bal = 8 WHERE id = 1")
+        t2.commit()
+        assert t1.execute("SELECT bal FROM acct WHERE id = 1").fetchone() == (100,)
+        t1.commit()
+
+
+def test_serializable_is_refused_not_weakened(sql_server: SqlServer, table: str) -> None:
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        with pytest.raises(errors.FeatureNotSupported, match="SERIALIZABLE"):
+            conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with pytest.raises(errors.FeatureNotSupported):
+            conn.execute("SET default_transaction_isolation = 'serializable'")
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_read_only_transactions_refuse_writes(sql_server: SqlServer, table: str) -> None:
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        conn.execute("BEGIN READ ONLY")
+        assert conn.execute("SELECT count(*) FROM acct").fetchone() == (2,)
+        with pytest.raises(errors.ReadOnlySqlTransaction):
+            conn.execute("UPDATE acct SET bal = 0")
+        conn.execute("ROLLBACK")
+    assert balances(sql_server) == [(1, 100), (2, 100)]
+
+
+def test_client_vanishing_mid_transaction_leaves_nothing_behind(
+    sql_server: SqlServer, table: str
+) -> None:
+    conn = connect(sql_server)
+    conn.execute("UPDATE acct SET bal = 0 WHERE id = 1")
+    # Drop the TCP connection without a Terminate, mid-transaction.
+    sock = socket.socket(fileno=conn.pgconn.socket)
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.detach()
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as other:
+        # No lock was left: an update of the same row goes through at once.
+        other.execute("SET statement_timeout = '2s'")
+        other.execute("UPDATE acct SET bal = bal + 1 WHERE id = 1")
+    assert balances(sql_server)[0] == (1, 101)
+    conn.close()
