@@ -83,9 +83,11 @@ from percolator.server.sql.errors import (
     unsupported,
 )
 from percolator.server.sql.expr_binder import Params
+from percolator.server.sql.normalize import Normalized, lift_literals
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.splitter import split_statements
-from percolator.server.sql.types import SqlType
+from percolator.server.sql.textio import text_in
+from percolator.server.sql.types import SqlType, TypeId
 from percolator.server.txn.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -115,6 +117,33 @@ def _result_columns(cols: list[OutCol]) -> list[ResultColumn]:
     return [
         ResultColumn(c.name, c.type, c.table_oid, c.column_number) for c in cols if not c.hidden
     ]
+
+
+@dataclass(frozen=True)
+class LiftedStatement:
+    """A statement whose literals were lifted into parameters, with the template's parse."""
+
+    normalized: Normalized
+    tree: Any
+
+
+@dataclass(frozen=True)
+class BoundLiterals:
+    """A lifted statement's shared plan and this statement's literal values."""
+
+    plan: Plan
+    normalized: Normalized
+
+    def values(self, plan: Plan) -> list[object]:
+        """The literals as values of the types binding gave their parameters."""
+        out = []
+        for value, given, final in zip(
+            self.normalized.values, self.normalized.types, plan.param_types, strict=True
+        ):
+            if given.id is TypeId.UNKNOWN and final.id is not TypeId.TEXT:
+                value = text_in(final, value)  # type: ignore[arg-type]
+            out.append(value)
+        return out
 
 
 # -- executions -----------------------------------------------------------------------------
@@ -280,9 +309,27 @@ class SqlSession:
             if not piece.text:
                 out.append(ParsedStatement("", empty=True))
                 continue
-            out.append(ParsedStatement(piece.text, payload=_parse_one(piece.text, piece.offset)))
+            out.append(
+                ParsedStatement(piece.text, payload=self._parse_piece(piece.text, piece.offset))
+            )
         self.engine.parse_cache.put(sql, out)
         return out
+
+    def _parse_piece(self, text: str, offset: int) -> Any:
+        """A statement's parse; statements differing only in literals share one (see
+        ``normalize``), so their plans are shared too."""
+        lifted = lift_literals(text)
+        if lifted is None:
+            return _parse_one(text, offset)
+        key = ("template", lifted.template)
+        tree = self.engine.parse_cache.get(key)
+        if tree is None:
+            try:
+                tree = _parse_one(lifted.template, 0)
+            except SqlError:
+                return _parse_one(text, offset)  # report errors against the client's text
+            self.engine.parse_cache.put(key, tree)
+        return LiftedStatement(lifted, tree)
 
     async def prepare(
         self, statement: ParsedStatement, param_oids: Sequence[int]
@@ -290,6 +337,8 @@ class SqlSession:
         if statement.empty:
             return PreparedStatement(statement, [], None)
         catalog = self.current_catalog()
+        if isinstance(statement.payload, LiftedStatement):
+            return self._prepare_lifted(statement, statement.payload, catalog)
         key = (statement.sql, tuple(param_oids))
         shared = self.txn_catalog is None
         if shared:
@@ -301,19 +350,26 @@ class SqlSession:
             self.engine.plan_cache.put(key, plan)
         return PreparedStatement(statement, plan.param_types, plan.columns, plan)
 
+    def _prepare_lifted(
+        self, statement: ParsedStatement, lifted: LiftedStatement, catalog: Catalog
+    ) -> PreparedStatement:
+        n = lifted.normalized
+        key = ("template", n.template, n.types)
+        shared = self.txn_catalog is None
+        plan = self.engine.plan_cache.get(key) if shared else None
+        if plan is None or plan.catalog is not catalog:
+            plan = self._plan(lifted.tree, n.template, [t.oid for t in n.types], catalog)
+            if shared and plan.catalog is not None:
+                self.engine.plan_cache.put(key, plan)
+        # The client sees a statement without parameters; the literals are bound here.
+        return PreparedStatement(statement, [], plan.columns, BoundLiterals(plan, n))
+
     async def execute(self, prepared: PreparedStatement, params: Sequence[object]) -> Any:
         if prepared.statement.empty:
             return _done(self, "")
-        plan: Plan = prepared.payload  # type: ignore[assignment]
-        if plan.catalog is not None and plan.catalog is not self.current_catalog():
-            plan = self._plan(
-                prepared.statement.payload,
-                prepared.statement.sql,
-                [t.oid for t in plan.param_types],
-                self.current_catalog(),
-            )
-        if len(params) < len(plan.param_types):
-            raise SqlError("42P02", f"there is no parameter ${len(params) + 1}")
+        plan, values = self._current_plan(prepared, params)
+        if len(values) < len(plan.param_types):
+            raise SqlError("42P02", f"there is no parameter ${len(values) + 1}")
         if self.failed and not _allowed_in_failed(plan):
             raise SqlError(
                 IN_FAILED_SQL_TRANSACTION,
@@ -321,7 +377,28 @@ class SqlSession:
             )
         self._start_timer()
         async with self.guard():
-            return await self._execute(plan, list(params))
+            return await self._execute(plan, values)
+
+    def _current_plan(
+        self, prepared: PreparedStatement, params: Sequence[object]
+    ) -> tuple[Plan, list[object]]:
+        """The statement's plan, rebound if DDL changed the catalog since it was prepared,
+        and its parameter values (a lifted statement's are its literals)."""
+        payload = prepared.payload
+        catalog = self.current_catalog()
+        if isinstance(payload, BoundLiterals):
+            plan = payload.plan
+            if plan.catalog is not None and plan.catalog is not catalog:
+                lifted = prepared.statement.payload
+                assert isinstance(lifted, LiftedStatement)
+                rebound = self._prepare_lifted(prepared.statement, lifted, catalog).payload
+                plan = rebound.plan  # type: ignore[union-attr]
+            return plan, payload.values(plan)
+        plan = payload  # type: ignore[assignment]
+        if plan.catalog is not None and plan.catalog is not catalog:
+            oids = [t.oid for t in plan.param_types]
+            plan = self._plan(prepared.statement.payload, prepared.statement.sql, oids, catalog)
+        return plan, list(params)
 
     async def sync(self) -> None:
         self._stop_timer()

@@ -106,7 +106,7 @@ class Params:
     def finish(self) -> list[SqlType]:
         """Fix every unresolved parameter to text; the final list of types."""
         for i, t in enumerate(self.types):
-            if t is None:
+            if t is None or t.id is TypeId.UNKNOWN:
                 self.resolve(i, T.TEXT)
         return [t for t in self.types if t is not None]
 
@@ -251,6 +251,11 @@ class ExprBinder:
             return self.column_name(node.this)
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func | exp.Anonymous):
             return self.column_name(node.expression)
+        source = _source_name(node)
+        if source is not None:
+            return source
+        if isinstance(node, exp.Interval):
+            return "interval"
         if isinstance(node, exp.Case):
             return "case"
         if isinstance(node, exp.Exists):
@@ -351,6 +356,8 @@ class ExprBinder:
             )
         if target.id is TypeId.UNKNOWN:
             return e
+        if target.id in _REG_TYPES and not target.array and src.id is TypeId.UNKNOWN:
+            return self._reg_cast(e, target)
         if src.id is TypeId.UNKNOWN and isinstance(e, BConst):
             if e.value is None:
                 return BConst(target, None)
@@ -506,6 +513,10 @@ class ExprBinder:
         raise SqlError(SYNTAX_ERROR, 'syntax error at or near "?"')
 
     def _bind_Cast(self, node: exp.Cast, scope: Scope) -> BExpr:
+        if _is_div_call(node):
+            # sqlglot rewrites div(a, b) as CAST(a // b AS numeric): bind the function.
+            div = node.this
+            return self.call("div", [self.bind(div.this, scope), self.bind(div.expression, scope)])
         target = self.bind_type(node.to)
         inner = self.bind(node.this, scope)
         return self.coerce(inner, target, explicit=True)
@@ -1129,6 +1140,9 @@ class ExprBinder:
         name, arg_nodes = self.function_name_args(node)
         if name in _AGG_NAMES:
             raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
+        if name == "date_trunc" and arg_nodes and isinstance(arg_nodes[0], exp.Var):
+            # sqlglot turns the field literal into a keyword.
+            arg_nodes = [exp.Literal.string(arg_nodes[0].name.lower()), *arg_nodes[1:]]
         args = [self.bind(a, scope) for a in arg_nodes]
         return self.call(name, args)
 
@@ -1384,6 +1398,47 @@ def _is_correlated(rel: Any) -> bool:
         return any(visit(i, depth) for i in r.inputs())
 
     return visit(rel, 1)
+
+
+def _is_div_call(node: exp.Cast) -> bool:
+    meta = node.meta
+    return (
+        isinstance(node.this, exp.IntDiv)
+        and "start" in meta
+        and meta.get("end", 0) - meta["start"] == 2
+    )
+
+
+# Functions sqlglot normalises to one node, told apart by the length of the name that was
+# written (sqlglot keeps its position in ``meta``; canonical spellings have none).
+_SOURCE_NAMES: dict[type, dict[int | None, str]] = {
+    exp.Ceil: {7: "ceiling"},
+    exp.Substring: {6: "substr"},
+    exp.Length: {11: "char_length", 16: "character_length"},
+    exp.StrPosition: {None: "position"},
+    exp.Mod: {3: "mod"},
+    exp.Pow: {3: "pow", 5: "power"},
+    exp.Log: {5: "log10"},
+}
+
+
+def _source_name(node: exp.Expression) -> str | None:
+    """The Postgres column name of a function call whose sqlglot node hides the name used."""
+    if isinstance(node, exp.Trim):
+        position = str(node.args.get("position") or "").upper()
+        return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim")
+    if isinstance(node, exp.Cast) and _is_div_call(node):
+        return "div"
+    names = _SOURCE_NAMES.get(type(node))
+    if names is None:
+        return None
+    meta = node.meta
+    length = meta["end"] - meta["start"] + 1 if "start" in meta and "end" in meta else None
+    if length in names:
+        return names[length]
+    if isinstance(node, exp.Mod | exp.Pow):
+        return "?column?"
+    return None
 
 
 def _qualified(node: exp.Column) -> str:
