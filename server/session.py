@@ -551,7 +551,7 @@ class SqlSession:
         param_types = params.finish()
         planner = self.engine.planner
         if isinstance(bound, QueryStmt):
-            node = planner.plan(bound.rel)
+            node = planner.plan_query(bound.rel)
             return Plan(
                 "query",
                 catalog,

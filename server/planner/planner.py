@@ -41,6 +41,7 @@ from percolator.server.planner.physical import (
     ValuesScan,
     VirtualScan,
 )
+from percolator.server.planner.pruning import Needed, needed_columns
 from percolator.server.planner.row_codec import IndexCodec, RowCodec
 from percolator.server.sql import casts
 from percolator.server.sql.aggregates import make_factory
@@ -82,15 +83,27 @@ class Planner:
     """Builds physical plans; caches one row codec per table definition."""
 
     def __init__(self) -> None:
-        self._codecs: dict[int, tuple[TableDef, RowCodec]] = {}
+        self._codecs: dict[tuple[int, frozenset[int] | None], tuple[TableDef, RowCodec]] = {}
+        self._needed: Needed = {}
 
-    def codec(self, table: TableDef) -> RowCodec:
-        cached = self._codecs.get(id(table))
+    def codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
+        """The row codec of a table (reading only the ``read`` positions, if given)."""
+        key = (id(table), read)
+        cached = self._codecs.get(key)
         if cached is not None and cached[0] is table:
             return cached[1]
-        codec = RowCodec(table)
-        self._codecs[id(table)] = (table, codec)
+        codec = RowCodec(table, read)
+        self._codecs[key] = (table, codec)
         return codec
+
+    def plan_query(self, rel: Rel) -> Node:
+        """Plan a query, reading from each table only the columns it uses."""
+        saved = self._needed
+        self._needed = needed_columns(rel) or {}
+        try:
+            return self.plan(rel)
+        finally:
+            self._needed = saved
 
     def plan(self, rel: Rel) -> Node:
         method = getattr(self, f"_plan_{type(rel).__name__}")
@@ -101,12 +114,19 @@ class Planner:
     # -- leaves ----------------------------------------------------------------------------
 
     def _plan_TableRel(self, rel: TableRel) -> Node:
-        return self.table_access(rel.table, rel.alias, rel.filters, rel.lock_rows)
+        needed = self._needed.get(id(rel))
+        read = frozenset(needed) if needed is not None else None
+        return self.table_access(rel.table, rel.alias, rel.filters, rel.lock_rows, read)
 
     def table_access(
-        self, table: TableDef, alias: str, filters: list[BExpr], lock_rows: bool = False
+        self,
+        table: TableDef,
+        alias: str,
+        filters: list[BExpr],
+        lock_rows: bool = False,
+        read: frozenset[int] | None = None,
     ) -> Node:
-        codec = self.codec(table)
+        codec = self.codec(table, read)
         predicate = _conjunction(filters)
         filter_text = " AND ".join(describe(f, table) for f in filters)
         eq, ins, ranges = _analyze(filters)
@@ -228,7 +248,7 @@ class Planner:
         for e in exprs:
             for n in walk(e):
                 if isinstance(n, BSubquery):
-                    out.append(SubqueryRunner(n, self.plan(n.rel)))
+                    out.append(SubqueryRunner(n, self.plan_query(n.rel)))
         return out
 
 

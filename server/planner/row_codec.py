@@ -37,7 +37,8 @@ Row = tuple[Any, ...]
 class RowCodec:
     """Encodes and decodes the rows of one table (built once per table definition)."""
 
-    def __init__(self, table: TableDef) -> None:
+    def __init__(self, table: TableDef, read: frozenset[int] | None = None) -> None:
+        """``read``: positions of the columns to read (None: all); others decode as None."""
         self.table = table
         self.hidden_key = not table.primary_key
         self.storage = table.storage
@@ -57,7 +58,7 @@ class RowCodec:
                 storage_codec.decoder_for(c.type),
             )
             for i, c in enumerate(table.columns)
-            if c.id not in pk
+            if c.id not in pk and (read is None or i in read)
         ]
         self.cell_names = [MARKER] + [name for _, name, _, _ in self.value_columns]
 

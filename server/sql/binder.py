@@ -48,6 +48,7 @@ from percolator.server.sql.bound import (
 )
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
+    AMBIGUOUS_COLUMN,
     DATATYPE_MISMATCH,
     DUPLICATE_COLUMN,
     GROUPING_ERROR,
@@ -101,9 +102,20 @@ class Binder:
             return self.bind_delete(node)
         if isinstance(node, exp.Query | exp.Values):
             lock = isinstance(node, exp.Select) and bool(node.args.get("locks"))
-            rel = self.bind_query(node, None)
+            rel = self._resolve_unknown_output(self.bind_query(node, None))
             return QueryStmt(rel, lock)
         raise unsupported(f"statement {type(node).__name__.upper()}")
+
+    def _resolve_unknown_output(self, rel: Rel) -> Rel:
+        """A query's untyped output columns ('a', NULL) are text, as Postgres reports them."""
+        if not any(c.type.id is T.TypeId.UNKNOWN for c in rel.columns):
+            return rel
+        cols = [
+            replace(c, type=T.TEXT) if c.type.id is T.TypeId.UNKNOWN else c for c in rel.columns
+        ]
+        exprs = [self.exprs.coerce(BColumn(c.type, i), n.type) for i, (c, n) in
+                 enumerate(zip(rel.columns, cols, strict=True))]  # fmt: skip
+        return ProjectRel(cols, rel, exprs)
 
     def bind_query(self, node: exp.Expression, outer: Scope | None) -> Rel:
         """A query expression (SELECT, VALUES, UNION, ..., with its WITH clause)."""
@@ -367,6 +379,10 @@ class Binder:
             return BColumn(out_cols[pos - 1].type, pos - 1)
         if isinstance(node, exp.Column) and not node.table:
             matches = [i for i, c in enumerate(out_cols) if c.name == node.name and not c.hidden]
+            if len(matches) > 1 and not all(
+                _same_expr(project_exprs[i], project_exprs[matches[0]]) for i in matches
+            ):
+                raise SqlError(AMBIGUOUS_COLUMN, f'ORDER BY "{node.name}" is ambiguous')
             if (matches and scope.lookup(None, node.name) is None) or len(matches) == 1:
                 if matches:
                     return BColumn(out_cols[matches[0]].type, matches[0])
@@ -756,13 +772,21 @@ class Binder:
             source = self._bind_values(source_node, None, [c.type for c in targets])
             if len(source.columns) > len(targets):
                 raise SqlError(SYNTAX_ERROR, "INSERT has more expressions than target columns")
-            targets = targets[: len(source.columns)]
+            if columns_nodes is None:
+                targets = targets[: len(source.columns)]
         else:
             source = self.bind_query(source_node, None)
             if len(source.columns) > len(targets):
                 raise SqlError(SYNTAX_ERROR, "INSERT has more expressions than target columns")
-            targets = targets[: len(source.columns)]
+            if columns_nodes is None:
+                targets = targets[: len(source.columns)]
             source = self._assign_rel(source, [c.type for c in targets])
+        if (
+            columns_nodes is not None
+            and source_node is not None
+            and len(targets) > len(source.columns)
+        ):
+            raise SqlError(SYNTAX_ERROR, "INSERT has more target columns than expressions")
         target_ids = [c.id for c in targets]
         defaults = {
             c.id: self.default_expr(table, c) for c in table.columns if c.id not in target_ids
@@ -781,7 +805,8 @@ class Binder:
 
     def default_expr(self, table: TableDef, col: ColumnDef) -> BExpr:
         """The column's default as a bound expression (NULL when it has none)."""
-        if col.default is None:
+        if col.default is None or col.serial_sequence is not None:
+            # A serial column's nextval() is drawn by the executor (serial_sequence).
             return BConst(col.type, None)
         from sqlglot import parse_one
 
@@ -953,9 +978,7 @@ def _hidden_key(table: TableDef, alias: str) -> list[OutCol]:
     return [OutCol("ctid", T.BYTEA, relation=alias, hidden=True)]
 
 
-def _check_distinct_on(
-    on: list[BExpr], keys: list[SortKey], project_exprs: list[BExpr]
-) -> None:
+def _check_distinct_on(on: list[BExpr], keys: list[SortKey], project_exprs: list[BExpr]) -> None:
     """Postgres: the DISTINCT ON expressions must be the leading ORDER BY expressions."""
 
     def target(e: BExpr) -> BExpr:

@@ -331,7 +331,23 @@ define(
     T.FLOAT8,
     1,
 )
-define(("power", "pow"), lambda a, b: float(a) ** float(b), T.FLOAT8, 2)
+
+
+def _power(a: object, b: object) -> float:
+    fa, fb = float(a), float(b)  # type: ignore[arg-type]
+    if fa < 0 and not fb.is_integer():
+        raise SqlError(
+            "2201F", "a negative number raised to a non-integer power yields a complex result"
+        )
+    if fa == 0 and fb < 0:
+        raise SqlError("2201F", "zero raised to a negative power is undefined")
+    try:
+        return fa**fb
+    except OverflowError:
+        raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow") from None
+
+
+define(("power", "pow"), _power, T.FLOAT8, 2)
 define(("pi",), lambda: math.pi, T.FLOAT8, 0)
 define(("random",), random.random, T.FLOAT8, 0, volatile=True)
 define(("mod",), lambda a, b: int(math.fmod(a, b)) if b else _raise_div(), T.INT8, 2)
@@ -383,9 +399,22 @@ def extract(field: str, value: object) -> Decimal:
     if getter is None:
         raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not recognized for type timestamp')
     if isinstance(value, Interval):
-        return _extract_interval(f, value)
+        return _fraction_scale(f, _extract_interval(f, value))
     result = getter(value)
-    return result if isinstance(result, Decimal) else Decimal(result)
+    result = result if isinstance(result, Decimal) else Decimal(result)
+    if isinstance(value, dt.datetime):
+        # Postgres shows seconds and epochs of timestamps with microsecond scale.
+        return _fraction_scale(f, result)
+    return result
+
+
+_EXTRACT_SCALE = {"second": Decimal("0.000001"), "epoch": Decimal("0.000001"),
+                  "milliseconds": Decimal("0.001")}  # fmt: skip
+
+
+def _fraction_scale(field: str, value: Decimal) -> Decimal:
+    q = _EXTRACT_SCALE.get(field)
+    return value.quantize(q) if q is not None else value
 
 
 def _extract_interval(field: str, iv: Interval) -> Decimal:
@@ -446,11 +475,16 @@ def _date_part(args: Sequence[SqlType]) -> FunctionImpl | None:
 def _date_trunc(args: Sequence[SqlType]) -> FunctionImpl | None:
     if len(args) != 2:
         return None
-    rt = T.TIMESTAMPTZ if args[1].id is TypeId.TIMESTAMPTZ else T.TIMESTAMP
+    if not string_or_unknown(args[0]):
+        return None
+    if args[1].id not in (TypeId.TIMESTAMPTZ, TypeId.TIMESTAMP, TypeId.DATE, TypeId.UNKNOWN):
+        return None
+    # date_trunc(text, date) resolves to the timestamptz version (the server runs in UTC).
+    rt = T.TIMESTAMP if args[1].id is TypeId.TIMESTAMP else T.TIMESTAMPTZ
 
     def trunc(field: str, v: object) -> dt.datetime:
         if not isinstance(v, dt.datetime):
-            v = dt.datetime(v.year, v.month, v.day)  # type: ignore[attr-defined]
+            v = dt.datetime(v.year, v.month, v.day, tzinfo=dt.UTC)  # type: ignore[attr-defined]
         return date_trunc(field, v)
 
     return FunctionImpl(trunc, rt)
@@ -542,3 +576,61 @@ def check_int_range(v: int, name: str = "integer") -> int:
 
 def string_or_unknown(t: SqlType) -> bool:
     return is_string(t) or t.id is TypeId.UNKNOWN
+
+
+# -- argument checks ---------------------------------------------------------------------------
+
+
+def _text_first(resolver: Resolver, allow_bytea: bool) -> Resolver:
+    """``resolver`` restricted to a string (or untyped) first argument: lower(1) is 42883 as
+    in Postgres, not a failure inside the implementation."""
+
+    def checked(args: Sequence[SqlType]) -> FunctionImpl | None:
+        if args and not (
+            string_or_unknown(args[0]) or (allow_bytea and args[0].id is TypeId.BYTEA)
+        ):
+            return None
+        return resolver(args)
+
+    return checked
+
+
+for _name in ("lower", "upper", "btrim", "trim", "ltrim", "rtrim", "replace", "repeat",
+              "reverse", "left", "right", "strpos", "split_part", "initcap", "lpad", "rpad",
+              "starts_with", "ascii", "quote_literal"):  # fmt: skip
+    _REGISTRY[_name] = [_text_first(r, False) for r in _REGISTRY.get(_name, [])]
+_BYTEA_TOO = ("length", "octet_length", "substr", "substring", "md5")
+for _name in ("char_length", "character_length", *_BYTEA_TOO):
+    _REGISTRY[_name] = [_text_first(r, _name in _BYTEA_TOO) for r in _REGISTRY.get(_name, [])]
+
+
+def _substring_regex(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """substring(text, pattern): the first match (its first group, if it has one)."""
+    if len(args) != 2 or not (string_or_unknown(args[0]) and string_or_unknown(args[1])):
+        return None
+    import re
+
+    def match(s: str, pattern: str) -> str | None:
+        m = re.search(pattern, s)
+        if m is None:
+            return None
+        return m.group(1) if m.re.groups else m.group(0)
+
+    return FunctionImpl(match, T.TEXT)
+
+
+_REGISTRY["substring"].insert(0, _substring_regex)
+
+
+def _div(a: object, b: object) -> Decimal:
+    da, db = Decimal(a), Decimal(b)  # type: ignore[arg-type]
+    if db == 0:
+        raise SqlError("22012", "division by zero")
+    return (da / db).to_integral_value(rounding="ROUND_DOWN")
+
+
+@register("div")
+def _div_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2 or not all(is_numeric(a) or a.id is TypeId.UNKNOWN for a in args):
+        return None
+    return FunctionImpl(_div, T.NUMERIC)

@@ -56,6 +56,9 @@ def numeric_result(a: SqlType, b: SqlType) -> SqlType:
     wider = a if ra >= rb else b
     if wider.id is TypeId.OID:
         return T.INT8
+    if wider.id is TypeId.FLOAT4 and a.id != b.id:
+        # real op integer/numeric resolves to the float8 operator (float8 is preferred).
+        return T.FLOAT8
     if wider.id is TypeId.NUMERIC:
         return T.NUMERIC
     return SqlType(wider.id)
@@ -121,8 +124,8 @@ def numeric_div(a: Decimal, b: Decimal) -> Decimal:
     w1, l1 = _weight(a)
     w2, l2 = _weight(b)
     qweight = w1 - w2
-    if l1 <= l2 and a != 0:
-        qweight -= 1 if l1 < l2 else 0
+    if l1 <= l2:
+        qweight -= 1
     rscale = 16 - qweight * 4
     rscale = max(rscale, _numeric_scale(a), _numeric_scale(b), 0)
     rscale = min(rscale, 1000)
@@ -167,17 +170,105 @@ def arithmetic(op: str, a: SqlType, b: SqlType) -> tuple[Callable[..., object], 
                 "%": numeric_mod,
             }[op]
             return (lambda x, y: nbase(_to_decimal(x), _to_decimal(y))), rt
-        fbase = {
-            "+": operator.add,
-            "-": operator.sub,
-            "*": operator.mul,
-            "/": _float_div,
-            "%": math.fmod,
-        }[op]
-        if op == "%":
+        if op not in _FLOAT_OPS:
             return None
-        return (lambda x, y: fbase(float(x), float(y))), rt  # type: ignore[arg-type]
+        return _float_op(_FLOAT_OPS[op], rt), rt
+    if op in _INTERVAL_SCALE_OPS:
+        return _interval_scaling(op, a, b)
     return _datetime_arithmetic(op, a, b)
+
+
+_FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": _float_div,
+}
+_FLOAT4_MAX = 3.4028234663852886e38
+
+
+def _float_op(base: Callable[[float, float], float], rt: SqlType) -> Callable[..., object]:
+    """A float operator that raises 22003 where Postgres's float overflow checks do."""
+    limit = _FLOAT4_MAX if rt.id is TypeId.FLOAT4 else math.inf
+
+    def op(x: object, y: object) -> float:
+        fx, fy = float(x), float(y)  # type: ignore[arg-type]
+        r = base(fx, fy)
+        if (r >= limit or r <= -limit) and not (math.isinf(fx) or math.isinf(fy)):
+            raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow")
+        return r
+
+    return op
+
+
+_BITWISE = {
+    "&": operator.and_,
+    "|": operator.or_,
+    "#": operator.xor,
+    "<<": operator.lshift,
+    ">>": operator.rshift,
+}
+_INT_BITS = {TypeId.INT2: 16, TypeId.INT4: 32, TypeId.INT8: 64}
+
+
+def bitwise(op: str, a: SqlType, b: SqlType) -> tuple[Callable[..., object], SqlType] | None:
+    """``a op b`` for the integer bit operators & | # << >>, or None."""
+    if a.array or b.array or a.id not in _INT_BITS or b.id not in _INT_BITS:
+        return None
+    base = _BITWISE[op]
+    if op in ("<<", ">>"):
+        if b.id is TypeId.INT8:
+            return None
+        rt = SqlType(a.id)
+        bits = _INT_BITS[a.id]
+
+        def shift(x: int, n: int) -> int:
+            # C semantics on the type's width: the count is taken modulo the width and the
+            # result wraps.
+            r = base(x, n % bits) & ((1 << bits) - 1)
+            return r - (1 << bits) if r >> (bits - 1) else r
+
+        return shift, rt
+    rt = a if _NUMERIC_RANK[a.id] >= _NUMERIC_RANK[b.id] else b
+    return base, SqlType(rt.id)
+
+
+_INTERVAL_SCALE_OPS = ("*", "/")
+
+
+def _interval_scaling(
+    op: str, a: SqlType, b: SqlType
+) -> tuple[Callable[..., object], SqlType] | None:
+    if a.id is TypeId.INTERVAL and not a.array and is_numeric(b):
+        if op == "*":
+            return (lambda iv, f: interval_mul(iv, float(f))), T.INTERVAL
+        return (lambda iv, f: interval_mul(iv, 1.0 / _nonzero(float(f)))), T.INTERVAL
+    if op == "*" and b.id is TypeId.INTERVAL and not b.array and is_numeric(a):
+        return (lambda f, iv: interval_mul(iv, float(f))), T.INTERVAL
+    return None
+
+
+def _nonzero(f: float) -> float:
+    if f == 0:
+        raise _div_zero()
+    return f
+
+
+def interval_mul(iv: Interval, factor: float) -> Interval:
+    """Postgres's interval_mul: fractional months spill into days (30 a month), fractional
+    days into time (24 hours a day)."""
+    months = iv.months * factor
+    days = iv.days * factor
+    result_months = int(months)
+    result_days = int(days)
+    month_rem_days = round((months - result_months) * 30, 6)
+    sec_rem = round((days - result_days + month_rem_days - int(month_rem_days)) * 86400, 6)
+    if abs(sec_rem) >= 86400:
+        result_days += int(sec_rem / 86400)
+        sec_rem -= int(sec_rem / 86400) * 86400
+    result_days += int(month_rem_days)
+    micros = round(iv.microseconds * factor + sec_rem * 1_000_000)
+    return Interval(result_months, result_days, micros)
 
 
 def _datetime_arithmetic(
@@ -202,6 +293,10 @@ def _datetime_arithmetic(
         return (lambda iv, s: add_interval(_as_timestamp(s), iv, 1)), rt
     if ai in (TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ) and bi is ai and op == "-":
         return (lambda x, y: timedelta_to_interval(x - y)), T.INTERVAL
+    if op == "+" and {ai, bi} == {TypeId.DATE, TypeId.TIME}:
+        if ai is TypeId.DATE:
+            return (lambda d, t: dt.datetime.combine(d, t)), T.TIMESTAMP
+        return (lambda t, d: dt.datetime.combine(d, t)), T.TIMESTAMP
     if ai is TypeId.INTERVAL and bi is TypeId.INTERVAL and op in "+-":
         return ((lambda x, y: x + y) if op == "+" else (lambda x, y: x - y)), T.INTERVAL
     return None

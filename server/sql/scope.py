@@ -21,6 +21,9 @@ class Scope:
     columns: list[OutCol] = field(default_factory=list)
     parent: Scope | None = None
     relations: set[str] = field(default_factory=set)
+    star_order: list[int] | None = None
+    """The columns ``*`` expands to, when not every visible column in order (a USING join
+    puts its merged columns first)."""
 
     def lookup(self, qualifier: str | None, name: str) -> tuple[int, int, OutCol] | None:
         """(level, index, column): level 0 is this scope, 1 its parent, ..."""
@@ -72,6 +75,8 @@ class Scope:
         """Indexes of the columns ``*`` or ``qualifier.*`` expands to."""
         if qualifier is not None and qualifier not in self.relations:
             raise SqlError(UNDEFINED_TABLE, f'missing FROM-clause entry for table "{qualifier}"')
+        if qualifier is None and self.star_order is not None:
+            return list(self.star_order)
         return [
             i
             for i, c in enumerate(self.columns)
