@@ -21,6 +21,9 @@ from percolator.server.wire.messages import (
     Sync,
 )
 
+BINARY_SIGNATURE = b"PGCOPY\n\xff\r\n\0"
+_HEADER_FIXED = len(BINARY_SIGNATURE) + 8  # + flags (int32) + extension length (int32)
+
 
 def _format(binary: bool) -> int:
     return FormatCode.BINARY if binary else FormatCode.TEXT
@@ -67,9 +70,29 @@ async def copy_out(channel: MessageChannel, copy: CopyOut) -> str:
     """Send ``copy``'s data to the client; returns the command tag."""
     fmt = _format(copy.binary)
     channel.send(CopyOutResponse(fmt, (fmt,) * copy.column_count))
+    held = b""
+    first = True
     async for chunk in copy.chunks():
-        channel.send(CopyData(chunk))
+        if first and copy.binary and _is_binary_header(chunk):
+            # Postgres sends the binary header in the CopyData of the first row (or of the
+            # trailer): psycopg parses each CopyData as one row and fails on a lone header.
+            held, first = chunk, False
+            continue
+        first = False
+        channel.send(CopyData(held + chunk))
+        held = b""
         if channel.output_full:
             await channel.flush()
+    if held:
+        channel.send(CopyData(held))
     channel.send(CopyDone())
     return copy.command_tag
+
+
+def _is_binary_header(chunk: bytes) -> bool:
+    """True for a chunk that is exactly the binary COPY header (signature, flags, extension
+    area) without row data."""
+    if not chunk.startswith(BINARY_SIGNATURE) or len(chunk) < _HEADER_FIXED:
+        return False
+    extension = int.from_bytes(chunk[_HEADER_FIXED - 4 : _HEADER_FIXED], "big")
+    return len(chunk) == _HEADER_FIXED + extension

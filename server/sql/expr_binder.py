@@ -361,7 +361,7 @@ class ExprBinder:
         if src.id is TypeId.UNKNOWN and isinstance(e, BConst):
             if e.value is None:
                 return BConst(target, None)
-            return BConst(target, self._literal_as(str(e.value), target))
+            return BConst(target, self._literal_as(str(e.value), target, explicit))
         if not explicit:
             allowed = (
                 casts.can_assign(src, target)
@@ -391,14 +391,15 @@ class ExprBinder:
 
         return BCall(target, "cast", cast_fn, [e])
 
-    def _literal_as(self, text: str, target: SqlType) -> object:
+    def _literal_as(self, text: str, target: SqlType, explicit: bool = False) -> object:
         from percolator.server.sql.textio import text_in
 
         if target.id in _REG_TYPES and not target.array:
             raise SqlError("0A000", "internal: reg literal")
         value = text_in(target, text)
         if target.typmod >= 0 or target.id in (TypeId.VARCHAR, TypeId.BPCHAR, TypeId.NUMERIC):
-            value = casts.cast(value, SqlType(target.id, -1, target.array), target, explicit=False)
+            source = SqlType(target.id, -1, target.array)
+            value = casts.cast(value, source, target, explicit=explicit)
         return value
 
     def _reg_cast(self, e: BExpr, target: SqlType) -> BExpr:

@@ -54,6 +54,7 @@ _TYPE_WORDS = frozenset(
 _ORDINAL_CLAUSE_END = frozenset(
     {"LIMIT", "OFFSET", "HAVING", "FOR", "UNION", "INTERSECT", "EXCEPT", "FETCH", "WINDOW"}
 )
+_ITEM_END_WORDS = frozenset({"ASC", "DESC", "NULLS", "USING", "COLLATE"}) | _ORDINAL_CLAUSE_END
 _INT4_MAX = (1 << 31) - 1
 _INT8_MAX = (1 << 63) - 1
 
@@ -74,10 +75,10 @@ def lift_literals(sql: str) -> Normalized | None:
     if "$" in sql or "--" in sql or "/*" in sql:
         return None
     out: list[str] = []
+    seen: dict[str, int] = {}
     types: list[SqlType] = []
     values: list[object] = []
     prev = ""  # the previous significant token, upper-cased for words
-    prev2 = ""
     typmod_depth = 0
     depth = 0
     ordinal_clause = False
@@ -108,7 +109,7 @@ def lift_literals(sql: str) -> Normalized | None:
             elif upper in _ORDINAL_CLAUSE_END and depth == ordinal_depth:
                 ordinal_clause = False
             out.append(text)
-            prev2, prev = prev, upper
+            prev = upper
             continue
         if kind == "op":
             if text == "(":
@@ -122,34 +123,48 @@ def lift_literals(sql: str) -> Normalized | None:
                 if ordinal_clause and depth < ordinal_depth:
                     ordinal_clause = False
             out.append(text)
-            prev2, prev = prev, text
+            prev = text
             continue
-        if kind in ("str", "num") and _keep_literal(
-            kind, prev, prev2, typmod_depth, ordinal_clause
-        ):
+        ordinal = ordinal_clause and kind == "num" and prev in ("BY", ",") and _ends_item(sql, pos)
+        if kind == "ident" or ordinal or _keep_literal(kind, prev, typmod_depth):
             out.append(text)
-            prev2, prev = prev, text
+            prev = text
             continue
-        if kind == "str":
-            values.append(text[1:-1].replace("''", "'"))
-            types.append(T.UNKNOWN)
-        elif kind == "num":
-            value, t = _number(text)
-            values.append(value)
-            types.append(t)
-        else:
-            out.append(text)
-            prev2, prev = prev, text
-            continue
-        out.append(f"${len(values)}")
-        prev2, prev = prev, "$"
+        # The same literal text is the same parameter, so that repeated expressions stay
+        # equal (SELECT n % 2 ... GROUP BY n % 2). A number's type is its own; a string's
+        # comes from context, which may differ between its uses, so a repeated string stops
+        # the rewrite.
+        number = seen.get(text)
+        if number is None:
+            if kind == "str":
+                values.append(text[1:-1].replace("''", "'"))
+                types.append(T.UNKNOWN)
+            else:
+                value, t = _number(text)
+                values.append(value)
+                types.append(t)
+            number = seen[text] = len(values)
+        elif kind == "str":
+            return None
+        out.append(f"${number}")
+        prev = "$"
     if not values:
         return None
     return Normalized("".join(out).strip(), tuple(types), tuple(values))
 
 
-def _keep_literal(kind: str, prev: str, prev2: str, typmod_depth: int, ordinal: bool) -> bool:
-    if typmod_depth or ordinal:
+def _ends_item(sql: str, pos: int) -> bool:
+    """True if the next token after ``pos`` ends an ORDER BY / GROUP BY item (so the number
+    before it is a bare ordinal, not part of an expression)."""
+    rest = sql[pos:].lstrip()
+    if not rest or rest[0] in ",);":
+        return True
+    word = re.match(r"[A-Za-z_]+", rest)
+    return word is not None and word.group().upper() in _ITEM_END_WORDS
+
+
+def _keep_literal(kind: str, prev: str, typmod_depth: int) -> bool:
+    if typmod_depth:
         return True
     if prev in ("->", "->>", "#>", "#>>", "ESCAPE", "COLLATE", "."):
         return True

@@ -1,0 +1,473 @@
+"""SQLAlchemy 2 against the SQL server, through ``postgresql+psycopg`` and ``postgresql+asyncpg``.
+
+SQLAlchemy's first connect asks for ``version()``, ``current_schema()``, the isolation level and
+``standard_conforming_strings`` (and psycopg's hstore probe, ``to_regtype`` in a savepoint);
+Core DDL goes through ``create_all``/``drop_all`` (which look tables up in pg_catalog first);
+statements carry bind casts (``$1::INTEGER``); reflection reads pg_catalog only, and what it
+finds is compared with what the same DDL gives on a real Postgres.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import orm
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+from tests.server.conftest import SqlServer
+
+DRIVERS = ["psycopg", "asyncpg"]
+
+
+def _table(metadata: sa.MetaData, name: str, *, serial: bool = False) -> sa.Table:
+    """A table with the common column kinds SQLAlchemy users declare (a ``serial`` key if
+    asked, else ids given by the client)."""
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=serial),
+        sa.Column("code", sa.String(20), nullable=False, unique=True),
+        sa.Column("title", sa.String(100)),
+        sa.Column("price", sa.Numeric(10, 2)),
+        sa.Column("active", sa.Boolean, nullable=False, server_default=sa.true()),
+        sa.Column("created", sa.DateTime),
+        sa.Column("seen", sa.DateTime(timezone=True)),
+        sa.Column("body", sa.Text),
+        sa.Column("qty", sa.BigInteger),
+        sa.Index(f"ix_{name}_title", "title"),
+    )
+
+
+@pytest.fixture(scope="module")
+def sync_engine(sql_server: SqlServer) -> Iterator[sa.Engine]:
+    """A ``postgresql+psycopg`` engine on the server."""
+    engine = sa.create_engine(sql_server.url("postgresql+psycopg"))
+    yield engine
+    engine.dispose()
+
+
+def _async_url(server: SqlServer) -> str:
+    return server.url("postgresql+asyncpg")
+
+
+# ---------------------------------------------------------------------------- first connect
+
+
+def test_first_connect_psycopg(sync_engine: sa.Engine) -> None:
+    with sync_engine.connect() as conn:
+        dialect = conn.dialect
+        assert dialect.server_version_info is not None
+        assert dialect.server_version_info >= (15,)
+        assert dialect.default_schema_name == "public"
+        # Snapshot isolation: the server's default level is REPEATABLE READ (docs/transactions.md).
+        default = conn.exec_driver_sql("SHOW default_transaction_isolation").scalar_one()
+        assert conn.get_isolation_level() == default.upper() == "REPEATABLE READ"
+        assert conn.execute(sa.text("SELECT 1 + :x"), {"x": 41}).scalar_one() == 42
+        assert conn.execute(sa.select(sa.func.version())).scalar_one().startswith("PostgreSQL")
+
+
+def test_first_connect_asyncpg(sql_server: SqlServer) -> None:
+    async def main() -> None:
+        engine = create_async_engine(_async_url(sql_server), pool_pre_ping=True)
+        try:
+            async with engine.connect() as conn:
+                assert conn.dialect.server_version_info >= (15,)
+                assert conn.dialect.default_schema_name == "public"
+                value = await conn.scalar(sa.text("SELECT 1 + :x"), {"x": 41})
+                assert value == 42
+            async with engine.connect() as conn:  # pre-ping on checkout
+                assert await conn.scalar(sa.text("SELECT 'again'")) == "again"
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------- Core
+
+
+def _core_crud(conn: sa.Connection, table: sa.Table) -> None:
+    when = dt.datetime(2024, 5, 6, 7, 8, 9)
+    rows = [
+        {
+            "id": i,
+            "code": f"c{i}",
+            "title": f"t{i}",
+            "price": Decimal(i) / 4,
+            "created": when,
+            "qty": i,
+        }
+        for i in range(1, 6)
+    ]
+    conn.execute(table.insert(), rows)
+    inserted = conn.execute(
+        table.insert().returning(table.c.id, table.c.active), {"id": 6, "code": "c6"}
+    ).one()
+    assert inserted == (6, True)
+    conn.execute(table.delete().where(table.c.id == 6))
+    query = sa.select(table.c.code, table.c.price, table.c.active).where(
+        table.c.price > Decimal("0.5"), table.c.title.like("t%")
+    )
+    got = conn.execute(query.order_by(table.c.id)).all()
+    assert got == [
+        ("c3", Decimal("0.75"), True),
+        ("c4", Decimal("1.00"), True),
+        ("c5", Decimal("1.25"), True),
+    ]
+    updated = conn.execute(
+        table.update().where(table.c.qty >= 4).values(active=False, qty=table.c.qty * 10)
+    )
+    assert updated.rowcount == 2
+    total = conn.execute(sa.select(sa.func.sum(table.c.qty)).where(~table.c.active)).scalar()
+    assert total == 90
+    assert conn.execute(table.delete().where(table.c.id.in_([1, 2]))).rowcount == 2
+    assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar() == 3
+    with pytest.raises(sa.exc.IntegrityError) as dup:
+        conn.execute(table.insert().values(id=99, code="c3"))
+    assert getattr(dup.value.orig, "sqlstate", None) == "23505"
+
+
+def test_core_create_crud_drop_psycopg(sync_engine: sa.Engine) -> None:
+    metadata = sa.MetaData()
+    table = _table(metadata, "core_pg")
+    metadata.create_all(sync_engine, checkfirst=False)
+    with sync_engine.connect() as conn:
+        _core_crud(conn, table)
+        conn.rollback()
+    with sync_engine.begin() as conn:
+        conn.execute(table.insert().values(id=1, code="kept"))
+    with sync_engine.connect() as conn:
+        assert conn.execute(sa.select(table.c.code)).scalars().all() == ["kept"]
+    metadata.drop_all(sync_engine, checkfirst=False)
+
+
+def test_core_create_crud_drop_asyncpg(sql_server: SqlServer) -> None:
+    async def main() -> None:
+        engine = create_async_engine(_async_url(sql_server))
+        metadata = sa.MetaData()
+        table = _table(metadata, "core_apg")
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(metadata.create_all, checkfirst=False)
+            async with engine.connect() as conn:
+                await conn.run_sync(_core_crud, table)
+                await conn.rollback()
+            async with engine.begin() as conn:
+                await conn.run_sync(metadata.drop_all, checkfirst=False)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_create_all_and_drop_all_check_first(sql_server: SqlServer, driver: str) -> None:
+    metadata = sa.MetaData()
+    table = _table(metadata, f"checked_{driver}")
+
+    def exercise(conn: sa.Connection) -> None:
+        metadata.create_all(conn)
+        metadata.create_all(conn)  # exists already: no CREATE, no error
+        assert sa.inspect(conn).has_table(table.name)
+        metadata.drop_all(conn)
+        assert not sa.inspect(conn).has_table(table.name)
+
+    if driver == "psycopg":
+        engine = sa.create_engine(sql_server.url("postgresql+psycopg"))
+        with engine.begin() as conn:
+            exercise(conn)
+        engine.dispose()
+        return
+
+    async def main() -> None:
+        engine = create_async_engine(_async_url(sql_server))
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(exercise)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------- ORM
+
+
+class Base(orm.DeclarativeBase):
+    """Declarative base of the ORM tests."""
+
+
+class Author(Base):
+    """An author with books (a relationship without a foreign key constraint)."""
+
+    __tablename__ = "orm_author"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True, autoincrement=False)
+    name: orm.Mapped[str] = orm.mapped_column(sa.String(50), unique=True)
+    books: orm.Mapped[list[Book]] = orm.relationship(
+        primaryjoin="Author.id == foreign(Book.author_id)",
+        order_by="Book.id",
+        lazy="selectin",
+    )
+
+
+class Book(Base):
+    """A book."""
+
+    __tablename__ = "orm_book"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True, autoincrement=False)
+    author_id: orm.Mapped[int]
+    title: orm.Mapped[str] = orm.mapped_column(sa.String(100))
+    price: orm.Mapped[Decimal | None] = orm.mapped_column(sa.Numeric(8, 2))
+    published: orm.Mapped[dt.date | None]
+
+
+def _orm_crud(session: orm.Session) -> None:
+    ann = Author(id=1, name="ann")
+    ann.books = [
+        Book(id=10, title="first", price=Decimal("10.00"), published=dt.date(2001, 1, 1)),
+        Book(id=11, title="second", price=Decimal("12.50")),
+    ]
+    session.add_all([ann, Author(id=2, name="bob")])
+    session.commit()
+    session.expunge_all()
+    found = session.scalars(sa.select(Author).where(Author.name == "ann")).one()
+    assert [b.title for b in found.books] == ["first", "second"]
+    cheap = session.scalars(sa.select(Book).where(Book.price < 11).order_by(Book.id)).all()
+    assert [b.title for b in cheap] == ["first"]
+    cheap[0].price = Decimal("9.99")
+    session.commit()
+    assert session.scalar(sa.select(Book.price).where(Book.title == "first")) == Decimal("9.99")
+    session.delete(session.scalars(sa.select(Book).where(Book.title == "second")).one())
+    session.commit()
+    counts = session.execute(
+        sa.select(Author.name, sa.func.count(Book.id))
+        .outerjoin(Book, Book.author_id == Author.id)
+        .group_by(Author.name)
+        .order_by(Author.name)
+    ).all()
+    assert counts == [("ann", 1), ("bob", 0)]
+    session.add(Author(id=3, name="ann"))
+    with pytest.raises(sa.exc.IntegrityError):
+        session.commit()
+    session.rollback()
+    assert session.scalar(sa.select(sa.func.count()).select_from(Author)) == 2
+
+
+def test_orm_session_psycopg(sync_engine: sa.Engine) -> None:
+    Base.metadata.create_all(sync_engine, checkfirst=False)
+    try:
+        with orm.Session(sync_engine) as session:
+            _orm_crud(session)
+    finally:
+        Base.metadata.drop_all(sync_engine, checkfirst=False)
+
+
+def test_orm_session_asyncpg(sql_server: SqlServer) -> None:
+    async def main() -> None:
+        engine = create_async_engine(_async_url(sql_server))
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(Base.metadata.create_all, checkfirst=False)
+            async with AsyncSession(engine) as session:
+                await session.run_sync(_orm_crud)
+            async with engine.begin() as conn:
+                await conn.run_sync(Base.metadata.drop_all, checkfirst=False)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+class Base2(orm.DeclarativeBase):
+    """Declarative base of the serial-key test."""
+
+
+class Note(Base2):
+    """A row with a server-generated (serial) key."""
+
+    __tablename__ = "orm_note"
+    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
+    text: orm.Mapped[str] = orm.mapped_column(sa.String(40))
+
+
+def _serial_keys(conn: sa.Connection) -> None:
+    metadata = sa.MetaData()
+    table = _table(metadata, "serial_keys", serial=True)
+    metadata.create_all(conn, checkfirst=False)
+    Base2.metadata.create_all(conn, checkfirst=False)
+    rows = [{"code": f"s{i}"} for i in range(3)]
+    ids = conn.execute(table.insert().returning(table.c.id), rows).scalars().all()
+    assert sorted(ids) == [1, 2, 3]
+    with orm.Session(conn) as session:
+        notes = [Note(text="a"), Note(text="b")]
+        session.add_all(notes)  # insertmanyvalues: INSERT ... SELECT ... RETURNING
+        session.flush()
+        assert [n.id for n in notes] == [1, 2]
+    # Dropped (not rolled back: see test_rolled_back_serial_starts_again).
+    Base2.metadata.drop_all(conn, checkfirst=False)
+    metadata.drop_all(conn, checkfirst=False)
+
+
+def test_serial_keys_psycopg(sync_engine: sa.Engine) -> None:
+    with sync_engine.begin() as conn:
+        _serial_keys(conn)
+
+
+def test_serial_keys_asyncpg(sql_server: SqlServer) -> None:
+    async def main() -> None:
+        engine = create_async_engine(_async_url(sql_server))
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(_serial_keys)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.xfail(
+    reason="engine (sequences): a sequence created by a rolled-back CREATE TABLE keeps its "
+    "counter, and a new table of the same name continues it: BEGIN; CREATE TABLE q (id serial, "
+    "v text); INSERT INTO q (v) VALUES ('a'); ROLLBACK; CREATE TABLE q (id serial, v text); "
+    "INSERT INTO q (v) VALUES ('b') RETURNING id -> 2, Postgres gives 1",
+    strict=True,
+)
+def test_rolled_back_serial_starts_again(sync_engine: sa.Engine) -> None:
+    metadata = sa.MetaData()
+    table = _table(metadata, "serial_again", serial=True)
+    for _ in range(2):
+        with sync_engine.connect() as conn:
+            metadata.create_all(conn, checkfirst=False)
+            new_id = conn.execute(table.insert().returning(table.c.id), {"code": "x"}).scalar()
+            conn.rollback()
+    assert new_id == 1
+
+
+def test_pandas_read_sql(sync_engine: sa.Engine) -> None:
+    pd = pytest.importorskip("pandas")
+    with sync_engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE frame (id int PRIMARY KEY, x float8, label text)")
+        conn.exec_driver_sql("INSERT INTO frame VALUES (1, 0.5, 'a'), (2, 1.5, 'b')")
+    frame = pd.read_sql("SELECT id, x, label FROM frame ORDER BY id", sync_engine)
+    assert list(frame.columns) == ["id", "x", "label"]
+    assert frame["x"].sum() == 2.0 and list(frame["label"]) == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------- reflection
+
+REFLECTION_DDL = [
+    """CREATE TABLE refl_item (
+        id serial PRIMARY KEY,
+        code varchar(20) NOT NULL UNIQUE,
+        title text,
+        price numeric(10,2),
+        qty bigint DEFAULT 0,
+        small smallint,
+        ratio double precision,
+        flag boolean NOT NULL,
+        created timestamp,
+        seen timestamptz,
+        day date,
+        uid uuid,
+        doc jsonb,
+        raw bytea)""",
+    "CREATE INDEX ix_refl_item_title ON refl_item (title)",
+    "CREATE UNIQUE INDEX ix_refl_item_day_small ON refl_item (day, small)",
+    "CREATE TABLE refl_pair (a int, b text, note varchar(5), PRIMARY KEY (a, b))",
+]
+
+
+@pytest.fixture(scope="module")
+def reflected(sync_engine: sa.Engine, reference_dsn: str) -> Iterator[tuple[sa.Engine, sa.Engine]]:
+    """(ours, reference): engines on the server and on the real Postgres, after the same
+    REFLECTION_DDL ran on both."""
+    reference = sa.create_engine(sa.make_url(reference_dsn).set(drivername="postgresql+psycopg"))
+    for engine in (reference, sync_engine):
+        with engine.begin() as conn:
+            for ddl in REFLECTION_DDL:
+                conn.exec_driver_sql(ddl)
+    yield sync_engine, reference
+    reference.dispose()
+
+
+REFLECTED = ("refl_item", "refl_pair")
+
+# SQLAlchemy reads index and constraint columns with
+#   SELECT ..., unnest(pg_catalog.pg_index.indkey) AS attnum,
+#          generate_subscripts(pg_catalog.pg_index.indkey, 1) AS ord, ...
+#   FROM pg_catalog.pg_constraint JOIN pg_catalog.pg_index ON ... conindid = indexrelid ...
+# (get_pk_constraint, get_unique_constraints, get_indexes; MetaData.reflect uses all three).
+INDKEY_XFAIL = pytest.mark.xfail(
+    reason="engine (pg_catalog emulation): int2vector is not an array to unnest: "
+    "SELECT unnest(indkey), generate_subscripts(indkey, 1) FROM pg_catalog.pg_index "
+    "-> 42883 function unnest(int2vector) does not exist",
+    strict=True,
+)
+
+
+def _columns(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
+    return [
+        (c["name"], str(c["type"]), c["nullable"], c.get("autoincrement"), c["default"] is None)
+        for c in sa.inspect(engine).get_columns(table)
+    ]
+
+
+def _both(reflected: tuple[sa.Engine, sa.Engine], read: object) -> None:
+    """Assert that ``read(engine, table)`` gives the same on both servers for every table."""
+    ours, reference = reflected
+    for table in REFLECTED:
+        expected = read(reference, table)  # type: ignore[operator]
+        assert read(ours, table) == expected, table  # type: ignore[operator]
+
+
+def test_reflect_table_names(reflected: tuple[sa.Engine, sa.Engine]) -> None:
+    ours, reference = reflected
+    names = sorted(t for t in sa.inspect(reference).get_table_names() if t.startswith("refl_"))
+    assert names == sorted(REFLECTED)
+    assert sorted(t for t in sa.inspect(ours).get_table_names() if t.startswith("refl_")) == names
+
+
+def test_reflect_columns(reflected: tuple[sa.Engine, sa.Engine]) -> None:
+    _both(reflected, _columns)
+
+
+@INDKEY_XFAIL
+def test_reflect_primary_keys(reflected: tuple[sa.Engine, sa.Engine]) -> None:
+    _both(reflected, lambda e, t: sa.inspect(e).get_pk_constraint(t)["constrained_columns"])
+
+
+@INDKEY_XFAIL
+def test_reflect_indexes(reflected: tuple[sa.Engine, sa.Engine]) -> None:
+    def indexes(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
+        found = sa.inspect(engine).get_indexes(table)
+        return sorted((i["name"], tuple(i["column_names"]), i["unique"]) for i in found)
+
+    _both(reflected, indexes)
+
+
+@INDKEY_XFAIL
+def test_reflect_unique_constraints(reflected: tuple[sa.Engine, sa.Engine]) -> None:
+    def uniques(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
+        found = sa.inspect(engine).get_unique_constraints(table)
+        return sorted((u["name"], tuple(u["column_names"])) for u in found)
+
+    _both(reflected, uniques)
+
+
+@INDKEY_XFAIL
+def test_metadata_reflect(reflected: tuple[sa.Engine, sa.Engine]) -> None:
+    def tables(engine: sa.Engine) -> dict[str, list[tuple[object, ...]]]:
+        metadata = sa.MetaData()
+        metadata.reflect(engine, only=list(REFLECTED))
+        return {
+            name: [(c.name, str(c.type), c.primary_key, c.nullable) for c in t.columns]
+            for name, t in sorted(metadata.tables.items())
+        }
+
+    ours, reference = reflected
+    assert tables(ours) == tables(reference)
