@@ -7,6 +7,7 @@ requires it (sort, hash join build side, aggregation, DISTINCT), as in any datab
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,15 @@ from percolator.server.sql.keycodec import prefix_successor
 
 BATCH_GET = 256
 """Rows fetched per batch by index lookups (one round trip per shard each)."""
+YIELD_EVERY = 1024
+"""Rows an in-memory loop handles before letting the event loop run: a cancel request or a
+statement timeout must be able to interrupt a CPU-bound query, and other sessions must run."""
+
+
+async def _pause(n: int) -> None:
+    """Called with a running row count; yields to the event loop every YIELD_EVERY rows."""
+    if n % YIELD_EVERY == 0:
+        await asyncio.sleep(0)
 
 
 class Node:
@@ -257,7 +267,8 @@ class VirtualScan(Node):
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         pred = self.predicate
-        for row in self.source(ctx):
+        for n, row in enumerate(self.source(ctx), 1):
+            await _pause(n)
             if pred is None or pred(row, ctx) is True:
                 yield row
 
@@ -291,7 +302,8 @@ class FunctionScan(Node):
         values = [a((), ctx) for a in self.args]
         if any(v is None for v in values):
             return
-        for row in self.fn(*values):
+        for n, row in enumerate(self.fn(*values), 1):
+            await _pause(n)
             yield row
 
     def explain(self) -> list[str]:
@@ -374,9 +386,12 @@ class NestedLoopJoin(Node):
         matched_right = [False] * len(right_rows)
         cond = self.condition
         null_right = (None,) * self.right_width
+        n = 0
         async for lrow in self.left.rows(ctx):
             hit = False
             for j, rrow in enumerate(right_rows):
+                n += 1
+                await _pause(n)
                 row = lrow + rrow
                 if cond is not None:
                     if self.runners:
@@ -425,7 +440,10 @@ class HashJoin(Node):
         matched = [False] * len(right_rows)
         null_right = (None,) * self.right_width
         residual = self.residual
+        n = 0
         async for lrow in self.left.rows(ctx):
+            n += 1
+            await _pause(n)
             key = tuple(k(lrow, ctx) for k in self.left_keys)
             hit = False
             if None not in key:
@@ -466,7 +484,10 @@ class Aggregate(Node):
         states: dict[tuple[object, ...], list[Accumulator]] = {}
         seen: dict[tuple[object, ...], list[set[tuple[object, ...]]]] = {}
         order: list[tuple[object, ...]] = []
+        n = 0
         async for row in self.input.rows(ctx):
+            n += 1
+            await _pause(n)
             key = tuple(g(row, ctx) for g in groups)
             hkey = _hashable(key)
             accs = states.get(hkey)

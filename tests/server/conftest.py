@@ -5,6 +5,11 @@ compare results with."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -66,3 +71,48 @@ def sql_server(embedded_pg: PostgresServer) -> Iterator[SqlServer]:
 def reference_dsn(embedded_pg: PostgresServer) -> str:
     """A fresh database on the real Postgres, to run the same statements and compare."""
     return asyncio.run(create_database(embedded_pg.dsn, "ref"))
+
+
+@contextlib.contextmanager
+def server_process(store_dsn: str, *args: str) -> Iterator[SqlServer]:
+    """``percolator serve`` as its own process (for tests whose timing a server sharing the
+    test's interpreter lock would distort: cancellation, timeouts)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [
+        sys.executable,
+        "-m",
+        "percolator.server.cli",
+        "serve",
+        "--store",
+        store_dsn,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--coordinator-listen",
+        "127.0.0.1:0",
+        "--auth",
+        "trust",
+        *args,
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("percolator is running"), f"server did not start: {line!r}"
+        yield SqlServer("127.0.0.1", port, "postgres", None, store_dsn, None)  # type: ignore[arg-type]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def sql_server_process(embedded_pg: PostgresServer) -> Iterator[SqlServer]:
+    """A Percolator SQL server in its own process, on a fresh database."""
+    store = asyncio.run(create_database(embedded_pg.dsn, "proc"))
+    with server_process(store) as server:
+        yield server

@@ -290,13 +290,7 @@ def test_errors_map_to_exception_classes(sql_server: SqlServer) -> None:
     run(sql_server, check)
 
 
-@pytest.mark.xfail(
-    reason="engine (executor): a CPU-bound query never awaits, so the CancelRequest that "
-    "asyncpg's timeout= sends is not read until the query ends: "
-    "SELECT count(*) FROM big a, big b, big c with 150-row big",
-    strict=True,
-)
-def test_timeout_cancels_the_query(sql_server: SqlServer) -> None:
+def test_timeout_cancels_the_query(sql_server_process: SqlServer) -> None:
     async def check(conn: asyncpg.Connection) -> None:
         await conn.execute("CREATE TABLE big (id int PRIMARY KEY)")
         await conn.execute("INSERT INTO big SELECT * FROM generate_series(1, 150)")
@@ -309,7 +303,7 @@ def test_timeout_cancels_the_query(sql_server: SqlServer) -> None:
         assert await conn.fetchval("SELECT count(*) FROM big") == 150
         assert loop.time() - started < 1.5
 
-    run(sql_server, check)
+    run(sql_server_process, check)
 
 
 def test_pool_release_runs_the_reset_query(sql_server: SqlServer) -> None:

@@ -305,23 +305,12 @@ def test_errors_leave_the_connection_usable(sql_server: SqlServer) -> None:
 # 150 rows: the three-way cross join below has 3.4M rows and runs for seconds.
 BIG_ROWS = 150
 
-# Every statement runs on the server's one event loop; a cancel or timeout interrupts the
-# statement's task, which only happens when the statement awaits.
-CPU_BOUND_XFAIL = pytest.mark.xfail(
-    reason="engine (executor): a CPU-bound query (cross join, in-memory aggregation) never "
-    "awaits, so the event loop cannot accept the CancelRequest nor fire the "
-    "statement_timeout timer until it ends: "
-    "SET statement_timeout = '200ms'; SELECT count(*) FROM big a, big b, big c",
-    strict=True,
-)
-
 
 def _big_table(conn: psycopg.Connection, name: str) -> None:
     conn.execute(f"CREATE TABLE {name} (id int PRIMARY KEY)")
     conn.execute(f"INSERT INTO {name} SELECT * FROM generate_series(1, {BIG_ROWS})")
 
 
-@CPU_BOUND_XFAIL
 def test_cancel_a_long_query(sql_server: SqlServer) -> None:
     with connect(sql_server, autocommit=True) as conn:
         _big_table(conn, "big_cancel")
@@ -338,7 +327,6 @@ def test_cancel_a_long_query(sql_server: SqlServer) -> None:
         assert conn.execute("SELECT count(*) FROM big_cancel").fetchone() == (BIG_ROWS,)
 
 
-@CPU_BOUND_XFAIL
 def test_statement_timeout(sql_server: SqlServer) -> None:
     with connect(sql_server, autocommit=True) as conn:
         _big_table(conn, "big_timeout")
