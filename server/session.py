@@ -28,6 +28,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from percolator.server.engine import Engine
 from percolator.server.engine_api import (
@@ -616,7 +617,7 @@ class SqlSession:
             if col.serial_sequence is not None:
                 seq = catalog.sequences.get(col.serial_sequence)
                 defaults.append(
-                    (pos, ("serial", seq.oid if seq is not None else table.oid * 1000 + cid))
+                    (pos, ("serial", seq.counter_key if seq is not None else f"{table.oid}.{cid}"))
                 )
             elif not (isinstance(e, BConst) and e.value is None):
                 defaults.append((pos, ("expr", compile_expr(e))))
@@ -775,6 +776,9 @@ class SqlSession:
         binder = Binder(base, Params())
         result = ddl.apply_ddl(base, node, binder.exprs.bind_type)
         after = result.catalog
+        for name, seq in result.catalog.sequences.items():
+            if name not in before.sequences:
+                after = after.with_sequence(replace(seq, counter=f"{seq.oid}.{txn.start_ts}"))
         for action in result.actions:
             ctx = self._context(txn, after, [])
             await run_action(
@@ -816,10 +820,10 @@ class SqlSession:
             pos = table.position(col.id)
             if col.serial_sequence is not None:
                 seq = catalog.sequences.get(col.serial_sequence)
-                oid = seq.oid if seq is not None else 0
+                key = seq.counter_key if seq is not None else f"{table.oid}.{col.id}"
 
-                async def serial(_ctx: ExecContext, _oid: int = oid) -> object:
-                    return await self.engine.sequences.nextval(_oid)
+                async def serial(_ctx: ExecContext, _key: str = key) -> object:
+                    return await self.engine.sequences.nextval(_key)
 
                 out.append((pos, serial))
             elif col.default is not None:
@@ -837,10 +841,10 @@ class SqlSession:
         def make(table: TableDef, column: Any) -> Callable[[Any], Awaitable[object]]:
             if column.serial_sequence is not None:
                 seq = catalog.sequences.get(column.serial_sequence)
-                oid = seq.oid if seq is not None else 0
+                key = seq.counter_key if seq is not None else f"{table.oid}.{column.id}"
 
                 async def serial(_row: Any) -> object:
-                    return await self.engine.sequences.nextval(oid)
+                    return await self.engine.sequences.nextval(key)
 
                 return serial
             binder = Binder(catalog, Params())
@@ -1164,6 +1168,8 @@ def _parse_one(text: str, offset: int) -> Any:
         node = sqlglot.parse_one(text, read="postgres")
     except (ParseError, TokenError) as err:
         raise _syntax_error(text, offset, err) from None
+    # Unquoted identifiers fold to lower case, quoted ones keep theirs (as in Postgres).
+    node = normalize_identifiers(node, dialect="postgres")
     if isinstance(node, exp.Command):
         word = str(node.this).upper()
         raise SqlError(FEATURE_NOT_SUPPORTED, f"{word} is not supported")

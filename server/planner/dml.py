@@ -23,6 +23,7 @@ from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCode
 from percolator.server.sql.bound import BExpr, OnConflict
 from percolator.server.sql.catalog import ColumnDef, IndexDef, TableDef
 from percolator.server.sql.errors import (
+    CARDINALITY_VIOLATION,
     CHECK_VIOLATION,
     NOT_NULL_VIOLATION,
     UNIQUE_VIOLATION,
@@ -143,34 +144,58 @@ async def find_conflicts(
 
 
 def _check_batch_duplicates(
-    writer: TableWriter, rows: list[Row], keys: list[bytes], skip: list[bool], raise_on_dup: bool
+    writer: TableWriter,
+    rows: list[Row],
+    keys: list[bytes],
+    skip: list[bool],
+    on_conflict: OnConflict | None,
 ) -> None:
-    """Rows of one statement that collide with each other (the store cannot see those yet)."""
-    seen: dict[bytes, int] = {}
-    if writer.table.primary_key:
-        for i, k in enumerate(keys):
+    """Rows of one statement that collide with each other (the store cannot see those yet):
+    an error, except that ON CONFLICT DO NOTHING skips the later ones."""
+    if on_conflict is not None and not on_conflict.do_update:
+        duplicate = None
+    elif on_conflict is not None:
+
+        def duplicate(constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
+            return SqlError(
+                CARDINALITY_VIOLATION,
+                "ON CONFLICT DO UPDATE command cannot affect row a second time",
+                hint="Ensure that no rows proposed for insertion within the same command "
+                "have duplicate constrained values.",
+            )
+    else:
+
+        def duplicate(constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
+            return _duplicate(writer.table, constraint, column_ids, row)
+
+    table = writer.table
+    groups: list[tuple[str, tuple[int, ...], Callable[[int], bytes | None]]] = []
+    if table.primary_key:
+        groups.append((pk_name(table), table.primary_key, lambda i: keys[i]))
+    for ix in writer.unique_indexes:
+        groups.append(
+            (
+                ix.index.name,
+                ix.index.column_ids,
+                lambda i, ix=ix: (
+                    None if None in ix.values_of(rows[i]) else ix.entry_key(rows[i], keys[i])
+                ),
+            )
+        )
+    for constraint, column_ids, key_of in groups:
+        seen: set[bytes] = set()
+        for i in range(len(rows)):
             if skip[i]:
                 continue
-            if k in seen:
-                if raise_on_dup:
-                    raise _duplicate(
-                        writer.table, pk_name(writer.table), writer.table.primary_key, rows[i]
-                    )
-                skip[i] = True
-            else:
-                seen[k] = i
-    for ix in writer.unique_indexes:
-        seen_ix: set[bytes] = set()
-        for i, row in enumerate(rows):
-            if skip[i] or None in ix.values_of(row):
+            k = key_of(i)
+            if k is None:
                 continue
-            ek = ix.entry_key(row, keys[i])
-            if ek in seen_ix:
-                if raise_on_dup:
-                    raise _duplicate(writer.table, ix.index.name, ix.index.column_ids, row)
+            if k in seen:
+                if duplicate is not None:
+                    raise duplicate(constraint, column_ids, rows[i])
                 skip[i] = True
             else:
-                seen_ix.add(ek)
+                seen.add(k)
 
 
 @dataclass
@@ -201,9 +226,7 @@ async def insert_rows(
         skip = [False] * len(chunk)
         needs_check = bool(writer.table.primary_key) or bool(writer.unique_indexes)
         if needs_check:
-            _check_batch_duplicates(
-                writer, chunk, keys, skip, on_conflict is None or on_conflict.do_update
-            )
+            _check_batch_duplicates(writer, chunk, keys, skip, on_conflict)
             conflicts = await find_conflicts(writer, ctx, chunk, keys)
             for i, c in enumerate(conflicts):
                 if c is None or skip[i]:

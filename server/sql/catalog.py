@@ -143,6 +143,13 @@ class SequenceDef:
     name: str
     oid: int
     table: str
+    counter: str = ""
+    """The key of its counter cell: unique per creation, so a sequence whose creation rolled
+    back never passes its values on to a later one with the same OID."""
+
+    @property
+    def counter_key(self) -> str:
+        return self.counter or str(self.oid)
 
 
 @dataclass(frozen=True)

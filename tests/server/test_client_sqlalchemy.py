@@ -330,13 +330,6 @@ def test_serial_keys_asyncpg(sql_server: SqlServer) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.xfail(
-    reason="engine (sequences): a sequence created by a rolled-back CREATE TABLE keeps its "
-    "counter, and a new table of the same name continues it: BEGIN; CREATE TABLE q (id serial, "
-    "v text); INSERT INTO q (v) VALUES ('a'); ROLLBACK; CREATE TABLE q (id serial, v text); "
-    "INSERT INTO q (v) VALUES ('b') RETURNING id -> 2, Postgres gives 1",
-    strict=True,
-)
 def test_rolled_back_serial_starts_again(sync_engine: sa.Engine) -> None:
     metadata = sa.MetaData()
     table = _table(metadata, "serial_again", serial=True)
