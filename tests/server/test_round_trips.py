@@ -1,0 +1,79 @@
+"""Postgres round trips per SQL operation, counted by the store (the figures docs/sql.md
+gives). Secondary commits run after the commit point and are counted separately."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from tests.server.conftest import SqlServer
+
+
+@pytest.fixture(scope="module")
+def conn(sql_server: SqlServer) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as c:
+        c.execute("CREATE TABLE rt (id int PRIMARY KEY, a int, b text)")
+        c.execute("CREATE TABLE rt_u (id int PRIMARY KEY, email text UNIQUE)")
+        c.execute("INSERT INTO rt SELECT g, g, 'x' FROM generate_series(1, 50) g")
+        yield c
+
+
+def counted(server: SqlServer, conn: psycopg.Connection, sql: str) -> dict[str, int]:
+    """Round trips by operation for one autocommit statement, secondaries included."""
+    stats = server.running.engine.client.store.stats
+    conn.execute("SELECT 1")  # settle anything pending from earlier statements
+    time.sleep(0.05)
+    before = stats.snapshot()
+    conn.execute(sql)
+    time.sleep(0.05)  # secondary commits finish asynchronously after the commit point
+    after = stats.snapshot()
+    return {
+        k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)
+    }
+
+
+def test_point_select_is_one_read(sql_server: SqlServer, conn: psycopg.Connection) -> None:
+    assert counted(sql_server, conn, "SELECT a FROM rt WHERE id = 7") == {"read": 1}
+
+
+def test_in_list_select_is_one_batched_read(
+    sql_server: SqlServer, conn: psycopg.Connection
+) -> None:
+    assert counted(sql_server, conn, "SELECT a FROM rt WHERE id IN (1, 2, 3, 4)") == {"read": 1}
+
+
+def test_small_table_scan_is_one_page(sql_server: SqlServer, conn: psycopg.Connection) -> None:
+    assert counted(sql_server, conn, "SELECT count(*) FROM rt WHERE b = 'x'") == {"scan": 1}
+
+
+def test_insert_reads_its_key_then_commits(sql_server: SqlServer, conn: psycopg.Connection) -> None:
+    trips = counted(sql_server, conn, "INSERT INTO rt VALUES (100, 1, 'y'), (101, 2, 'z')")
+    # existence check of both keys, one prewrite, the primary's commit (the commit point),
+    # then the secondaries' commit after it, asynchronously
+    assert trips == {"read": 1, "prewrite": 1, "commit": 2}
+
+
+def test_insert_with_unique_index_checks_it_in_one_more_read(
+    sql_server: SqlServer, conn: psycopg.Connection
+) -> None:
+    trips = counted(sql_server, conn, "INSERT INTO rt_u VALUES (1, 'a@example.com')")
+    assert trips == {"read": 2, "prewrite": 1, "commit": 2}  # the key, then the index entry
+
+
+def test_update_by_key(sql_server: SqlServer, conn: psycopg.Connection) -> None:
+    trips = counted(sql_server, conn, "UPDATE rt SET a = a + 1 WHERE id IN (3, 4)")
+    assert trips == {"read": 1, "prewrite": 1, "commit": 2}
+
+
+def test_read_only_transaction_commits_without_a_round_trip(
+    sql_server: SqlServer, conn: psycopg.Connection
+) -> None:
+    conn.execute("BEGIN")
+    stats = sql_server.running.engine.client.store.stats
+    conn.execute("SELECT a FROM rt WHERE id = 1")
+    before = stats.snapshot()
+    conn.execute("COMMIT")
+    assert stats.snapshot() == before
