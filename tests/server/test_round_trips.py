@@ -21,15 +21,25 @@ def conn(sql_server: SqlServer) -> Iterator[psycopg.Connection]:
         yield c
 
 
+def settled(stats: object, quiet_s: float = 0.2, limit_s: float = 5.0) -> dict[str, int]:
+    """The counters once they have not moved for ``quiet_s`` (background work has ended)."""
+    deadline = time.monotonic() + limit_s
+    last = stats.snapshot()  # type: ignore[attr-defined]
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = stats.snapshot()  # type: ignore[attr-defined]
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def counted(server: SqlServer, conn: psycopg.Connection, sql: str) -> dict[str, int]:
     """Round trips by operation for one autocommit statement, secondaries included."""
     stats = server.running.engine.client.store.stats
-    conn.execute("SELECT 1")  # settle anything pending from earlier statements
-    time.sleep(0.05)
-    before = stats.snapshot()
+    before = settled(stats)
     conn.execute(sql)
-    time.sleep(0.05)  # secondary commits finish asynchronously after the commit point
-    after = stats.snapshot()
+    after = settled(stats)  # secondary commits finish asynchronously after the commit point
     return {
         k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)
     }
