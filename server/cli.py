@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
+
+from percolator.server import logs
 
 # Each module registers its subcommand; a module that is absent is skipped, so the CLI still
 # works while a command is being built.
@@ -19,6 +20,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Percolator: SQL with snapshot-isolated transactions over Postgres shards.",
     )
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="log lines as text or as one JSON object each (default text)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -35,9 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure(args.log_level, args.log_format)
     if not getattr(args, "run", None):
         parser.print_help()
         sys.exit(0 if args.command is None else 2)
