@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -1180,17 +1181,36 @@ def _parse_one(text: str, offset: int) -> Any:
     return node
 
 
+_STATEMENT_WORDS = frozenset(
+    {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES", "CREATE", "DROP", "ALTER",
+     "TRUNCATE", "TABLE", "MERGE", "("}
+)  # fmt: skip
+
+
 def _syntax_error(text: str, offset: int, err: Exception) -> SqlError:
+    """42601 with Postgres's wording and position: at the offending token, at the first word
+    when it starts no statement, or "at end of input"."""
+    first = re.match(r"\s*([A-Za-z_]+|\S)", text)
+    if first is not None and first.group(1).upper() not in _STATEMENT_WORDS:
+        word = first.group(1)
+        return SqlError(
+            SYNTAX_ERROR, f'syntax error at or near "{word}"', position=offset + first.start(1) + 1
+        )
     position = None
     near = ""
     errors = getattr(err, "errors", None)
     if errors:
-        first = errors[0]
-        line, col = first.get("line"), first.get("col")
-        near = first.get("highlight") or ""
+        info = errors[0]
+        line, col = info.get("line"), info.get("col")
+        near = info.get("highlight") or ""
         if line is not None and col is not None:
             lines = text.split("\n")
             pos = sum(len(s) + 1 for s in lines[: line - 1]) + max(col - len(near), 0)
+            if not text[pos + len(near) :].strip(" \t\n;"):
+                # The parser stopped at the last token: the statement ended too early.
+                return SqlError(
+                    SYNTAX_ERROR, "syntax error at end of input", position=offset + len(text) + 1
+                )
             position = offset + pos + 1
     message = f'syntax error at or near "{near}"' if near else "syntax error"
     return SqlError(SYNTAX_ERROR, message, position=position)

@@ -322,16 +322,15 @@ def test_pool_release_runs_the_reset_query(sql_server: SqlServer) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.xfail(
-    reason="engine (parser): syntax error positions differ from Postgres: 'SELEC 1' is "
-    'reported at "1" (position 7), Postgres says at or near "SELEC" (position 1)',
-    strict=True,
-)
 def test_syntax_error_position_matches_postgres(sql_server: SqlServer) -> None:
     async def check(conn: asyncpg.Connection) -> None:
         with pytest.raises(asyncpg.PostgresSyntaxError) as syntax:
             await conn.fetch("SELEC 1")
         assert int(syntax.value.position) == 1
+        with pytest.raises(asyncpg.PostgresSyntaxError) as syntax:
+            await conn.fetch("SELECT * FROM pg_class WHERE")
+        assert str(syntax.value) == "syntax error at end of input"
+        assert int(syntax.value.position) == len("SELECT * FROM pg_class WHERE") + 1
 
     run(sql_server, check)
 
