@@ -56,7 +56,7 @@ from percolator.server.settings import (
     reported_name,
     serializable_refused,
 )
-from percolator.server.sql import catalog_store, ddl, utility
+from percolator.server.sql import catalog_store, ddl, introspection, utility
 from percolator.server.sql import types as T
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import (
@@ -146,6 +146,10 @@ class BoundLiterals:
                 value = text_in(final, value)  # type: ignore[arg-type]
             out.append(value)
         return out
+
+
+_TYPE_INTROSPECTION = object()
+"""The parse of asyncpg's type-introspection query (see ``sql/introspection.py``)."""
 
 
 # -- executions -----------------------------------------------------------------------------
@@ -320,6 +324,8 @@ class SqlSession:
     def _parse_piece(self, text: str, offset: int) -> Any:
         """A statement's parse; statements differing only in literals share one (see
         ``normalize``), so their plans are shared too."""
+        if introspection.is_introspection(text):
+            return _TYPE_INTROSPECTION
         lifted = lift_literals(text)
         if lifted is None:
             return _parse_one(text, offset)
@@ -543,6 +549,15 @@ class SqlSession:
             return Plan("explain", plan.catalog, plan, columns=cols, param_types=plan.param_types)
         if isinstance(payload, utility.CopyStatement):
             return self._plan_copy(payload, catalog, param_oids)
+        if payload is _TYPE_INTROSPECTION:
+            cols = [ResultColumn(name, t) for name, t in introspection.COLUMNS]
+            return Plan(
+                "introspection",
+                None,
+                payload,
+                columns=cols,
+                param_types=list(introspection.PARAM_TYPES),
+            )
         if not isinstance(payload, exp.Expression):
             return Plan("utility", None, payload, columns=_utility_columns(payload, self))
         if ddl.is_ddl(payload):
@@ -687,6 +702,10 @@ class SqlSession:
         kind = plan.kind
         if kind == "utility":
             return await self._utility(plan.statement)
+        if kind == "introspection":
+            ctx = self._context(await self.transaction(), self.current_catalog(), params)
+            rows = introspection.rows(ctx, params[0])  # type: ignore[arg-type]
+            return _result(self, plan.columns or [], rows, "SELECT")
         if kind == "ddl":
             return await self._ddl(plan.statement)
         if kind == "explain":

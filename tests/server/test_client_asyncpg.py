@@ -341,3 +341,21 @@ def test_reset_query_directly(sql_server: SqlServer) -> None:
         assert await conn.fetchval("SELECT 1") == 1
 
     run(sql_server, check)
+
+
+def test_array_types_through_type_introspection(sql_server: SqlServer) -> None:
+    """asyncpg has no builtin codec for int4[] or numeric[]: it sends its type-introspection
+    query (WITH RECURSIVE typeinfo_tree ...) first, which the server answers."""
+
+    async def check(conn: asyncpg.Connection) -> None:
+        assert await conn.fetchval("SELECT ARRAY[1, 2, 3]") == [1, 2, 3]
+        assert await conn.fetchval("SELECT ARRAY[1.5, 2]::numeric[]") == [
+            Decimal("1.5"),
+            Decimal("2"),
+        ]
+        assert await conn.fetchval("SELECT $1::int8[]", [7, None, 9]) == [7, None, 9]
+        await conn.execute("CREATE TABLE arr_src (id int PRIMARY KEY, v int)")
+        await conn.execute("INSERT INTO arr_src VALUES (1, 5), (2, 6)")
+        assert await conn.fetchval("SELECT array_agg(v ORDER BY v) FROM arr_src") == [5, 6]
+
+    run(sql_server, check)
