@@ -95,6 +95,22 @@ LEFT JOIN LATERAL (
     AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
 ) w ON true"""
+_READ_ROW = f"""
+SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value, {_SAFE_POINT}
+FROM unnest($3::text[]) WITH ORDINALITY AS k(col, i)
+LEFT JOIN LATERAL (
+    SELECT * FROM percolator_lock l
+    WHERE l.tbl = $1 AND l.rkey = $2 AND l.col = k.col AND l.start_ts <= $4
+    AND l.kind <> 4 LIMIT 1
+) l ON true
+LEFT JOIN LATERAL (
+    SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
+    WHERE w.tbl = $1 AND w.rkey = $2 AND w.col = k.col AND w.commit_ts <= $4
+    AND w.kind NOT IN (3, 4)
+    ORDER BY w.commit_ts DESC LIMIT 1
+) w ON true"""
+"""Several cells of one row at one timestamp: the row is sent once (the SQL layer's point
+reads), which costs the driver a quarter of the parameter encoding of ``_READ_MANY``."""
 _PREWRITE_ONE = (
     "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
@@ -547,14 +563,24 @@ class PostgresCellStore(CellStore):
             if ts[0] < record[9]:
                 return [SnapshotTooOld(ts[0], record[9])]
             return [_read_result(k, record, 0)]
-        tbl = [k.table for k in keys]
-        rows = [k.row for k in keys]
         cols = [k.column for k in keys]
-        records = await self._call(
-            "read",
-            self._shards[shard],
-            lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, ts),
-        )
+        first = keys[0]
+        if all(k.table == first.table and k.row == first.row for k in keys) and all(
+            t == ts[0] for t in ts
+        ):
+            records = await self._call(
+                "read",
+                self._shards[shard],
+                lambda conn: conn.fetch(_READ_ROW, first.table, first.row, cols, ts[0]),
+            )
+        else:
+            tbl = [k.table for k in keys]
+            rows = [k.row for k in keys]
+            records = await self._call(
+                "read",
+                self._shards[shard],
+                lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, ts),
+            )
         results: list[CellRead | SnapshotTooOld] = [None] * len(keys)  # type: ignore[list-item]
         for r in records:
             i = r[0] - 1
