@@ -17,6 +17,7 @@ tls_cert, tls_key     PERCOLATOR_TLS_CERT/_KEY     (no TLS)
 max_connections       PERCOLATOR_MAX_CONNECTIONS   100
 statement_timeout     PERCOLATOR_STATEMENT_TIMEOUT 0 (off)
 idle_in_transaction_session_timeout  PERCOLATOR_IDLE_IN_TRANSACTION_SESSION_TIMEOUT  0 (off)
+catalog_poll          PERCOLATOR_CATALOG_POLL      1 (seconds; 0: never look for others' DDL)
 ====================  ===========================  ==========================================
 
 The config file (``--config FILE``) holds the same keys at its top level, e.g.
@@ -52,6 +53,8 @@ class ServerConfig:
     max_connections: int = 100
     statement_timeout: str = "0"
     idle_in_transaction_session_timeout: str = "0"
+    catalog_poll: float = 1.0
+    """Seconds between checks for DDL committed by other processes (0: never)."""
     gc_lifetime: float = 600.0
     gc_interval: float = 60.0
     shutdown_timeout: float = 30.0
@@ -129,5 +132,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-connections", type=int)
     p.add_argument("--statement-timeout", metavar="DURATION")
     p.add_argument("--idle-in-transaction-session-timeout", metavar="DURATION")
+    p.add_argument(
+        "--catalog-poll",
+        type=float,
+        metavar="SECONDS",
+        help="how often to look for other processes' DDL (default 1)",
+    )
     p.add_argument("--gc-lifetime", type=float, metavar="SECONDS")
     p.add_argument("--gc-interval", type=float, metavar="SECONDS")

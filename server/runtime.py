@@ -112,6 +112,7 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 bootstrap_user=config.user,
                 bootstrap_password=config.password,
                 settings={"statement_timeout": config.statement_timeout},
+                catalog_poll_s=config.catalog_poll,
             ),
         )
         await engine.start()

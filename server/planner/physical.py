@@ -296,6 +296,7 @@ class FunctionScan(Node):
     name: str
     fn: Callable[..., Any]
     args: list[Compiled]
+    ordinality: bool = False
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
@@ -304,7 +305,7 @@ class FunctionScan(Node):
             return
         for n, row in enumerate(self.fn(*values), 1):
             await _pause(n)
-            yield row
+            yield (*row, n) if self.ordinality else row
 
     def explain(self) -> list[str]:
         return [f"Function Scan on {self.name}"]
@@ -529,25 +530,198 @@ class Sort(Node):
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         rows = [r async for r in self.input.rows(ctx)]
         decorated = [(r, [k[0](r, ctx) for k in self.keys]) for r in rows]
-        for i in range(len(self.keys) - 1, -1, -1):
-            _, desc, nulls_first, sk = self.keys[i]
-            null_flag = (0 if nulls_first else 2) if not desc else (2 if nulls_first else 0)
-
-            def key(
-                item: tuple[Row, list[object]], _i: int = i, _nf: int = null_flag, _sk: Any = sk
-            ) -> Any:
-                v = item[1][_i]
-                return (_nf, None) if v is None else (1, _sk(v))
-
-            try:
-                decorated.sort(key=key, reverse=desc)
-            except TypeError:
-                decorated.sort(key=lambda item, _i=i: str(item[1][_i]), reverse=desc)
+        _sort_decorated(decorated, self.keys)
         for r, _ in decorated:
             yield r
 
     def explain(self) -> list[str]:
         return _explain_tree("Sort", [], [self.input])
+
+
+SortSpec = tuple[Compiled, bool, bool, Callable[[Any], Any]]
+"""(expression, descending, nulls_first, sort key of a non-null value)."""
+
+
+def _sort_decorated(decorated: list[Any], keys: Sequence[SortSpec]) -> None:
+    """Sort (item, key values) pairs in place by ``keys`` (stable, one pass per key)."""
+    for i in range(len(keys) - 1, -1, -1):
+        _, desc, nulls_first, sk = keys[i]
+        null_flag = (0 if nulls_first else 2) if not desc else (2 if nulls_first else 0)
+
+        def key(item: Any, _i: int = i, _nf: int = null_flag, _sk: Any = sk) -> Any:
+            v = item[1][_i]
+            return (_nf, None) if v is None else (1, _sk(v))
+
+        try:
+            decorated.sort(key=key, reverse=desc)
+        except TypeError:
+            decorated.sort(key=lambda item, _i=i: str(item[1][_i]), reverse=desc)
+
+
+@dataclass
+class WindowFunction:
+    """One window call: ``name`` is row_number, rank, dense_rank, or ``factory`` makes the
+    accumulator of an aggregate."""
+
+    name: str
+    spec: int
+    factory: Callable[[], Accumulator] | None
+    args: list[Compiled]
+    filter: Compiled | None
+
+
+@dataclass
+class WindowAgg(Node):
+    """Window functions: materializes its input, orders it by each window's partition and
+    order keys, and yields every input row followed by the window values."""
+
+    input: Node
+    specs: list[tuple[list[SortSpec], list[SortSpec]]]
+    """(partition keys, order keys) of each window."""
+    calls: list[WindowFunction]
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        rows = [r async for r in self.input.rows(ctx)]
+        values: list[list[object]] = [[None] * len(rows) for _ in self.calls]
+        order: list[int] = list(range(len(rows)))
+        for spec_index, (partition, ordering) in enumerate(self.specs):
+            calls = [(i, c) for i, c in enumerate(self.calls) if c.spec == spec_index]
+            if calls:
+                order = await self._compute(rows, ctx, partition, ordering, calls, values)
+        for n, i in enumerate(order, 1):
+            await _pause(n)
+            yield rows[i] + tuple(v[i] for v in values)
+
+    async def _compute(
+        self,
+        rows: list[Row],
+        ctx: Any,
+        partition: list[SortSpec],
+        ordering: list[SortSpec],
+        calls: list[tuple[int, WindowFunction]],
+        values: list[list[object]],
+    ) -> list[int]:
+        """Fill ``values`` for the calls of one window; the row order it sorted by."""
+        keys = [*partition, *ordering]
+        decorated = []
+        for n, r in enumerate(rows):
+            await _pause(n + 1)
+            decorated.append((n, [k[0](r, ctx) for k in keys]))
+        _sort_decorated(decorated, keys)
+        nparts = len(partition)
+        # Rows are peers when their normalized keys are equal (1 = 1.0 for numerics).
+        norms = [_normalized(kv, keys) for _, kv in decorated]
+        idx = [n for n, _ in decorated]
+        start = 0
+        while start < len(idx):
+            end = start + 1
+            while end < len(idx) and norms[end][:nparts] == norms[start][:nparts]:
+                end += 1
+            await self._partition(rows, ctx, idx, norms, start, end, nparts, bool(ordering),
+                                  calls, values)  # fmt: skip
+            start = end
+        return idx
+
+    async def _partition(
+        self,
+        rows: list[Row],
+        ctx: Any,
+        idx: list[int],
+        norms: list[tuple[object, ...]],
+        start: int,
+        end: int,
+        nparts: int,
+        ordered: bool,
+        calls: list[tuple[int, WindowFunction]],
+        values: list[list[object]],
+    ) -> None:
+        accs = [c.factory() if c.factory is not None else None for _, c in calls]
+        pos = start
+        group = 0
+        while pos < end:
+            peer_end = pos + 1
+            if ordered:
+                while peer_end < end and norms[peer_end][nparts:] == norms[pos][nparts:]:
+                    peer_end += 1
+            else:
+                peer_end = end
+            group += 1
+            await _pause(pos + 1)
+            for (ci, call), acc in zip(calls, accs, strict=True):
+                out = values[ci]
+                if acc is not None:
+                    for j in range(pos, peer_end):
+                        row = rows[idx[j]]
+                        if call.filter is not None and call.filter(row, ctx) is not True:
+                            continue
+                        acc.add(*[a(row, ctx) for a in call.args])
+                    result = acc.result()
+                    for j in range(pos, peer_end):
+                        out[idx[j]] = result
+                elif call.name == "row_number":
+                    for j in range(pos, peer_end):
+                        out[idx[j]] = j - start + 1
+                else:
+                    rank = pos - start + 1 if call.name == "rank" else group
+                    for j in range(pos, peer_end):
+                        out[idx[j]] = rank
+            pos = peer_end
+
+    def explain(self) -> list[str]:
+        return _explain_tree("WindowAgg", [], [self.input])
+
+    def children(self) -> list[Node]:
+        return [self.input]
+
+
+def _normalized(values: list[object], keys: Sequence[SortSpec]) -> tuple[object, ...]:
+    return tuple(None if v is None else k[3](v) for v, k in zip(values, keys, strict=True))
+
+
+@dataclass
+class ProjectSet(Node):
+    """Set-returning functions of a select list, run in lockstep for each input row."""
+
+    input: Node
+    calls: list[tuple[Callable[..., Any], list[Compiled], bool]]
+    """(function, argument closures, composite: the value is the function's whole row)."""
+    runners: list[SubqueryRunner] = field(default_factory=list)
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        n = 0
+        async for row in self.input.rows(ctx):
+            if self.runners:
+                await _prepare(self.runners, row, ctx)
+            iters: list[Any] = []
+            for fn, args, _ in self.calls:
+                vals = [a(row, ctx) for a in args]
+                # Strict, like the functions themselves: a NULL argument gives no rows.
+                iters.append(None if None in vals else iter(fn(*vals)))
+            while True:
+                out: list[object] = []
+                alive = False
+                for k, (_, _, composite) in enumerate(self.calls):
+                    it = iters[k]
+                    item = next(it, None) if it is not None else None
+                    if item is None:
+                        iters[k] = None
+                        out.append(None)
+                    else:
+                        alive = True
+                        out.append(item if composite else item[0])
+                if not alive:
+                    break
+                n += 1
+                await _pause(n)
+                yield row + tuple(out)
+
+    def explain(self) -> list[str]:
+        return _explain_tree("ProjectSet", [], [self.input])
+
+    def children(self) -> list[Node]:
+        return [self.input]
 
 
 @dataclass

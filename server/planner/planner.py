@@ -34,12 +34,15 @@ from percolator.server.planner.physical import (
     Node,
     PointGet,
     Project,
+    ProjectSet,
     SetOp,
     Sort,
     SubqueryRunner,
     TableScan,
     ValuesScan,
     VirtualScan,
+    WindowAgg,
+    WindowFunction,
 )
 from percolator.server.planner.pruning import Needed, needed_columns
 from percolator.server.planner.row_codec import IndexCodec, RowCodec
@@ -63,12 +66,14 @@ from percolator.server.sql.bound import (
     JoinRel,
     LimitRel,
     ProjectRel,
+    ProjectSetRel,
     Rel,
     SetOpRel,
     SortRel,
     TableRel,
     ValuesRel,
     VirtualRel,
+    WindowRel,
     walk,
 )
 from percolator.server.sql.catalog import TableDef
@@ -162,7 +167,7 @@ class Planner:
         return ValuesScan([[compile_expr(e) for e in row] for row in rel.rows])
 
     def _plan_FunctionRel(self, rel: FunctionRel) -> Node:
-        return FunctionScan(rel.name, rel.fn, [compile_expr(a) for a in rel.args])
+        return FunctionScan(rel.name, rel.fn, [compile_expr(a) for a in rel.args], rel.ordinality)
 
     # -- operators -------------------------------------------------------------------------
 
@@ -224,6 +229,46 @@ class Planner:
                 child = Sort(child, [_sort_key(k) for k in a.order])
                 child.width = len(rel.input.columns)
         return Aggregate(child, [compile_expr(g) for g in rel.groups], aggs)
+
+    def _plan_WindowRel(self, rel: WindowRel) -> Node:
+        child = self.plan(rel.input)
+        exprs = [e for spec in rel.specs for e in spec.partition] + [
+            k.expr for spec in rel.specs for k in spec.order
+        ]
+        for c in rel.calls:
+            exprs.extend(c.args)
+            if c.filter is not None:
+                exprs.append(c.filter)
+        if any(isinstance(n, BSubquery) for e in exprs for n in walk(e)):
+            raise unsupported("subqueries in window function arguments or windows")
+        specs = [
+            (
+                [(compile_expr(e), False, False, casts.compare_key(e.type)) for e in w.partition],
+                [_sort_key(k) for k in w.order],
+            )
+            for w in rel.specs
+        ]
+        calls = []
+        for c in rel.calls:
+            factory = None
+            if c.name not in ("row_number", "rank", "dense_rank"):
+                less = _less(c.args[0].type) if c.args else (lambda x, y: x < y)
+                factory = make_factory(c.name, [a.type for a in c.args], less)
+            calls.append(
+                WindowFunction(
+                    c.name,
+                    c.spec,
+                    factory,
+                    [compile_expr(a) for a in c.args],
+                    compile_expr(c.filter) if c.filter is not None else None,
+                )
+            )
+        return WindowAgg(child, specs, calls)
+
+    def _plan_ProjectSetRel(self, rel: ProjectSetRel) -> Node:
+        calls = [(c.fn, [compile_expr(a) for a in c.args], c.composite) for c in rel.calls]
+        runners = self.runners([a for c in rel.calls for a in c.args])
+        return ProjectSet(self.plan(rel.input), calls, runners)
 
     def _plan_SortRel(self, rel: SortRel) -> Node:
         return Sort(self.plan(rel.input), [_sort_key(k) for k in rel.keys])

@@ -22,10 +22,12 @@ from percolator.server.sql.bound import (
     JoinRel,
     LimitRel,
     ProjectRel,
+    ProjectSetRel,
     Rel,
     SetOpRel,
     SortRel,
     TableRel,
+    WindowRel,
     walk,
 )
 
@@ -89,6 +91,17 @@ def _visit(rel: Rel, needed: set[int], out: Needed) -> None:
                 exprs.append(a.filter)
             exprs.extend(k.expr for k in a.order)
         _visit(rel.input, _refs(exprs), out)
+    elif isinstance(rel, WindowRel):
+        exprs = [e for spec in rel.specs for e in spec.partition]
+        exprs.extend(k.expr for spec in rel.specs for k in spec.order)
+        for c in rel.calls:
+            exprs.extend(c.args)
+            if c.filter is not None:
+                exprs.append(c.filter)
+        _visit(rel.input, _passed_through(rel, needed) | _refs(exprs), out)
+    elif isinstance(rel, ProjectSetRel):
+        exprs = [a for c in rel.calls for a in c.args]
+        _visit(rel.input, _passed_through(rel, needed) | _refs(exprs), out)
     elif isinstance(rel, JoinRel):
         nleft = len(rel.left.columns)
         cols = set(needed)
@@ -108,3 +121,9 @@ def _visit(rel: Rel, needed: set[int], out: Needed) -> None:
         # expressions for correlation, nothing to prune.
         for child in rel.inputs():
             _visit(child, set(range(len(child.columns))), out)
+
+
+def _passed_through(rel: WindowRel | ProjectSetRel, needed: set[int]) -> set[int]:
+    """The needed positions that are the input row's (the computed columns follow it)."""
+    width = len(rel.input.columns)
+    return {i for i in needed if i < width}

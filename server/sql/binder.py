@@ -9,6 +9,7 @@ list, DISTINCT, ORDER BY, LIMIT, set operations and CTEs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
@@ -17,6 +18,7 @@ from percolator.server.sql import system_tables
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggregateRel,
+    BCall,
     BCoalesce,
     BColumn,
     BConst,
@@ -34,6 +36,7 @@ from percolator.server.sql.bound import (
     OnConflict,
     OutCol,
     ProjectRel,
+    ProjectSetRel,
     QueryStmt,
     Rel,
     SetOpKind,
@@ -44,6 +47,7 @@ from percolator.server.sql.bound import (
     UpdateStmt,
     ValuesRel,
     VirtualRel,
+    WindowRel,
     walk,
 )
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
@@ -59,8 +63,15 @@ from percolator.server.sql.errors import (
     SqlError,
     unsupported,
 )
-from percolator.server.sql.expr_binder import AggregateContext, ExprBinder, Params
+from percolator.server.sql.expr_binder import (
+    AggregateContext,
+    ExprBinder,
+    Params,
+    SrfContext,
+    WindowContext,
+)
 from percolator.server.sql.scope import Scope
+from percolator.server.sql.set_functions import record_fields, resolve_set_function
 from percolator.server.sql.types import SqlType
 
 
@@ -107,18 +118,31 @@ class Binder:
         raise unsupported(f"statement {type(node).__name__.upper()}")
 
     def _resolve_unknown_output(self, rel: Rel) -> Rel:
-        """A query's untyped output columns ('a', NULL) are text, as Postgres reports them."""
-        if not any(c.type.id is T.TypeId.UNKNOWN for c in rel.columns):
+        """A query's untyped output columns ('a', NULL) are text, as Postgres reports them;
+        composite values (records) go out as their fields' text."""
+        if not any(c.type.id in (T.TypeId.UNKNOWN, T.TypeId.RECORD) for c in rel.columns):
             return rel
-        cols = [
-            replace(c, type=T.TEXT) if c.type.id is T.TypeId.UNKNOWN else c for c in rel.columns
-        ]
-        exprs = [self.exprs.coerce(BColumn(c.type, i), n.type) for i, (c, n) in
-                 enumerate(zip(rel.columns, cols, strict=True))]  # fmt: skip
+        cols = []
+        exprs: list[BExpr] = []
+        for i, c in enumerate(rel.columns):
+            e: BExpr = BColumn(c.type, i)
+            if c.type.id is T.TypeId.UNKNOWN:
+                c = replace(c, type=T.TEXT)
+                e = self.exprs.coerce(e, T.TEXT)
+            elif c.type.id is T.TypeId.RECORD and record_fields(c.type) is not None:
+                e = BCall(T.RECORD, "record_out", _record_as_text(c.type), [e])
+                c = replace(c, type=T.RECORD)
+            cols.append(c)
+            exprs.append(e)
         return ProjectRel(cols, rel, exprs)
 
     def bind_query(self, node: exp.Expression, outer: Scope | None) -> Rel:
         """A query expression (SELECT, VALUES, UNION, ..., with its WITH clause)."""
+        # A subquery's window functions and set-returning functions are its own.
+        with self.exprs.contexts(None, None):
+            return self._bind_query_with(node, outer)
+
+    def _bind_query_with(self, node: exp.Expression, outer: Scope | None) -> Rel:
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
             if with_.args.get("recursive"):
@@ -154,6 +178,8 @@ class Binder:
     # -- SELECT ----------------------------------------------------------------------------
 
     def bind_select(self, node: exp.Select, outer: Scope | None) -> Rel:
+        if node.args.get("windows"):
+            raise unsupported("named windows (WINDOW clause)")
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             q = self._bind_from(from_.this, node.args.get("joins") or [], outer)
@@ -186,46 +212,53 @@ class Binder:
         if needs_agg:
             agg_ctx = self._bind_grouping(group, select_items, q.scope)
             # The select list, HAVING and ORDER BY see the aggregate's output row.
+        windows = WindowContext()
+        srfs = SrfContext()
         project_exprs: list[BExpr] = []
         out_cols: list[OutCol] = []
-        for item, name in select_items:
-            if agg_ctx is not None:
-                e = self.exprs.bind_in_aggregate(item, agg_ctx)
-            else:
-                e = self.exprs.bind(item, source_scope)
-            project_exprs.append(e)
-            out_cols.append(self._out_col(item, name, e, source_scope))
-        if agg_ctx is not None:
-            having_pred = None
-            if having is not None:
-                having_pred = self.exprs.coerce_condition(
-                    self.exprs.bind_in_aggregate(having.this, agg_ctx), "HAVING"
+        with self.exprs.contexts(windows, srfs):
+            for item, name in select_items:
+                if agg_ctx is not None:
+                    e = self.exprs.bind_in_aggregate(item, agg_ctx)
+                else:
+                    e = self.exprs.bind(item, source_scope)
+                project_exprs.append(e)
+                out_cols.append(self._out_col(item, name, e, source_scope))
+        having_pred = None
+        if agg_ctx is not None and having is not None:
+            having_pred = self.exprs.coerce_condition(
+                self.exprs.bind_in_aggregate(having.this, agg_ctx), "HAVING"
+            )
+
+        distinct = node.args.get("distinct")
+        on = distinct.args.get("on") if distinct is not None else None
+        sort_keys: list[SortKey] = []
+        on_exprs = None
+        with self.exprs.contexts(windows, srfs):
+            if order is not None:
+                sort_keys = self._bind_order(
+                    order,
+                    project_exprs,
+                    out_cols,
+                    source_scope,
+                    agg_ctx,
+                    distinct is not None and on is None,
                 )
+            if on is not None:
+                on_exprs = [
+                    self._output_ref(e, out_cols, project_exprs, source_scope, agg_ctx)
+                    for e in on.expressions
+                ]
+                _check_distinct_on(on_exprs, sort_keys, project_exprs)
+        if agg_ctx is not None:
+            # Built after ORDER BY, which can add aggregates of its own.
             rel: Rel = AggregateRel(agg_ctx.output_columns(), q.rel, agg_ctx.groups, agg_ctx.aggs)
             if having_pred is not None:
                 rel = FilterRel(rel.columns, rel, having_pred)
         else:
             rel = q.rel
-
-        distinct = node.args.get("distinct")
-        on = distinct.args.get("on") if distinct is not None else None
-        sort_keys: list[SortKey] = []
-        if order is not None:
-            sort_keys = self._bind_order(
-                order,
-                project_exprs,
-                out_cols,
-                source_scope,
-                agg_ctx,
-                distinct is not None and on is None,
-            )
-        on_exprs = None
-        if on is not None:
-            on_exprs = [
-                self._output_ref(e, out_cols, project_exprs, source_scope, agg_ctx)
-                for e in on.expressions
-            ]
-            _check_distinct_on(on_exprs, sort_keys, project_exprs)
+        rel = self._add_windows(rel, windows)
+        rel = self._add_set_functions(rel, srfs)
         rel = ProjectRel(out_cols, rel, project_exprs)
         if on_exprs is not None:
             # DISTINCT ON keeps the first row of each group in ORDER BY order.
@@ -246,6 +279,23 @@ class Binder:
                 [BColumn(out_cols[i].type, i, out_cols[i].name) for i in visible],
             )
         return rel
+
+    def _add_windows(self, rel: Rel, windows: WindowContext) -> Rel:
+        """The window functions of a SELECT, computed over ``rel``'s rows."""
+        if not windows.calls:
+            return rel
+        windows.place(len(rel.columns))
+        cols = list(rel.columns) + [OutCol(c.name, c.type) for c in windows.calls]
+        return WindowRel(cols, rel, windows.specs, windows.calls)
+
+    def _add_set_functions(self, rel: Rel, srfs: SrfContext) -> Rel:
+        """The set-returning functions of a select list, run over ``rel``'s rows."""
+        if not srfs.calls:
+            return rel
+        srfs.place(len(rel.columns))
+        # One reference per call, made when the call was added.
+        cols = list(rel.columns) + [OutCol(r.name, r.type) for r in srfs.refs]
+        return ProjectSetRel(cols, rel, srfs.calls)
 
     def _bind_limit(self, node: exp.Expression, rel: Rel) -> Rel:
         limit = node.args.get("limit")
@@ -446,8 +496,10 @@ class Binder:
             rel = self._bind_values(node, outer)
             alias = node.alias or "*VALUES*"
             return self._aliased(rel, alias, _column_aliases(node), outer)
-        if isinstance(node, exp.Unnest | exp.Explode):
-            raise unsupported("UNNEST in FROM")
+        if isinstance(node, exp.Unnest):
+            return self._bind_unnest_from(node, outer)
+        if isinstance(node, exp.Lateral):
+            raise unsupported("LATERAL")
         raise unsupported(f"FROM item {type(node).__name__}")
 
     def _wrap_order_limit(self, node: exp.Expression, rel: Rel, outer: Scope | None) -> Rel:
@@ -496,24 +548,56 @@ class Binder:
         raise SqlError(UNDEFINED_TABLE, f'relation "{shown}" does not exist')
 
     def _bind_function_table(self, node: exp.Table, outer: Scope | None) -> _Query:
-        fn_node = node.this
-        name, args = self.exprs.function_name_args(fn_node)
-        bound = [self.exprs.bind(a, Scope([], outer)) for a in args]
-        from percolator.server.sql.set_functions import resolve_set_function
-
-        resolved = resolve_set_function(name, bound, self.exprs)
-        if resolved is None:
-            raise unsupported(f"function {name} in FROM")
-        fn, out_types, bound = resolved
-        alias = node.alias or name
-        col_aliases = _column_aliases(node)
-        # A one-column function's column is named after the table alias (Postgres's rule).
-        single = [node.alias or name]
-        names = col_aliases or (
-            single if len(out_types) == 1 else [f"col{i}" for i in range(len(out_types))]
+        name, args = self.exprs.function_name_args(node.this)
+        ordinality = bool(node.args.get("ordinality"))
+        return self._set_function_from(
+            name, args, node.alias, _column_aliases(node), ordinality, outer
         )
-        cols = [OutCol(names[i], t, relation=alias) for i, t in enumerate(out_types)]
-        return _Query(FunctionRel(cols, name, fn, bound), Scope(cols, outer, {alias}))
+
+    def _bind_unnest_from(self, node: exp.Unnest, outer: Scope | None) -> _Query:
+        """``unnest(...) [WITH ORDINALITY] [AS alias(columns)]``, which sqlglot parses into
+        its own node (the ordinality column's alias, if any, in ``offset``)."""
+        if len(node.expressions) != 1:
+            raise unsupported("unnest with several arrays")
+        offset = node.args.get("offset")
+        names = _column_aliases(node)
+        if isinstance(offset, exp.Expression):
+            names.append(offset.name)
+        return self._set_function_from(
+            "unnest", list(node.expressions), node.alias, names, bool(offset), outer
+        )
+
+    def _set_function_from(
+        self,
+        name: str,
+        arg_nodes: list[exp.Expression],
+        alias: str | None,
+        col_aliases: list[str],
+        ordinality: bool,
+        outer: Scope | None,
+    ) -> _Query:
+        """A set-returning function in FROM."""
+        bound = [self.exprs.bind(a, Scope([], outer)) for a in arg_nodes]
+        impl = resolve_set_function(name, bound, self.exprs)
+        if impl is None:
+            raise unsupported(f"function {name} in FROM")
+        # A one-column function's column is named after the table alias (Postgres's rule).
+        names = list(impl.names) if impl.names is not None else [impl.column or alias or name]
+        types = list(impl.types)
+        if ordinality:
+            names.append("ordinality")
+            types.append(T.INT8)
+        if len(col_aliases) > len(names):
+            raise SqlError(
+                SYNTAX_ERROR,
+                f'table "{alias or name}" has {len(names)} columns available but '
+                f"{len(col_aliases)} columns specified",
+            )
+        names[: len(col_aliases)] = col_aliases
+        relation = alias or name
+        cols = [OutCol(n, t, relation=relation) for n, t in zip(names, types, strict=True)]
+        rel = FunctionRel(cols, name, impl.fn, impl.args, ordinality)
+        return _Query(rel, Scope(cols, outer, {relation}))
 
     def _join(self, left: _Query, right: _Query, j: exp.Join, outer: Scope | None) -> _Query:
         side = (j.args.get("side") or "").upper()
@@ -968,6 +1052,19 @@ class _IndexRef(exp.Expression):
 
 _DEFAULT = BConst(T.UNKNOWN, None)
 """Marks a DEFAULT keyword inside VALUES until the target column is known."""
+
+
+def _record_as_text(t: SqlType) -> Callable[[tuple[object, ...]], tuple[object, ...]]:
+    """A record of type ``t`` as the tuple of its fields' text (what record output prints)."""
+    from percolator.server.sql.textio import text_encoder
+
+    fields = record_fields(t) or ()
+    encoders = [text_encoder(ft) for _, ft in fields]
+
+    def as_text(v: tuple[object, ...]) -> tuple[object, ...]:
+        return tuple(None if f is None else enc(f) for enc, f in zip(encoders, v, strict=True))
+
+    return as_text
 
 
 def _hidden_key(table: TableDef, alias: str) -> list[OutCol]:

@@ -231,6 +231,8 @@ class FunctionRel(Rel):
     name: str
     fn: Callable[..., Iterator[tuple[object, ...]]]
     args: list[BExpr]
+    ordinality: bool = False
+    """WITH ORDINALITY: a last bigint column numbering the rows from 1."""
 
 
 class JoinKind(Enum):
@@ -328,6 +330,65 @@ class DistinctRel(Rel):
     input: Rel
     on: list[BExpr] | None = None
     """DISTINCT ON (...) expressions; None: whole rows."""
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+@dataclass(eq=False)
+class WindowSpec:
+    """``OVER (PARTITION BY ... ORDER BY ...)``: shared by the calls that name the same one."""
+
+    partition: list[BExpr]
+    order: list[SortKey]
+
+
+@dataclass(eq=False)
+class WindowCall:
+    """A window function (row_number, rank, dense_rank) or an aggregate used with OVER.
+
+    With ORDER BY, an aggregate's frame runs from the partition's start to the current row's
+    last peer (Postgres's default frame); without, it is the whole partition."""
+
+    name: str
+    args: list[BExpr]
+    type: SqlType
+    spec: int
+    """Index into :attr:`WindowRel.specs`."""
+    filter: BExpr | None = None
+
+
+@dataclass(eq=False)
+class WindowRel(Rel):
+    """Output: the input row, then each window call's value."""
+
+    input: Rel
+    specs: list[WindowSpec]
+    calls: list[WindowCall]
+
+    def inputs(self) -> list[Rel]:
+        return [self.input]
+
+
+@dataclass(eq=False)
+class SrfCall:
+    """A set-returning function in a select list (evaluated by :class:`ProjectSetRel`)."""
+
+    name: str
+    fn: Callable[..., Iterator[tuple[object, ...]]]
+    args: list[BExpr]
+    composite: bool
+    """The value is the function's whole row (a record), not its only column."""
+
+
+@dataclass(eq=False)
+class ProjectSetRel(Rel):
+    """Output: the input row, then each set-returning function's value. The functions run in
+    lockstep (Postgres 10+): a row gives as many rows as its longest function result, the
+    shorter ones padded with NULL, and none when every function returns nothing."""
+
+    input: Rel
+    calls: list[SrfCall]
 
     def inputs(self) -> list[Rel]:
         return [self.input]

@@ -8,10 +8,11 @@ context types become text, as Postgres does for ``SELECT $1``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -39,7 +40,10 @@ from percolator.server.sql.bound import (
     BSubquery,
     OutCol,
     SortKey,
+    SrfCall,
     SubqueryKind,
+    WindowCall,
+    WindowSpec,
 )
 from percolator.server.sql.errors import (
     CARDINALITY_VIOLATION,
@@ -47,9 +51,11 @@ from percolator.server.sql.errors import (
     GROUPING_ERROR,
     INDETERMINATE_DATATYPE,
     SYNTAX_ERROR,
+    UNDEFINED_COLUMN,
     UNDEFINED_FUNCTION,
     UNDEFINED_OBJECT,
     UNDEFINED_PARAMETER,
+    WRONG_OBJECT_TYPE,
     SqlError,
     unsupported,
 )
@@ -57,6 +63,7 @@ from percolator.server.sql.scope import Scope
 from percolator.server.sql.types import SqlType, TypeId
 
 AMBIGUOUS_FUNCTION = "42725"
+WINDOWING_ERROR = "42P20"
 
 if TYPE_CHECKING:
     from percolator.server.sql.binder import Binder
@@ -127,6 +134,61 @@ class AggregateContext:
     def output_columns(self) -> list[OutCol]:
         cols = [OutCol(f"group{i}", g.type) for i, g in enumerate(self.groups)]
         return cols + [OutCol(a.name, a.type) for a in self.aggs]
+
+
+_WINDOW_BASE = 1 << 40
+_SRF_BASE = 1 << 41
+"""Window and set-returning function values are columns after the input row, whose width is
+known only when the whole select list is bound: their references start at these placeholder
+positions and are moved by :meth:`WindowContext.place` / :meth:`SrfContext.place`."""
+
+
+@dataclass
+class WindowContext:
+    """The window function calls of one SELECT, found while binding its select list and
+    ORDER BY."""
+
+    specs: list[WindowSpec] = field(default_factory=list)
+    spec_nodes: list[tuple[list[exp.Expression], exp.Expression | None]] = field(
+        default_factory=list
+    )
+    calls: list[WindowCall] = field(default_factory=list)
+    call_nodes: list[exp.Expression] = field(default_factory=list)
+    refs: list[BColumn] = field(default_factory=list)
+
+    def ref(self, k: int) -> BColumn:
+        r = BColumn(self.calls[k].type, _WINDOW_BASE + k, self.calls[k].name)
+        self.refs.append(r)
+        return r
+
+    def place(self, width: int) -> None:
+        """The window values follow an input row of ``width`` columns."""
+        for r in self.refs:
+            r.index = width + r.index - _WINDOW_BASE
+
+
+@dataclass
+class SrfContext:
+    """The set-returning function calls of one SELECT's select list (and ORDER BY)."""
+
+    calls: list[SrfCall] = field(default_factory=list)
+    refs: list[BColumn] = field(default_factory=list)
+
+    def add(self, call: SrfCall, t: SqlType) -> BColumn:
+        self.calls.append(call)
+        r = BColumn(t, _SRF_BASE + len(self.calls) - 1, call.name)
+        self.refs.append(r)
+        return r
+
+    def place(self, width: int) -> None:
+        """The function values follow an input row of ``width`` columns."""
+        for r in self.refs:
+            r.index = width + r.index - _SRF_BASE
+
+
+_SET_FUNCTIONS = {"generate_series", "unnest", "generate_subscripts", "_pg_expandarray",
+                  "pg_partition_ancestors"}  # fmt: skip
+_RANKING = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 
 
 _COMPARISONS: dict[type, str] = {
@@ -203,6 +265,21 @@ class ExprBinder:
     def __init__(self, binder: Binder) -> None:
         self.binder = binder
         self.subquery_slots = 0
+        self.window_ctx: WindowContext | None = None
+        """Set while binding a select list or ORDER BY, where window functions may appear."""
+        self.srf_ctx: SrfContext | None = None
+        """Set while binding a select list, where set-returning functions may appear."""
+        self.in_aggregate_args = False
+
+    @contextlib.contextmanager
+    def contexts(self, window: WindowContext | None, srf: SrfContext | None) -> Iterator[None]:
+        """Bind with these window / set-returning function contexts (None: not allowed)."""
+        saved = self.window_ctx, self.srf_ctx
+        self.window_ctx, self.srf_ctx = window, srf
+        try:
+            yield
+        finally:
+            self.window_ctx, self.srf_ctx = saved
 
     @property
     def params(self) -> Params:
@@ -232,7 +309,7 @@ class ExprBinder:
             if isinstance(n, tuple(_AGGREGATES)) or (
                 isinstance(n, exp.Anonymous) and str(n.this).lower() in _AGG_NAMES
             ):
-                if not _inside_subquery(n, node):
+                if not _inside_subquery(n, node) and not _is_window_function(n):
                     return True
         return False
 
@@ -251,6 +328,10 @@ class ExprBinder:
             return self.column_name(node.this)
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func | exp.Anonymous):
             return self.column_name(node.expression)
+        if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
+            return node.expression.name
+        if isinstance(node, exp.Window | exp.Bracket):
+            return self.column_name(node.this)
         source = _source_name(node)
         if source is not None:
             return source
@@ -348,6 +429,11 @@ class ExprBinder:
         if src == target:
             return e
         if isinstance(e, BParam) and src.id is TypeId.UNKNOWN:
+            if target.id in _REG_TYPES and not target.array:
+                # $1::regclass: the value is a name to look up in the catalog when the
+                # statement runs (text input of a reg type takes only a number).
+                self.params.resolve(e.index, T.TEXT)
+                return self._reg_cast(e, target)
             self.params.resolve(e.index, _param_type(target))
             return (
                 e
@@ -1082,13 +1168,123 @@ class ExprBinder:
             return self.bind(right, scope)
         if isinstance(right, exp.Func | exp.Anonymous):
             return self.bind(right, scope)
+        if isinstance(right, exp.Identifier):
+            return self.field_select(self.bind(left, scope), right.name)
         raise unsupported(f"expression {node.sql(dialect='postgres')}")
+
+    def field_select(self, base: BExpr, name: str) -> BExpr:
+        """``(base).name`` on a composite value (a function's record result)."""
+        from percolator.server.sql.set_functions import record_fields
+
+        fields = record_fields(base.type)
+        if fields is None:
+            if base.type.id is TypeId.RECORD:
+                raise SqlError(
+                    UNDEFINED_COLUMN, f'could not identify column "{name}" in record data type'
+                )
+            raise SqlError(
+                WRONG_OBJECT_TYPE,
+                f"column notation .{name} applied to type {base.type}, which is not a "
+                "composite type",
+            )
+        for i, (field_name, t) in enumerate(fields):
+            if field_name == name:
+                return BCall(t, "field", operator.itemgetter(i), [base])
+        raise SqlError(UNDEFINED_COLUMN, f'could not identify column "{name}" in record data type')
 
     def _bind_Filter(self, node: exp.Filter, scope: Scope) -> BExpr:
         raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
 
     def _bind_Window(self, node: exp.Window, scope: Scope) -> BExpr:
-        raise unsupported("window functions (OVER)")
+        return self._window_call(node, lambda n: self.bind(n, scope))
+
+    def _window_call(self, node: exp.Window, bind_arg: Callable[[exp.Expression], BExpr]) -> BExpr:
+        """A window function call, added to the SELECT's window context; its value is a
+        column after the window's input row. ``bind_arg`` binds over that input row."""
+        ctx = self.window_ctx
+        if ctx is None:
+            if self.in_aggregate_args:
+                raise SqlError(
+                    GROUPING_ERROR, "aggregate function calls cannot contain window function calls"
+                )
+            raise SqlError(WINDOWING_ERROR, "window functions are not allowed here")
+        for k, seen in enumerate(ctx.call_nodes):
+            if seen == node:
+                return ctx.ref(k)
+        if node.args.get("alias") is not None:
+            raise unsupported("named windows (OVER name)")
+        if node.args.get("spec") is not None:
+            raise unsupported("window frame clauses (ROWS / RANGE / GROUPS)")
+        with self.contexts(None, None):
+            name, args, t, filt = self._window_function(node.this, bind_arg)
+            spec = self._window_spec(ctx, node, bind_arg)
+        ctx.calls.append(WindowCall(name, args, t, spec, filt))
+        ctx.call_nodes.append(node)
+        return ctx.ref(len(ctx.calls) - 1)
+
+    def _window_function(
+        self, fn: exp.Expression, bind_arg: Callable[[exp.Expression], BExpr]
+    ) -> tuple[str, list[BExpr], SqlType, BExpr | None]:
+        """(name, arguments, result type, FILTER) of the function applied over a window."""
+        filter_node = None
+        if isinstance(fn, exp.Filter):
+            filter_node = fn.expression
+            if isinstance(filter_node, exp.Where):
+                filter_node = filter_node.this
+            fn = fn.this
+        if type(fn) in _RANKING:
+            if filter_node is not None:
+                raise unsupported("FILTER for non-aggregate window functions")
+            if fn.args.get("expressions"):
+                raise SqlError(UNDEFINED_FUNCTION, f"function {_RANKING[type(fn)]}() with "
+                               "arguments does not exist")  # fmt: skip
+            return _RANKING[type(fn)], [], T.INT8, None
+        if not self._is_agg_node(fn):
+            raise unsupported(f"window function {self.column_name(fn)}")
+        name, arg_nodes = _aggregate_name_args(fn)
+        if arg_nodes and isinstance(arg_nodes[0], exp.Distinct):
+            raise unsupported("DISTINCT in window functions")
+        if arg_nodes and isinstance(arg_nodes[0], exp.Order):
+            raise unsupported("ORDER BY inside a window aggregate's arguments")
+        star = len(arg_nodes) == 1 and isinstance(arg_nodes[0], exp.Star)
+        args = [] if star else [_resolve_unknown_arg(self, bind_arg(a)) for a in arg_nodes]
+        from percolator.server.sql.aggregates import aggregate_type
+
+        t = aggregate_type(name, [a.type for a in args])
+        filt = (
+            self.coerce_condition(bind_arg(filter_node), "FILTER")
+            if filter_node is not None
+            else None
+        )
+        return name, args, t, filt
+
+    def _window_spec(
+        self,
+        ctx: WindowContext,
+        node: exp.Window,
+        bind_arg: Callable[[exp.Expression], BExpr],
+    ) -> int:
+        """The index of the window's (PARTITION BY, ORDER BY) in ``ctx``, added if new."""
+        partition_nodes = list(node.args.get("partition_by") or [])
+        order_node = node.args.get("order")
+        for k, (p, o) in enumerate(ctx.spec_nodes):
+            if p == partition_nodes and o == order_node:
+                return k
+        partition = [_resolve_unknown_arg(self, bind_arg(p)) for p in partition_nodes]
+        order: list[SortKey] = []
+        for o in order_node.expressions if order_node is not None else []:
+            # sqlglot fills nulls_first with the dialect default; keep it only when explicit.
+            explicit_nulls = "NULLS" in o.sql(dialect="postgres").upper()
+            order.append(
+                SortKey(
+                    _resolve_unknown_arg(self, bind_arg(o.this)),
+                    bool(o.args.get("desc")),
+                    bool(o.args.get("nulls_first")) if explicit_nulls else None,
+                )
+            )
+        ctx.specs.append(WindowSpec(partition, order))
+        ctx.spec_nodes.append((partition_nodes, order_node))
+        return len(ctx.specs) - 1
 
     def _bind_JSONExtract(self, node: exp.Expression, scope: Scope) -> BExpr:
         return self._json_get(node, scope, as_text=False)
@@ -1144,8 +1340,32 @@ class ExprBinder:
         if name == "date_trunc" and arg_nodes and isinstance(arg_nodes[0], exp.Var):
             # sqlglot turns the field literal into a keyword.
             arg_nodes = [exp.Literal.string(arg_nodes[0].name.lower()), *arg_nodes[1:]]
+        if name in _SET_FUNCTIONS:
+            return self._set_function(name, arg_nodes, scope)
         args = [self.bind(a, scope) for a in arg_nodes]
         return self.call(name, args)
+
+    def _set_function(self, name: str, arg_nodes: list[exp.Expression], scope: Scope) -> BExpr:
+        """A set-returning function in a select list: its value is a column of the rows the
+        SELECT's ProjectSet produces."""
+        ctx = self.srf_ctx
+        if ctx is None:
+            raise unsupported(f"set-returning function {name} in this position")
+        from percolator.server.sql.set_functions import record_type, resolve_set_function
+
+        with self.contexts(self.window_ctx, None):
+            args = [self.bind(a, scope) for a in arg_nodes]
+        impl = resolve_set_function(name, args, self)
+        if impl is None:
+            shown = ", ".join(str(a.type) for a in args)
+            raise SqlError(
+                UNDEFINED_FUNCTION,
+                f"function {name}({shown}) does not exist",
+                hint="No function matches the given name and argument types.",
+            )
+        composite = impl.names is not None
+        t = record_type(impl.names, impl.types) if impl.names is not None else impl.types[0]
+        return ctx.add(SrfCall(name, impl.fn, impl.args, composite), t)
 
     def call(self, name: str, args: list[BExpr]) -> BExpr:
         """A call of the registered function ``name`` on bound arguments."""
@@ -1180,6 +1400,8 @@ class ExprBinder:
         for i, g in enumerate(ctx.group_nodes):
             if node == g:
                 return BColumn(ctx.groups[i].type, i)
+        if isinstance(node, exp.Window):
+            return self._window_call(node, lambda n: self.bind_in_aggregate(n, ctx))
         if isinstance(node, exp.Column):
             try:
                 e = self.bind(node, ctx.scope)
@@ -1223,7 +1445,7 @@ class ExprBinder:
                 return n
             if (
                 any(n == g for g in ctx.group_nodes)
-                or isinstance(n, exp.Column)
+                or isinstance(n, exp.Column | exp.Window)
                 or self._is_agg_node(n)
             ):
                 placeholders.append(self.bind_in_aggregate(n, ctx))
@@ -1242,6 +1464,16 @@ class ExprBinder:
         )
 
     def _aggregate_call(self, node: exp.Expression, ctx: AggregateContext) -> BExpr | None:
+        # Aggregate arguments can hold neither window functions nor set-returning functions.
+        saved = self.in_aggregate_args
+        self.in_aggregate_args = True
+        try:
+            with self.contexts(None, None):
+                return self._aggregate_call_inner(node, ctx)
+        finally:
+            self.in_aggregate_args = saved
+
+    def _aggregate_call_inner(self, node: exp.Expression, ctx: AggregateContext) -> BExpr | None:
         filter_node = None
         if isinstance(node, exp.Filter):
             filter_node = node.expression
@@ -1330,6 +1562,24 @@ class _AggScope(Scope):
         super().__init__(ctx.scope.columns, ctx.scope.parent, ctx.scope.relations)
 
 
+def _is_window_function(n: exp.Expression) -> bool:
+    """Whether aggregate node ``n`` is the function of an OVER clause (not a plain aggregate)."""
+    parent = n.parent
+    if isinstance(parent, exp.Filter) and parent.this is n:
+        n, parent = parent, parent.parent
+    return isinstance(parent, exp.Window) and parent.this is n
+
+
+def _aggregate_name_args(node: exp.Expression) -> tuple[str, list[exp.Expression]]:
+    """The name and argument nodes of an aggregate call node."""
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower(), list(node.expressions)
+    args = [node.this] if node.this is not None else []
+    if isinstance(node, exp.GroupConcat) and node.args.get("separator") is not None:
+        args.append(node.args["separator"])
+    return _AGGREGATES[type(node)], args
+
+
 def _walk_nodes(e: BExpr):  # type: ignore[no-untyped-def]
     from percolator.server.sql.bound import walk
 
@@ -1385,6 +1635,13 @@ def _is_correlated(rel: Any) -> bool:
                 out.append(v)
         for a in getattr(r, "aggs", []) or []:
             out.extend(a.args)
+        for c in getattr(r, "calls", []) or []:
+            out.extend(c.args)
+            if getattr(c, "filter", None) is not None:
+                out.append(c.filter)
+        for spec in getattr(r, "specs", []) or []:
+            out.extend(spec.partition)
+            out.extend(k.expr for k in spec.order)
         for k in getattr(r, "keys", []) or []:
             out.append(k.expr)
         return out

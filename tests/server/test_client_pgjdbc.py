@@ -129,11 +129,6 @@ def test_database_metadata_get_tables(jdbc: Results) -> None:
     assert ok(jdbc, "get_tables") == "jf:TABLE,jt:TABLE"
 
 
-@pytest.mark.xfail(
-    reason="engine: pgjdbc's getColumns query uses row_number() OVER (PARTITION BY ...) "
-    "-> 0A000 window functions (OVER) is not supported",
-    strict=True,
-)
 def test_database_metadata_get_columns(jdbc: Results) -> None:
     assert ok(jdbc, "get_columns") == (
         "id:int4:4:NO,name:varchar:12:YES,amount:numeric:2:YES,at:timestamp:93:YES,"

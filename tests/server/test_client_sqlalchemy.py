@@ -394,13 +394,8 @@ REFLECTED = ("refl_item", "refl_pair")
 #   SELECT ..., unnest(pg_catalog.pg_index.indkey) AS attnum,
 #          generate_subscripts(pg_catalog.pg_index.indkey, 1) AS ord, ...
 #   FROM pg_catalog.pg_constraint JOIN pg_catalog.pg_index ON ... conindid = indexrelid ...
-# (get_pk_constraint, get_unique_constraints, get_indexes; MetaData.reflect uses all three).
-INDKEY_XFAIL = pytest.mark.xfail(
-    reason="engine (pg_catalog emulation): int2vector is not an array to unnest: "
-    "SELECT unnest(indkey), generate_subscripts(indkey, 1) FROM pg_catalog.pg_index "
-    "-> 42883 function unnest(int2vector) does not exist",
-    strict=True,
-)
+# (get_pk_constraint, get_unique_constraints, get_indexes; MetaData.reflect uses all three):
+# set-returning functions in the select list over int2vector, and a $n::regclass parameter.
 
 
 def _columns(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
@@ -429,12 +424,10 @@ def test_reflect_columns(reflected: tuple[sa.Engine, sa.Engine]) -> None:
     _both(reflected, _columns)
 
 
-@INDKEY_XFAIL
 def test_reflect_primary_keys(reflected: tuple[sa.Engine, sa.Engine]) -> None:
     _both(reflected, lambda e, t: sa.inspect(e).get_pk_constraint(t)["constrained_columns"])
 
 
-@INDKEY_XFAIL
 def test_reflect_indexes(reflected: tuple[sa.Engine, sa.Engine]) -> None:
     def indexes(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
         found = sa.inspect(engine).get_indexes(table)
@@ -443,7 +436,6 @@ def test_reflect_indexes(reflected: tuple[sa.Engine, sa.Engine]) -> None:
     _both(reflected, indexes)
 
 
-@INDKEY_XFAIL
 def test_reflect_unique_constraints(reflected: tuple[sa.Engine, sa.Engine]) -> None:
     def uniques(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
         found = sa.inspect(engine).get_unique_constraints(table)
@@ -452,7 +444,6 @@ def test_reflect_unique_constraints(reflected: tuple[sa.Engine, sa.Engine]) -> N
     _both(reflected, uniques)
 
 
-@INDKEY_XFAIL
 def test_metadata_reflect(reflected: tuple[sa.Engine, sa.Engine]) -> None:
     def tables(engine: sa.Engine) -> dict[str, list[tuple[object, ...]]]:
         metadata = sa.MetaData()

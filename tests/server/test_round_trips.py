@@ -3,13 +3,24 @@ gives). Secondary commits run after the commit point and are counted separately.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import psycopg
 import pytest
 
-from tests.server.conftest import SqlServer
+from tests.conftest import PostgresServer, create_database
+from tests.server.conftest import SqlServer, start_sql_server
+
+
+@pytest.fixture(scope="module")
+def sql_server(embedded_pg: PostgresServer) -> Iterator[SqlServer]:
+    """A server that does not poll the catalog version (a poll is a read of its own)."""
+    store = asyncio.run(create_database(embedded_pg.dsn, "rt"))
+    thread, server = start_sql_server(store, catalog_poll=0.0)
+    yield server
+    thread.stop()
 
 
 @pytest.fixture(scope="module")
