@@ -8,6 +8,8 @@ import signal
 from asyncio.subprocess import PIPE
 from pathlib import Path
 
+import psycopg
+
 import percolator.clients as percolator
 from tests.txn.test_bank_chaos import free_port
 
@@ -25,13 +27,30 @@ async def test_serve_then_connect_write_read_and_gc(tmp_path: Path) -> None:
         f"127.0.0.1:{port}",
         "--gc-interval",
         "3600",
+        "--listen",
+        "127.0.0.1:0",
         stdout=PIPE,
         stderr=PIPE,
     )
     assert serve.stdout is not None and serve.stderr is not None
     try:
-        banner = (await asyncio.wait_for(serve.stdout.readline(), 60)).decode()
+        banner = ""
+        while "coordinator:" not in banner:
+            line = (await asyncio.wait_for(serve.stdout.readline(), 60)).decode()
+            assert line, f"serve ended its output early: {banner!r}"
+            banner += line
         assert f"127.0.0.1:{port}" in banner, banner
+        sql_port = int(banner.split("port=")[1].split()[0])
+
+        # SQL and the Python API see the same data.
+        sql = await psycopg.AsyncConnection.connect(
+            f"host=127.0.0.1 port={sql_port} user=postgres dbname=postgres", autocommit=True
+        )
+        await sql.execute("CREATE TABLE system_check (id int PRIMARY KEY, v text)")
+        await sql.execute("INSERT INTO system_check VALUES (1, 'via SQL')")
+        cur = await sql.execute("SELECT v FROM system_check WHERE id = 1")
+        assert await cur.fetchone() == ("via SQL",)
+        await sql.close()
 
         db = await percolator.connect(coordinator=f"127.0.0.1:{port}", data_dir=tmp_path)
         for i in range(3):
