@@ -5,9 +5,8 @@ encoding of its primary key (or, without one, a hidden row id: the inserting tra
 start_ts and a counter, unique across the deployment). Its cells:
 
 - ``_``: the row marker, an empty value; every row has it, so a row whose other columns are
-  all NULL still exists. UPDATE writes a lock-only record on it, so two transactions updating
-  the same row conflict (row-level write conflicts, as in Postgres), whichever columns they
-  change;
+  all NULL still exists. UPDATE writes it again, so two transactions updating the same row
+  conflict (row-level write conflicts, as in Postgres), whichever columns they change;
 - one cell per non-key column, named by the column's id (never reused), holding the value's
   storage encoding; NULL is the absence of the cell.
 
@@ -136,9 +135,12 @@ class RowCodec:
                 txn.set(storage, key, name, enc(v))
 
     def write_update(self, txn: Transaction, key: bytes, old: Row, new: Row) -> None:
-        """Buffer the cells that changed, and a lock on the marker (row-level conflicts)."""
+        """Buffer the cells that changed, and the marker again: two transactions updating
+        the same row then conflict whichever columns they change (row-level conflicts), and
+        a later read of the row in this transaction finds the marker in its own writes
+        instead of asking the store."""
         storage = self.storage
-        txn.lock(storage, key, MARKER)
+        txn.set(storage, key, MARKER, b"")
         for i, name, enc, _ in self.value_columns:
             v = new[i]
             if v == old[i] and type(v) is type(old[i]):

@@ -53,15 +53,13 @@ class TransactionClient:
         return Transaction(self._services, start_ts)
 
     async def renew_snapshot(self, txn: Transaction) -> None:
-        """Move a transaction to a new snapshot (READ COMMITTED: one per statement).
+        """Let a transaction's reads see a new snapshot (READ COMMITTED: one per statement).
 
-        Its buffered writes move with it: they were never sent, so a newer start_ts only makes
-        the commit's conflict check compare against a later point, as a statement of a
-        read-committed transaction should."""
-        start_ts = await self.clock.get_timestamp()
-        self._running.add(start_ts)
-        self._running.discard(txn.start_ts)
-        txn.start_ts = start_ts
+        Only reads move: its writes keep start_ts, so a write is still conflict-checked
+        against everything committed since the transaction began. A write made by an earlier
+        statement can then never silently overwrite a concurrent commit of the same cell
+        (Postgres prevents that with row locks; here it is a 40001 at commit)."""
+        txn.read_ts = await self.clock.get_timestamp()
 
     def min_running_start_ts(self) -> int | None:
         """The oldest start_ts among this process's running transactions."""

@@ -84,6 +84,10 @@ class Transaction:
     def __init__(self, services: TxnServices, start_ts: int) -> None:
         self._s = services
         self.start_ts = start_ts
+        self.read_ts = start_ts
+        """The snapshot reads see: start_ts, or a later one under READ COMMITTED (see
+        :meth:`TransactionClient.renew_snapshot`). Writes are always conflict-checked from
+        start_ts."""
         self.commit_ts: int | None = None
         self.state = TransactionState.ACTIVE
         self._writes: dict[CellKey, Mutation] = {}
@@ -161,7 +165,7 @@ class Transaction:
     ) -> AsyncIterator[CellRead]:
         """The store's cells merged with our own writes, in (row, column) order."""
         i = 0
-        async for cell in self._s.store.scan(self.start_ts, table, start, end, columns):
+        async for cell in self._s.store.scan(self.read_ts, table, start, end, columns):
             while i < len(own) and own[i].key < cell.key:
                 yield _as_read(own[i])
                 i += 1
@@ -186,7 +190,7 @@ class Transaction:
         return TransactionTooOld(f"transaction {self.start_ts}: {exc}; retry it")
 
     async def _read_resolving(self, keys: Sequence[CellKey]) -> list[CellRead]:
-        results = await self._s.store.read(self.start_ts, keys)
+        results = await self._s.store.read(self.read_ts, keys)
         blocked = [i for i, r in enumerate(results) if r.lock is not None]
         if not blocked:
             return results
@@ -201,7 +205,7 @@ class Transaction:
                     raise LockWaitTimeout(held[0].key, held[0].start_ts, waited)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
-            again = await self._s.store.read(self.start_ts, [keys[i] for i in blocked])
+            again = await self._s.store.read(self.read_ts, [keys[i] for i in blocked])
             for i, result in zip(blocked, again, strict=True):
                 results[i] = result
             blocked = [i for i in blocked if results[i].lock is not None]

@@ -125,6 +125,22 @@ def test_read_committed_sees_new_commits_each_statement(sql_server: SqlServer, t
         t1.commit()
 
 
+def test_read_committed_never_loses_an_earlier_statements_update(
+    sql_server: SqlServer, table: str
+) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        t1.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        t1.execute("UPDATE acct SET bal = bal + 1 WHERE id = 1")
+        t2.execute("UPDATE acct SET bal = bal + 10 WHERE id = 1")
+        t2.commit()
+        # A new statement reads a new snapshot, but t1's buffered write of row 1 was made
+        # against the old one: committing it would erase t2's +10.
+        assert t1.execute("SELECT bal FROM acct WHERE id = 2").fetchone() == (100,)
+        with pytest.raises(errors.SerializationFailure):
+            t1.commit()
+    assert balances(sql_server)[0] == (1, 110)
+
+
 def test_repeatable_read_is_the_default_and_keeps_its_snapshot(
     sql_server: SqlServer, table: str
 ) -> None:
