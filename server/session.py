@@ -68,7 +68,7 @@ from percolator.server.sql.bound import (
     QueryStmt,
     UpdateStmt,
 )
-from percolator.server.sql.catalog import Catalog, CheckDef, RoleDef, TableDef
+from percolator.server.sql.catalog import Catalog, RoleDef, TableDef
 from percolator.server.sql.errors import (
     ACTIVE_SQL_TRANSACTION,
     DUPLICATE_OBJECT,
@@ -806,7 +806,7 @@ class SqlSession:
                 after,
                 ctx,
                 lambda t: self._writer(t, Binder(after, Params())),
-                self._default_fn(after, ctx),
+                lambda t, col: self.insert_defaults(t, [col], after, Binder(after, Params()))[0][1],
                 lambda t, ck: compile_expr(
                     bind_table_expr(Binder(after, Params()), t, ck.expression)
                 ),
@@ -854,28 +854,6 @@ class SqlSession:
 
                 out.append((pos, value))
         return out
-
-    def _default_fn(
-        self, catalog: Catalog, ctx: ExecContext
-    ) -> Callable[[TableDef, Any], Callable[[Any], Awaitable[object]]]:
-        def make(table: TableDef, column: Any) -> Callable[[Any], Awaitable[object]]:
-            if column.serial_sequence is not None:
-                seq = catalog.sequences.get(column.serial_sequence)
-                key = seq.counter_key if seq is not None else f"{table.oid}.{column.id}"
-
-                async def serial(_row: Any) -> object:
-                    return await self.engine.sequences.nextval(key)
-
-                return serial
-            binder = Binder(catalog, Params())
-            f = compile_expr(binder.default_expr(table, column))
-
-            async def value(_row: Any) -> object:
-                return f((), ctx)
-
-            return value
-
-        return make
 
     # -- utility statements ----------------------------------------------------------------
 
@@ -1235,4 +1213,4 @@ def _syntax_error(text: str, offset: int, err: Exception) -> SqlError:
     return SqlError(SYNTAX_ERROR, message, position=position)
 
 
-__all__ = ["CheckDef", "SqlSession", "bind_table_expr"]
+__all__ = ["SqlSession", "bind_table_expr"]

@@ -26,8 +26,9 @@ async def run_action(
     bind_default: Any,
     bind_check: Any,
 ) -> None:
-    """Run one data action. ``writer_for(table)`` builds a TableWriter; ``bind_default`` and
-    ``bind_check`` compile a column default / check constraint for a table."""
+    """Run one data action. ``writer_for(table)`` builds a TableWriter; ``bind_default(table,
+    column)`` gives an async function of the context computing the column's default;
+    ``bind_check`` compiles a check constraint for a table."""
     if isinstance(action, BuildIndex):
         table = catalog.table(action.table)
         codec = RowCodec(table)
@@ -51,7 +52,7 @@ async def run_action(
         pos = table.position(action.column.id)
         value_fn = bind_default(table, action.column)
         async for key, row in _rows(codec, ctx):
-            value = await value_fn(row)
+            value = await value_fn(ctx)
             if value is None:
                 continue
             new = list(row)

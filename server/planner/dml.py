@@ -21,7 +21,7 @@ from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
 from percolator.server.sql.bound import BExpr, OnConflict
-from percolator.server.sql.catalog import ColumnDef, IndexDef, TableDef
+from percolator.server.sql.catalog import ColumnDef, TableDef
 from percolator.server.sql.errors import (
     CARDINALITY_VIOLATION,
     CHECK_VIOLATION,
@@ -337,4 +337,4 @@ def make_writer(table: TableDef, codec: RowCodec, checks: list[tuple[str, BExpr]
     return TableWriter(table, codec, indexes, compiled, not_null)
 
 
-__all__ = ["IndexDef", "TableWriter", "insert_rows", "make_writer"]
+__all__ = ["TableWriter", "insert_rows", "make_writer"]

@@ -8,7 +8,6 @@ requires it (sort, hash join build side, aggregation, DISTINCT), as in any datab
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -837,4 +836,4 @@ def compile_all(exprs: Sequence[Any]) -> list[Compiled]:
     return [compile_expr(e) for e in exprs]
 
 
-__all__ = ["Node", "itertools"]
+__all__ = ["Node"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from percolator.server.planner.compile import Compiled, compile_expr
@@ -443,7 +442,6 @@ def _pk_range(
     fixed_exprs = [compile_expr(eq[p]) for p in fixed]
     lower = [(op, compile_expr(v)) for op, v in bounds if op in (">", ">=")]
     upper = [(op, compile_expr(v)) for op, v in bounds if op in ("<", "<=")]
-    nfixed = len(fixed)
 
     def compute(ctx: Any) -> tuple[bytes | None, bytes | None] | None:
         values = [f((), ctx) for f in fixed_exprs]
@@ -477,7 +475,6 @@ def _pk_range(
             f"{table.columns[nxt].name} {op} ..."
             for op, _ in bounds  # type: ignore[index]
         )
-    del nfixed
     return KeyRange(text, compute)
 
 
@@ -538,9 +535,4 @@ def describe(e: BExpr, table: TableDef | None = None) -> str:
     return type(e).__name__
 
 
-@dataclass
-class _Unused:
-    pass
-
-
-__all__ = ["Planner", "describe", "unsupported"]
+__all__ = ["Planner", "describe"]

@@ -53,9 +53,7 @@ from percolator.server.sql.bound import (
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
     AMBIGUOUS_COLUMN,
-    DATATYPE_MISMATCH,
     DUPLICATE_COLUMN,
-    GROUPING_ERROR,
     INVALID_COLUMN_REFERENCE,
     SYNTAX_ERROR,
     UNDEFINED_COLUMN,
@@ -1219,4 +1217,4 @@ def _same_expr(a: BExpr, b: BExpr) -> bool:
     return all(_same_expr(x, y) for x, y in zip(ca, cb, strict=True))
 
 
-__all__ = ["DATATYPE_MISMATCH", "GROUPING_ERROR", "Binder"]
+__all__ = ["Binder"]

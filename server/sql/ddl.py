@@ -25,7 +25,6 @@ from percolator.server.sql.catalog import (
 from percolator.server.sql.errors import (
     DEPENDENT_OBJECTS_STILL_EXIST,
     DUPLICATE_COLUMN,
-    DUPLICATE_OBJECT,
     DUPLICATE_TABLE,
     INVALID_TABLE_DEFINITION,
     SYNTAX_ERROR,
@@ -206,7 +205,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
         col = next(c for c in columns if c.id == cid)
         if key_type(col.type) is None:
             raise SqlError(
-                "42804" if False else "0A000",
+                "0A000",
                 f'column "{col.name}" of type {col.type} cannot be part of a primary key',
             )
     columns = [dataclasses.replace(c, not_null=True) if c.id in pk else c for c in columns]
@@ -714,4 +713,4 @@ def _alter_action(
     raise unsupported(f"ALTER TABLE action {action.sql(dialect='postgres')[:60]}")
 
 
-__all__ = ["DUPLICATE_OBJECT", "DdlResult", "apply_ddl", "is_ddl"]
+__all__ = ["DdlResult", "apply_ddl", "is_ddl"]

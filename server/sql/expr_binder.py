@@ -9,7 +9,6 @@ context types become text, as Postgres does for ``SELECT $1``.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import operator
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -46,10 +45,8 @@ from percolator.server.sql.bound import (
     WindowSpec,
 )
 from percolator.server.sql.errors import (
-    CARDINALITY_VIOLATION,
     DATATYPE_MISMATCH,
     GROUPING_ERROR,
-    INDETERMINATE_DATATYPE,
     SYNTAX_ERROR,
     UNDEFINED_COLUMN,
     UNDEFINED_FUNCTION,
@@ -922,7 +919,7 @@ class ExprBinder:
         rel = self._subquery_rel(node, scope)
         if len(rel.columns) != 1:
             raise SqlError(
-                CARDINALITY_VIOLATION if False else SYNTAX_ERROR,
+                SYNTAX_ERROR,
                 "subquery must return only one column",
             )
         return self._subquery(SubqueryKind.SCALAR, rel, rel.columns[0].type)
@@ -1749,4 +1746,4 @@ def _compile_regex(pattern: str, flags: int) -> re.Pattern[str]:
     return r
 
 
-__all__ = ["INDETERMINATE_DATATYPE", "AggregateContext", "ExprBinder", "Params", "dt"]
+__all__ = ["AggregateContext", "ExprBinder", "Params"]
