@@ -71,6 +71,13 @@ async def _serve(config: server_config.ServerConfig, dsns: list[str]) -> int:
         loop.add_signal_handler(sig, stop.set)
     server = await start_server(config, dsns)
     host, _ = config.host_port
+    if config.auth_method == "trust" and host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"percolator: WARNING: trust authentication on {host}: anyone who can reach this "
+            "address can connect as any user; set --password (or PERCOLATOR_PASSWORD)",
+            file=sys.stderr,
+            flush=True,
+        )
     print(
         BANNER.format(
             host=host,
