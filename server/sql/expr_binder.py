@@ -613,6 +613,8 @@ class ExprBinder:
             dtype = dtype.expressions[0]
         text = dtype.sql(dialect="postgres")
         base = text.split("(")[0].strip().lower()
+        if base != '"char"':
+            base = base.replace('"', "")  # a quoted name: "pg_catalog"."int4"
         if base.endswith("[]"):
             array = True
             base = base[:-2].strip()

@@ -245,12 +245,6 @@ def test_copy_in_and_out(sql_server: SqlServer) -> None:
     run(sql_server, check)
 
 
-@pytest.mark.xfail(
-    reason='engine (binder): a quoted type name in a cast is not found: SELECT 3::"int4" '
-    '-> 42704 type ""int4"" does not exist; asyncpg\'s copy_from_query with arguments '
-    'inlines them with quote_literal($1::"pg_catalog"."int4"::text)',
-    strict=True,
-)
 def test_copy_from_query_with_arguments(sql_server: SqlServer) -> None:
     async def check(conn: asyncpg.Connection) -> None:
         await conn.execute("CREATE TABLE cp_args (id int PRIMARY KEY)")
