@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 import math
 import random
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -226,6 +227,44 @@ define(("quote_literal",), lambda s: "'" + str(s).replace("'", "''") + "'", T.TE
 define(("to_hex",), lambda n: format(n & 0xFFFFFFFFFFFFFFFF if n < 0 else n, "x"), T.TEXT, 1)
 define(("starts_with",), lambda s, p: s.startswith(p), T.BOOL, 2)
 
+
+def _pg_replacement(repl: str) -> str:
+    """A Postgres regexp_replace replacement (\\1 a group, \\& the whole match) in re.sub's
+    syntax."""
+    out = []
+    i = 0
+    while i < len(repl):
+        ch = repl[i]
+        if ch == "\\" and i + 1 < len(repl):
+            nxt = repl[i + 1]
+            if nxt.isdigit():
+                out.append(f"\\g<{nxt}>")
+            elif nxt == "&":
+                out.append("\\g<0>")
+            else:
+                out.append(nxt.replace("\\", "\\\\"))
+            i += 2
+        else:
+            out.append("\\\\" if ch == "\\" else ch)
+            i += 1
+    return "".join(out)
+
+
+def _regexp_replace(source: str, pattern: str, repl: str, flags: str = "") -> str:
+    unknown = set(flags) - set("gi")
+    if unknown:
+        raise SqlError(
+            INVALID_PARAMETER_VALUE, f'invalid regular expression option: "{min(unknown)}"'
+        )
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if "i" in flags else 0)
+    except re.error as err:
+        raise SqlError("2201B", f"invalid regular expression: {err}") from None
+    return regex.sub(_pg_replacement(repl), source, count=0 if "g" in flags else 1)
+
+
+define(("regexp_replace",), _regexp_replace, T.TEXT, (3, 4))
+
 # -- math -----------------------------------------------------------------------------------
 
 
@@ -240,6 +279,11 @@ def _same_numeric(
             return FunctionImpl(fn_int, SqlType(t.id))
         if t.id is TypeId.NUMERIC:
             return FunctionImpl(fn_dec, T.NUMERIC)
+        if t.id is TypeId.UNKNOWN:
+            # An untyped literal resolves to double precision, as in Postgres ('x' -> 22P02).
+            from percolator.server.sql.textio import text_in
+
+            return FunctionImpl(lambda v: fn_float(text_in(T.FLOAT8, str(v))), T.FLOAT8)
         return FunctionImpl(fn_float, T.FLOAT8)
 
     return resolver
