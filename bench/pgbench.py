@@ -28,7 +28,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 
 import asyncpg
 
+from percolator.server.runtime import ServerProcess
 from percolator.server.storage.embedded import EmbeddedPostgres
 
 TPCB = """\\set aid random(1, 100000 * :scale)
@@ -111,12 +111,15 @@ def run(args: argparse.Namespace) -> int:
         return 1
     work = Path(tempfile.mkdtemp(prefix="percolator-pgbench-"))
     pg = EmbeddedPostgres(work / "pg")
-    server: subprocess.Popen[str] | None = None
+    server: ServerProcess | None = None
+    log = open(work / "server.log", "w")
     try:
         base = pg.start()
         ref_dsn, store_dsn = asyncio.run(_create_databases(base))
-        port = _free_port()
-        server = _start_server(store_dsn, port, work)
+        # GC deferred: a pass scans the whole shard (docs/storage.md), and with millions of
+        # cells it would compete with the measured rounds.
+        server = ServerProcess(store_dsn, "--gc-interval", "3600", stderr=log)
+        port = server.start()
         ours = {
             "PGHOST": "127.0.0.1",
             "PGPORT": str(port),
@@ -153,11 +156,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         if server is not None:
-            server.send_signal(signal.SIGTERM)
-            try:
-                server.wait(60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            server.stop()
+        log.close()
         pg.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -205,47 +205,6 @@ def _libpq_env(dsn: str) -> dict[str, str]:
     if "port" in q:
         env["PGPORT"] = q["port"]
     return env
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_server(store_dsn: str, port: int, work: Path) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "percolator.server.cli",
-        "serve",
-        "--store",
-        store_dsn,
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--coordinator-listen",
-        "127.0.0.1:0",
-        "--auth",
-        "trust",
-        # A GC pass scans the whole shard (docs/storage.md); with millions of cells it would
-        # compete with the measured rounds, so it is deferred past the run.
-        "--gc-interval",
-        "3600",
-    ]
-    log = open(work / "server.log", "w")
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if line.startswith("percolator is running"):
-            return proc
-    proc.kill()
-    raise RuntimeError(f"the server did not start; see {work / 'server.log'}")
 
 
 def _psql(env: dict[str, str], sql: str, stdin: str | None = None) -> None:

@@ -9,10 +9,15 @@ oldest running transaction to it for the GC safe point.
 from __future__ import annotations
 
 import logging
+import signal
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from percolator.server.config import ServerConfig
 from percolator.server.engine import Engine, EngineConfig
@@ -190,3 +195,52 @@ class ServerThread:
             loop, event = self._stop  # type: ignore[misc]
             loop.call_soon_threadsafe(event.set)
         self._thread.join(timeout)
+
+
+class ServerProcess:
+    """``percolator serve`` as a child process on a free loopback port, with trust
+    authentication (benchmarks, and tests whose timing a server sharing their interpreter
+    lock would distort)."""
+
+    def __init__(self, store_dsn: str, *extra_args: str, stderr: IO[str] | None = None) -> None:
+        self.store_dsn = store_dsn
+        self.port = _free_port()
+        self._cmd = [
+            sys.executable, "-m", "percolator.server.cli", "serve", "--store", store_dsn,
+            "--listen", f"127.0.0.1:{self.port}", "--coordinator-listen", "127.0.0.1:0",
+            "--auth", "trust", *extra_args,
+        ]  # fmt: skip
+        self._stderr = stderr
+        self._proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> int:
+        """Start it and wait for its banner; returns the SQL port."""
+        self._proc = subprocess.Popen(
+            self._cmd,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr if self._stderr is not None else subprocess.DEVNULL,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.startswith("percolator is running"):
+            self.stop()
+            raise RuntimeError(f"percolator serve did not start: {line!r}")
+        return self.port
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM (a graceful shutdown), then SIGKILL if it takes too long."""
+        if self._proc is None:
+            return
+        self._proc.send_signal(signal.SIGTERM)
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

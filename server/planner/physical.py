@@ -404,10 +404,8 @@ class NestedLoopJoin(Node):
             if not hit and self.kind in ("left", "full"):
                 yield lrow + null_right
         if self.kind in ("right", "full"):
-            null_left = (None,) * self.left_width
-            for j, rrow in enumerate(right_rows):
-                if not matched_right[j]:
-                    yield null_left + rrow
+            for row in _unmatched_right(self.left_width, right_rows, matched_right):
+                yield row
 
     def explain(self) -> list[str]:
         label = "Nested Loop" + (
@@ -457,14 +455,18 @@ class HashJoin(Node):
             if not hit and self.kind in ("left", "full"):
                 yield lrow + null_right
         if self.kind in ("right", "full"):
-            null_left = (None,) * self.left_width
-            for j, rrow in enumerate(right_rows):
-                if not matched[j]:
-                    yield null_left + rrow
+            for row in _unmatched_right(self.left_width, right_rows, matched):
+                yield row
 
     def explain(self) -> list[str]:
         label = "Hash Join" if self.kind == "inner" else f"Hash {self.kind.title()} Join"
         return _explain_tree(label, [], [self.left, self.right])
+
+
+def _unmatched_right(left_width: int, right_rows: list[Row], matched: list[bool]) -> list[Row]:
+    """RIGHT/FULL join: the right rows no left row matched, null-extended on the left."""
+    null_left = (None,) * left_width
+    return [null_left + r for r, hit in zip(right_rows, matched, strict=True) if not hit]
 
 
 def _hashable(key: tuple[object, ...]) -> tuple[object, ...]:

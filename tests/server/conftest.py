@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
 
 from percolator.server.config import ServerConfig
-from percolator.server.runtime import RunningServer, ServerThread
+from percolator.server.runtime import RunningServer, ServerProcess, ServerThread
 from tests.conftest import PostgresServer, create_database
 
 
@@ -77,37 +73,12 @@ def reference_dsn(embedded_pg: PostgresServer) -> str:
 def server_process(store_dsn: str, *args: str) -> Iterator[SqlServer]:
     """``percolator serve`` as its own process (for tests whose timing a server sharing the
     test's interpreter lock would distort: cancellation, timeouts)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [
-        sys.executable,
-        "-m",
-        "percolator.server.cli",
-        "serve",
-        "--store",
-        store_dsn,
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--coordinator-listen",
-        "127.0.0.1:0",
-        "--auth",
-        "trust",
-        *args,
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = ServerProcess(store_dsn, *args)
+    port = proc.start()
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("percolator is running"), f"server did not start: {line!r}"
         yield SqlServer("127.0.0.1", port, "postgres", None, store_dsn, None)  # type: ignore[arg-type]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        proc.stop(30)
 
 
 @pytest.fixture(scope="module")
