@@ -41,6 +41,7 @@ import asyncpg
 
 from percolator.server.runtime import ServerProcess
 from percolator.server.storage.embedded import EmbeddedPostgres
+from percolator.server.storage.postgres_store import PostgresCellStore
 
 TPCB = """\\set aid random(1, 100000 * :scale)
 \\set bid random(1, 1 * :scale)
@@ -98,6 +99,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="skip the TPC-B baseline of Postgres at REPEATABLE READ",
     )
+    p.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="run the server under cProfile and write its statistics to FILE (read them with "
+        "python -m pstats FILE); figures measured this way are slower than without",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
 
@@ -118,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         ref_dsn, store_dsn = asyncio.run(_create_databases(base))
         # GC deferred: a pass scans the whole shard (docs/storage.md), and with millions of
         # cells it would compete with the measured rounds.
-        server = ServerProcess(store_dsn, "--gc-interval", "3600", stderr=log)
+        profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
+        server = ServerProcess(store_dsn, "--gc-interval", "3600", stderr=log, python_args=profile)
         port = server.start()
         ours = {
             "PGHOST": "127.0.0.1",
@@ -182,15 +190,15 @@ async def _wait_for_secondaries(store_dsn: str, timeout_s: float = 900.0) -> Non
     A COPY of 100,000 rows commits its primary, then 300,000 secondary cells in the
     background; measuring while that runs (and while readers resolve the cells still locked)
     would measure the load, not the workload."""
-    conn = await asyncpg.connect(store_dsn)
+    store = await PostgresCellStore.connect([store_dsn])
     try:
         deadline = time.monotonic() + timeout_s
-        while await conn.fetchval("SELECT count(*) FROM percolator_lock") > 0:
+        while await store.scan_locks(1 << 62, limit=1):
             if time.monotonic() > deadline:
                 raise RuntimeError("the load's secondary commits did not finish")
             await asyncio.sleep(0.5)
     finally:
-        await conn.close()
+        await store.close()
 
 
 def _libpq_env(dsn: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from percolator.server.engine_api import ParsedStatement, UserInfo
+from percolator.server.engine_api import UserInfo
 from percolator.server.planner.planner import Planner
 from percolator.server.sequences import SequenceAllocator
 from percolator.server.sql import catalog_store
@@ -146,6 +146,3 @@ class Engine:
         session = SqlSession(self, user, database, options, backend_pid)
         self.sessions.add(session)
         return session
-
-    def cached_parse(self, sql: str) -> list[ParsedStatement] | None:
-        return self.parse_cache.get(sql)  # type: ignore[no-any-return]

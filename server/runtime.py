@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -202,11 +202,19 @@ class ServerProcess:
     authentication (benchmarks, and tests whose timing a server sharing their interpreter
     lock would distort)."""
 
-    def __init__(self, store_dsn: str, *extra_args: str, stderr: IO[str] | None = None) -> None:
+    def __init__(
+        self,
+        store_dsn: str,
+        *extra_args: str,
+        stderr: IO[str] | None = None,
+        python_args: Sequence[str] = (),
+    ) -> None:
+        """``python_args`` go to the interpreter before the module (``-m cProfile -o F``)."""
         self.store_dsn = store_dsn
         self.port = _free_port()
         self._cmd = [
-            sys.executable, "-m", "percolator.server.cli", "serve", "--store", store_dsn,
+            sys.executable, *python_args, "-m", "percolator.server.cli", "serve",
+            "--store", store_dsn,
             "--listen", f"127.0.0.1:{self.port}", "--coordinator-listen", "127.0.0.1:0",
             "--auth", "trust", *extra_args,
         ]  # fmt: skip

@@ -307,7 +307,7 @@ class SqlSession:
         return out
 
     def parse(self, sql: str) -> list[ParsedStatement]:
-        cached = self.engine.cached_parse(sql)
+        cached = self.engine.parse_cache.get(sql)
         if cached is not None:
             return cached
         out = []
@@ -695,7 +695,6 @@ class SqlSession:
             statement_time=dt.datetime.now(dt.UTC),
             bootstrap_user=self.engine.config.bootstrap_user,
             set_setting=lambda name, value: self._set(name, value),
-            services=self.engine,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:
@@ -812,10 +811,15 @@ class SqlSession:
                 ),
             )
         if after is not before:
-            catalog_store.write_changes(txn, before, after)
-            self.txn_catalog = after
+            self._stage_catalog(txn, before, after)
         notices = [Notice("00000", n) for n in result.notices]
         return _done(self, result.tag, notices)
+
+    def _stage_catalog(self, txn: Transaction, before: Catalog, after: Catalog) -> None:
+        """Buffer a DDL statement's catalog changes; later statements of this transaction
+        see ``after``, other sessions see it once the transaction commits."""
+        catalog_store.write_changes(txn, before, after)
+        self.txn_catalog = after
 
     async def _catalog_for_ddl(self, txn: Transaction) -> Catalog:
         """The catalog a DDL statement starts from: this transaction's own if it already ran
@@ -860,22 +864,12 @@ class SqlSession:
     async def _utility(self, stmt: Any) -> Any:
         if isinstance(stmt, utility.Begin):
             return await self._begin(stmt.modes)
-        if isinstance(stmt, utility.Commit):
+        if isinstance(stmt, utility.Commit | utility.Rollback):
+            commit = isinstance(stmt, utility.Commit)
             if not self.block:
-                return _done(
-                    self,
-                    "COMMIT",
-                    [_warning(NO_ACTIVE_SQL_TRANSACTION, "there is no transaction in progress")],
-                )
-            return _done(self, await self._end_block(commit=True))
-        if isinstance(stmt, utility.Rollback):
-            if not self.block:
-                return _done(
-                    self,
-                    "ROLLBACK",
-                    [_warning(NO_ACTIVE_SQL_TRANSACTION, "there is no transaction in progress")],
-                )
-            return _done(self, await self._end_block(commit=False))
+                warning = _warning(NO_ACTIVE_SQL_TRANSACTION, "there is no transaction in progress")
+                return _done(self, "COMMIT" if commit else "ROLLBACK", [warning])
+            return _done(self, await self._end_block(commit=commit))
         if isinstance(stmt, utility.Savepoint):
             txn = self._block_txn("SAVEPOINT")
             self.savepoints.append((stmt.name, (await txn).savepoint(), self.txn_catalog))
@@ -1062,8 +1056,7 @@ class SqlSession:
                     replace(role, name=stmt.rename_to, scram_verifier=None, md5_hash=None)
                 )
                 notices = [Notice("00000", "MD5 password cleared because of role rename")]
-                catalog_store.write_changes(txn, base, catalog)
-                self.txn_catalog = catalog
+                self._stage_catalog(txn, base, catalog)
                 return _done(self, "ALTER ROLE", notices)
             opts = stmt.options
             if opts.password is not None:
@@ -1097,11 +1090,9 @@ class SqlSession:
                     raise SqlError(UNDEFINED_OBJECT, f'role "{name}" does not exist')
                 catalog = catalog.without_role(name)
             if catalog is not base:
-                catalog_store.write_changes(txn, base, catalog)
-                self.txn_catalog = catalog
+                self._stage_catalog(txn, base, catalog)
             return _done(self, "DROP ROLE", notices)
-        catalog_store.write_changes(txn, base, catalog)
-        self.txn_catalog = catalog
+        self._stage_catalog(txn, base, catalog)
         return _done(self, tag)
 
 

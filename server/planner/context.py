@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from percolator.server.sql.catalog import Catalog
 from percolator.server.txn.transaction import Transaction
@@ -29,8 +28,6 @@ class ExecContext:
     set_setting: Callable[[str, str], None] = lambda name, value: None
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)
-    services: Any = None
-    """Engine services DML needs (sequences, row-id allocation)."""
 
     @property
     def start_ts(self) -> int:
