@@ -1,4 +1,5 @@
-"""The coordinator's gRPC service: the timestamp oracle and the liveness registry.
+"""The coordinator's gRPC service: the timestamp oracle, the liveness registry and group
+membership.
 
 One coordinator runs per deployment (the oracle's advisory lock enforces it). It is started by
 ``percolator coordinator``, by ``percolator serve`` when no coordinator is configured, and by tests
@@ -19,6 +20,7 @@ from percolator.server.storage.store import CellStore
 from percolator.server.txn.gc import run_gc_loop
 from percolator.server.txn.liveness import DEFAULT_GC_LIFETIME_MS, LivenessRegistry
 from percolator.server.txn.lock_resolver import LockResolver
+from percolator.server.txn.membership import GroupMember, GroupRegistry
 from percolator.server.txn.proto import coordinator_pb2 as pb
 from percolator.server.txn.proto import coordinator_pb2_grpc as pb_grpc
 from percolator.server.txn.timestamps import (
@@ -37,14 +39,19 @@ MAX_TIMESTAMPS_PER_REQUEST = 1 << 28
 
 
 class CoordinatorService(pb_grpc.CoordinatorServicer):
-    """The RPC handlers; all state lives in the oracle and the registry."""
+    """The RPC handlers; all state lives in the oracle and the registries."""
 
     def __init__(
-        self, oracle: TimestampOracle, registry: LivenessRegistry, gc_lifetime_ms: int
+        self,
+        oracle: TimestampOracle,
+        registry: LivenessRegistry,
+        gc_lifetime_ms: int,
+        groups: GroupRegistry | None = None,
     ) -> None:
         self._oracle = oracle
         self._registry = registry
         self._gc_lifetime_ms = gc_lifetime_ms
+        self._groups = GroupRegistry() if groups is None else groups
 
     async def GetTimestamps(
         self, request: pb.GetTimestampsRequest, context: grpc.aio.ServicerContext
@@ -101,6 +108,42 @@ class CoordinatorService(pb_grpc.CoordinatorServicer):
             safe_point=self._registry.safe_point(now_ts, self._gc_lifetime_ms)
         )
 
+    async def JoinGroup(
+        self, request: pb.JoinGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.JoinGroupResponse:
+        try:
+            members = self._groups.join(
+                request.group, request.member_id, request.lease_ms, request.info
+            )
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # unreachable: abort raises
+        return _members_response(members)
+
+    async def ListGroup(
+        self, request: pb.ListGroupRequest, context: grpc.aio.ServicerContext
+    ) -> pb.JoinGroupResponse:
+        try:
+            members = self._groups.members(request.group)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # unreachable: abort raises
+        return _members_response(members)
+
+
+def _members_response(members: list[GroupMember]) -> pb.JoinGroupResponse:
+    return pb.JoinGroupResponse(
+        members=[
+            pb.GroupMember(
+                member_id=m.member_id,
+                info=m.info,
+                lease_remaining_ms=m.lease_remaining_ms,
+                joined_ms=m.joined_ms,
+            )
+            for m in members
+        ]
+    )
+
 
 @dataclass
 class CoordinatorHandle:
@@ -111,6 +154,8 @@ class CoordinatorHandle:
     server: grpc.aio.Server
     oracle: TimestampOracle
     registry: LivenessRegistry
+    groups: GroupRegistry = field(default_factory=GroupRegistry)
+    """Group membership (observer workers); in memory, empty after a restart."""
     gc_task: asyncio.Task[None] | None = field(default=None)
 
     async def stop(self, grace_s: float = 1.0) -> None:
@@ -135,20 +180,23 @@ async def start_coordinator(
     window_ms: int = DEFAULT_WINDOW_MS,
     oracle_table: str = DEFAULT_TABLE,
     registry: LivenessRegistry | None = None,
+    groups: GroupRegistry | None = None,
     gc_store: CellStore | None = None,
     gc_interval_s: float = DEFAULT_GC_INTERVAL_S,
 ) -> CoordinatorHandle:
     """Open the oracle on ``store_dsn`` and serve the coordinator on ``listen`` (``host:port``,
     port 0 = any free port). With ``gc_store``, also run MVCC GC on it every ``gc_interval_s``
-    at the registry's safe point."""
+    at the registry's safe point. ``registry`` and ``groups`` default to empty ones (tests pass
+    theirs, e.g. with a fake clock)."""
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ValueError(f"listen address must be HOST:PORT, got {listen!r}")
     oracle = await TimestampOracle.open(store_dsn, table=oracle_table, window_ms=window_ms)
     registry = registry or LivenessRegistry()
+    groups = GroupRegistry() if groups is None else groups
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
     pb_grpc.add_CoordinatorServicer_to_server(
-        CoordinatorService(oracle, registry, gc_lifetime_ms), server
+        CoordinatorService(oracle, registry, gc_lifetime_ms, groups), server
     )
     try:
         bound = server.add_insecure_port(listen)
@@ -161,7 +209,7 @@ async def start_coordinator(
     await server.start()
     address = f"{host}:{bound}"
     log.info("coordinator listening on %s", address)
-    handle = CoordinatorHandle(address, server, oracle, registry)
+    handle = CoordinatorHandle(address, server, oracle, registry, groups)
     if gc_store is not None:
         handle.gc_task = asyncio.create_task(
             _gc(gc_store, oracle, handle.registry, gc_lifetime_ms, gc_interval_s)

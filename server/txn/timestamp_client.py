@@ -27,6 +27,7 @@ from types import TracebackType
 import grpc
 
 from percolator.server.txn.errors import TxnError
+from percolator.server.txn.membership import GroupMember
 from percolator.server.txn.proto import coordinator_pb2 as pb
 from percolator.server.txn.proto import coordinator_pb2_grpc as pb_grpc
 
@@ -286,7 +287,8 @@ class GrpcTimestampSource(BatchingTimestampSource):
 
 
 class CoordinatorClient:
-    """The coordinator's other calls: ranges of timestamps, liveness reports, the safe point."""
+    """The coordinator's other calls: ranges of timestamps, liveness reports, the safe point,
+    group membership."""
 
     def __init__(
         self,
@@ -329,6 +331,26 @@ class CoordinatorClient:
         assert isinstance(response, pb.GetSafePointResponse)
         return response.safe_point
 
+    async def join_group(
+        self, group: str, member_id: str, lease_ms: int, info: str = ""
+    ) -> list[GroupMember]:
+        """Join ``group`` as ``member_id`` for ``lease_ms``, or renew the lease (and replace
+        ``info``); ``lease_ms == 0`` leaves the group. Returns the live members sorted by id,
+        this one included unless it left. An invalid argument (e.g. an empty id) raises
+        :class:`CoordinatorError` with the coordinator's reason."""
+        response = await self._call(
+            "JoinGroup",
+            pb.JoinGroupRequest(group=group, member_id=member_id, lease_ms=lease_ms, info=info),
+        )
+        assert isinstance(response, pb.JoinGroupResponse)
+        return _group_members(response)
+
+    async def list_group(self, group: str) -> list[GroupMember]:
+        """The live members of ``group`` sorted by id, without joining it."""
+        response = await self._call("ListGroup", pb.ListGroupRequest(group=group))
+        assert isinstance(response, pb.JoinGroupResponse)
+        return _group_members(response)
+
     async def close(self) -> None:
         """Close the channel (if this client opened it)."""
         await self._channel.close()
@@ -343,3 +365,10 @@ class CoordinatorClient:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _group_members(response: pb.JoinGroupResponse) -> list[GroupMember]:
+    return [
+        GroupMember(m.member_id, m.info, m.lease_remaining_ms, m.joined_ms)
+        for m in response.members
+    ]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11\x63oordinator.proto\x12\x16percolator.coordinator\"%\n\x14GetTimestampsRequest\x12\r\n\x05\x63ount\x18\x01 \x01(\r\"5\n\x15GetTimestampsResponse\x12\r\n\x05\x66irst\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"M\n\x10KeepAliveRequest\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x14\n\x0cmin_start_ts\x18\x02 \x01(\x04\x12\x10\n\x08lease_ms\x18\x03 \x01(\r\"\x1f\n\x11KeepAliveResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\"\x15\n\x13GetSafePointRequest\"*\n\x14GetSafePointResponse\x12\x12\n\nsafe_point\x18\x01 \x01(\x04\x32\xbd\x03\n\x0b\x43oordinator\x12l\n\rGetTimestamps\x12,.percolator.coordinator.GetTimestampsRequest\x1a-.percolator.coordinator.GetTimestampsResponse\x12s\n\x10StreamTimestamps\x12,.percolator.coordinator.GetTimestampsRequest\x1a-.percolator.coordinator.GetTimestampsResponse(\x01\x30\x01\x12`\n\tKeepAlive\x12(.percolator.coordinator.KeepAliveRequest\x1a).percolator.coordinator.KeepAliveResponse\x12i\n\x0cGetSafePoint\x12+.percolator.coordinator.GetSafePointRequest\x1a,.percolator.coordinator.GetSafePointResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11\x63oordinator.proto\x12\x16percolator.coordinator\"%\n\x14GetTimestampsRequest\x12\r\n\x05\x63ount\x18\x01 \x01(\r\"5\n\x15GetTimestampsResponse\x12\r\n\x05\x66irst\x18\x01 \x01(\x04\x12\r\n\x05\x63ount\x18\x02 \x01(\r\"M\n\x10KeepAliveRequest\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x14\n\x0cmin_start_ts\x18\x02 \x01(\x04\x12\x10\n\x08lease_ms\x18\x03 \x01(\r\"\x1f\n\x11KeepAliveResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\"\x15\n\x13GetSafePointRequest\"*\n\x14GetSafePointResponse\x12\x12\n\nsafe_point\x18\x01 \x01(\x04\"T\n\x10JoinGroupRequest\x12\r\n\x05group\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x10\n\x08lease_ms\x18\x03 \x01(\r\x12\x0c\n\x04info\x18\x04 \x01(\t\"]\n\x0bGroupMember\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x0c\n\x04info\x18\x02 \x01(\t\x12\x1a\n\x12lease_remaining_ms\x18\x03 \x01(\r\x12\x11\n\tjoined_ms\x18\x04 \x01(\x04\"I\n\x11JoinGroupResponse\x12\x34\n\x07members\x18\x01 \x03(\x0b\x32#.percolator.coordinator.GroupMember\"!\n\x10ListGroupRequest\x12\r\n\x05group\x18\x01 \x01(\t2\x81\x05\n\x0b\x43oordinator\x12l\n\rGetTimestamps\x12,.percolator.coordinator.GetTimestampsRequest\x1a-.percolator.coordinator.GetTimestampsResponse\x12s\n\x10StreamTimestamps\x12,.percolator.coordinator.GetTimestampsRequest\x1a-.percolator.coordinator.GetTimestampsResponse(\x01\x30\x01\x12`\n\tKeepAlive\x12(.percolator.coordinator.KeepAliveRequest\x1a).percolator.coordinator.KeepAliveResponse\x12i\n\x0cGetSafePoint\x12+.percolator.coordinator.GetSafePointRequest\x1a,.percolator.coordinator.GetSafePointResponse\x12`\n\tJoinGroup\x12(.percolator.coordinator.JoinGroupRequest\x1a).percolator.coordinator.JoinGroupResponse\x12`\n\tListGroup\x12(.percolator.coordinator.ListGroupRequest\x1a).percolator.coordinator.JoinGroupResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,6 +43,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSAFEPOINTREQUEST']._serialized_end=272
   _globals['_GETSAFEPOINTRESPONSE']._serialized_start=274
   _globals['_GETSAFEPOINTRESPONSE']._serialized_end=316
-  _globals['_COORDINATOR']._serialized_start=319
-  _globals['_COORDINATOR']._serialized_end=764
+  _globals['_JOINGROUPREQUEST']._serialized_start=318
+  _globals['_JOINGROUPREQUEST']._serialized_end=402
+  _globals['_GROUPMEMBER']._serialized_start=404
+  _globals['_GROUPMEMBER']._serialized_end=497
+  _globals['_JOINGROUPRESPONSE']._serialized_start=499
+  _globals['_JOINGROUPRESPONSE']._serialized_end=572
+  _globals['_LISTGROUPREQUEST']._serialized_start=574
+  _globals['_LISTGROUPREQUEST']._serialized_end=607
+  _globals['_COORDINATOR']._serialized_start=610
+  _globals['_COORDINATOR']._serialized_end=1251
 # @@protoc_insertion_point(module_scope)

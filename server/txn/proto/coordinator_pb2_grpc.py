@@ -54,6 +54,16 @@ class CoordinatorStub:
                 request_serializer=coordinator__pb2.GetSafePointRequest.SerializeToString,
                 response_deserializer=coordinator__pb2.GetSafePointResponse.FromString,
                 _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/percolator.coordinator.Coordinator/JoinGroup',
+                request_serializer=coordinator__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=coordinator__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.ListGroup = channel.unary_unary(
+                '/percolator.coordinator.Coordinator/ListGroup',
+                request_serializer=coordinator__pb2.ListGroupRequest.SerializeToString,
+                response_deserializer=coordinator__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -88,6 +98,21 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JoinGroup(self, request, context):
+        """Joins a group under a lease, or renews the lease (lease_ms 0 = leave); returns the live
+        members. Observer workers use it to split the notification hash space among themselves.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroup(self, request, context):
+        """The live members of a group, without joining it (for status tools).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -110,6 +135,16 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.GetSafePoint,
                     request_deserializer=coordinator__pb2.GetSafePointRequest.FromString,
                     response_serializer=coordinator__pb2.GetSafePointResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=coordinator__pb2.JoinGroupRequest.FromString,
+                    response_serializer=coordinator__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'ListGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroup,
+                    request_deserializer=coordinator__pb2.ListGroupRequest.FromString,
+                    response_serializer=coordinator__pb2.JoinGroupResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -220,6 +255,60 @@ class Coordinator:
             '/percolator.coordinator.Coordinator/GetSafePoint',
             coordinator__pb2.GetSafePointRequest.SerializeToString,
             coordinator__pb2.GetSafePointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/percolator.coordinator.Coordinator/JoinGroup',
+            coordinator__pb2.JoinGroupRequest.SerializeToString,
+            coordinator__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/percolator.coordinator.Coordinator/ListGroup',
+            coordinator__pb2.ListGroupRequest.SerializeToString,
+            coordinator__pb2.JoinGroupResponse.FromString,
             options,
             channel_credentials,
             insecure,
