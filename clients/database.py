@@ -15,8 +15,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from percolator.server.engine import Engine, EngineConfig
+from percolator.server.observer_api import ObserverTransaction as SqlTransaction
+from percolator.server.session import internal_session
+from percolator.server.sql.catalog import Catalog
 from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.embedded import EmbeddedPostgres
 from percolator.server.storage.postgres_store import PostgresCellStore
@@ -39,6 +43,7 @@ class Database:
     store: PostgresCellStore
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _embedded: EmbeddedPostgres | None = None
+    _engine: Engine | None = None
 
     def begin(self) -> _Begin:
         """``txn = await db.begin()`` or ``async with db.begin() as txn:``."""
@@ -49,6 +54,47 @@ class Database:
     ) -> T:
         """Run ``fn`` in a transaction, retrying write conflicts."""
         return await self.client.run_in_transaction(fn, retries=retries)
+
+    # -- SQL ------------------------------------------------------------------------------------
+
+    async def execute(self, sql: str, *args: object) -> str:
+        """Run one SQL statement in a transaction of its own and commit it; returns the command
+        tag (``INSERT 0 3``). Writes set notifications like any other (observers fire)."""
+        return (await self._autocommit(sql, args)).tag
+
+    async def fetch(self, sql: str, *args: object) -> list[dict[str, Any]]:
+        """Run one SQL statement in a transaction of its own; returns its rows as dicts."""
+        result = await self._autocommit(sql, args)
+        return [dict(zip(result.columns, r, strict=True)) for r in result.rows]
+
+    async def sql(self, txn: Transaction) -> SqlTransaction:
+        """SQL inside an open transaction (mixing SQL and the cell API in one transaction):
+        ``await (await db.sql(txn)).execute("UPDATE ...")``; the caller commits ``txn``."""
+        return SqlTransaction(internal_session(await self._sql_engine(), txn), txn)
+
+    async def catalog(self) -> Catalog:
+        """The SQL catalog (tables, columns, observers) as last loaded; it is reloaded when
+        another process's DDL commits (checked once a second)."""
+        return (await self._sql_engine()).catalog
+
+    async def _autocommit(self, sql: str, args: Sequence[object]) -> Any:
+        session = internal_session(await self._sql_engine())
+        try:
+            result = await session.run_statement(sql, args)
+        except BaseException as exc:
+            session.statement_failed(exc)
+            await session.sync()
+            raise
+        await session.sync()
+        return result
+
+    async def _sql_engine(self) -> Engine:
+        if self._engine is None:
+            engine = Engine(self.client, EngineConfig())
+            await engine.start()
+            self._engine = engine
+            self._closers.append(engine.close)
+        return self._engine
 
     async def close(self) -> None:
         """Finish pending secondary commits and release everything this connection opened."""

@@ -58,6 +58,14 @@ class ServerConfig:
     gc_lifetime: float = 600.0
     gc_interval: float = 60.0
     shutdown_timeout: float = 30.0
+    observer_workers: int = 1
+    """Observer workers run in this process (0: none; run ``percolator worker`` instead)."""
+    observer_concurrency: int = 8
+    """Observer runs in flight at once per worker."""
+    observer_max_failures: int = 5
+    """Failed runs of one change before it is parked."""
+    observer_retry_base: float = 0.5
+    """Seconds before the first retry of a failed run (doubling, up to a minute)."""
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -140,3 +148,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--gc-lifetime", type=float, metavar="SECONDS")
     p.add_argument("--gc-interval", type=float, metavar="SECONDS")
+    p.add_argument(
+        "--observer-workers",
+        type=int,
+        metavar="N",
+        help="observer workers in this process (default 1; 0: none)",
+    )
+    p.add_argument(
+        "--observer-concurrency",
+        type=int,
+        metavar="N",
+        help="observer runs in flight at once per worker (default 8)",
+    )
+    p.add_argument(
+        "--observer-max-failures",
+        type=int,
+        metavar="N",
+        help="failed runs of one change before it is parked (default 5)",
+    )
+    p.add_argument(
+        "--observer-retry-base",
+        type=float,
+        metavar="SECONDS",
+        help="delay before the first retry of a failed run, doubling (default 0.5)",
+    )

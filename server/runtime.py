@@ -9,20 +9,23 @@ oldest running transaction to it for the GC safe point.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from percolator.server.config import ServerConfig
 from percolator.server.engine import Engine, EngineConfig
 from percolator.server.frontend.config import AuthMethod, FrontendConfig
 from percolator.server.frontend.listener import Server, serve
+from percolator.server.observer_programs import CatalogObservers
 from percolator.server.settings import parse_duration_ms
 from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.embedded import EmbeddedPostgres
@@ -30,9 +33,15 @@ from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.txn.client import TransactionClient
 from percolator.server.txn.coordinator import start_coordinator
 from percolator.server.txn.liveness import LivenessReporter
+from percolator.server.txn.membership import GroupMember, GroupRegistry
+from percolator.server.txn.observers.slices import DEFAULT_WORKER_LEASE_MS, GroupSlices
+from percolator.server.txn.observers.worker import ObserverWorker, WorkerConfig
 from percolator.server.txn.timestamp_client import CoordinatorClient, GrpcTimestampSource
 
 log = logging.getLogger(__name__)
+
+BANNER_LINES = 5
+"""Lines of ``percolator serve``'s banner (see ``commands/serve.py``)."""
 
 
 @dataclass
@@ -44,6 +53,8 @@ class RunningServer:
     frontend: Server
     coordinator_address: str | None
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    workers: list[ObserverWorker] = field(default_factory=list)
+    """The observer workers running in this process."""
 
     @property
     def port(self) -> int:
@@ -71,6 +82,18 @@ class _RegistryTarget:
         return True
 
 
+class _GroupTarget:
+    """Group membership straight in an in-process coordinator's registry."""
+
+    def __init__(self, groups: GroupRegistry) -> None:
+        self._groups = groups
+
+    async def join_group(
+        self, group: str, member_id: str, lease_ms: int, info: str = ""
+    ) -> list[GroupMember]:
+        return self._groups.join(group, member_id, lease_ms, info)
+
+
 def resolve_dsns(config: ServerConfig) -> tuple[list[str], EmbeddedPostgres | None]:
     """The shard DSNs, starting the embedded Postgres when none are configured (blocking)."""
     if config.store:
@@ -96,6 +119,7 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
             )
             closers.append(handle.stop)
             coordinator_address = handle.address
+            membership: Any = _GroupTarget(handle.groups)
             client = TransactionClient(store, handle.oracle)
             reporter = LivenessReporter(
                 _RegistryTarget(handle.registry), client.min_running_start_ts
@@ -106,6 +130,7 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
             client = TransactionClient(store, clock)
             control = CoordinatorClient(config.coordinator)
             closers.append(control.close)
+            membership = control
             reporter = LivenessReporter(control, client.min_running_start_ts)
         closers.append(client.close)
         reporter.start()
@@ -122,6 +147,20 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
         )
         await engine.start()
         closers.append(engine.close)
+        workers: list[ObserverWorker] = []
+        for _ in range(config.observer_workers):
+            worker = await start_observer_worker(
+                client,
+                engine,
+                membership,
+                config=WorkerConfig(
+                    concurrency=config.observer_concurrency,
+                    max_failures=config.observer_max_failures,
+                    retry_base_s=config.observer_retry_base,
+                ),
+            )
+            closers.append(worker.stop)
+            workers.append(worker)
         host, port = config.host_port
         frontend = await serve(
             engine,
@@ -145,7 +184,29 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
             except Exception:
                 log.warning("error while cleaning up a failed start", exc_info=True)
         raise
-    return RunningServer(config, engine, frontend, coordinator_address, closers)
+    return RunningServer(config, engine, frontend, coordinator_address, closers, workers)
+
+
+async def start_observer_worker(
+    client: TransactionClient,
+    engine: Engine,
+    membership: Any,
+    *,
+    config: WorkerConfig | None = None,
+    lease_ms: int = DEFAULT_WORKER_LEASE_MS,
+) -> ObserverWorker:
+    """Start an observer worker running the engine's observers. It joins the workers group
+    through ``membership`` (a CoordinatorClient, or the in-process coordinator's registry)."""
+    member_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    worker = ObserverWorker(
+        client,
+        CatalogObservers(engine),
+        slices=GroupSlices(membership, member_id, lease_ms=lease_ms),
+        config=config,
+        name=f"worker {member_id}",
+    )
+    await worker.start()
+    return worker
 
 
 class ServerThread:
@@ -220,6 +281,8 @@ class ServerProcess:
         ]  # fmt: skip
         self._stderr = stderr
         self._proc: subprocess.Popen[str] | None = None
+        self.coordinator: str | None = None
+        """The coordinator's address (its in-process one unless ``--coordinator`` was given)."""
 
     def start(self) -> int:
         """Start it and wait for its banner; returns the SQL port."""
@@ -234,6 +297,10 @@ class ServerProcess:
         if not line.startswith("percolator is running"):
             self.stop()
             raise RuntimeError(f"percolator serve did not start: {line!r}")
+        for _ in range(BANNER_LINES - 1):
+            name, _, value = self._proc.stdout.readline().strip().partition(":")
+            if name == "coordinator":
+                self.coordinator = value.strip()
         return self.port
 
     def stop(self, timeout: float = 60.0) -> None:

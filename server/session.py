@@ -56,7 +56,7 @@ from percolator.server.settings import (
     reported_name,
     serializable_refused,
 )
-from percolator.server.sql import catalog_store, ddl, introspection, utility
+from percolator.server.sql import catalog_store, ddl, introspection, observer_ddl, utility
 from percolator.server.sql import types as T
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import (
@@ -68,7 +68,7 @@ from percolator.server.sql.bound import (
     QueryStmt,
     UpdateStmt,
 )
-from percolator.server.sql.catalog import Catalog, RoleDef, TableDef
+from percolator.server.sql.catalog import Catalog, ObserverDef, RoleDef, TableDef
 from percolator.server.sql.errors import (
     ACTIVE_SQL_TRANSACTION,
     DUPLICATE_OBJECT,
@@ -86,10 +86,12 @@ from percolator.server.sql.errors import (
 )
 from percolator.server.sql.expr_binder import Params
 from percolator.server.sql.normalize import Normalized, lift_literals
+from percolator.server.sql.observer_body import parse_body
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.splitter import split_statements
 from percolator.server.sql.textio import text_in
 from percolator.server.sql.types import SqlType, TypeId
+from percolator.server.txn.observers import admin as observer_admin
 from percolator.server.txn.transaction import Transaction
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,15 @@ def _result_columns(cols: list[OutCol]) -> list[ResultColumn]:
     return [
         ResultColumn(c.name, c.type, c.table_oid, c.column_number) for c in cols if not c.hidden
     ]
+
+
+@dataclass(frozen=True)
+class StatementResult:
+    """A statement run to completion by :meth:`SqlSession.run_statement`."""
+
+    columns: list[str]
+    rows: list[tuple[object, ...]]
+    tag: str
 
 
 @dataclass(frozen=True)
@@ -408,6 +419,40 @@ class SqlSession:
             plan = self._plan(prepared.statement.payload, prepared.statement.sql, oids, catalog)
         return plan, list(params)
 
+    async def run_statement(
+        self,
+        sql: str,
+        params: Sequence[object] = (),
+        param_oids: Sequence[int] = (),
+        *,
+        kinds: frozenset[str] | None = None,
+    ) -> StatementResult:
+        """Parse, plan and run one statement to completion in this session's transaction
+        (observers and the Python API run SQL this way). ``kinds`` limits the statements
+        allowed (``query``, ``insert``, ``update``, ``delete``, ...): others raise 0A000."""
+        statements = [p for p in self.parse(sql) if not p.empty]
+        if len(statements) != 1:
+            raise SqlError(SYNTAX_ERROR, "expected exactly one statement")
+        prepared = await self.prepare(statements[0], param_oids)
+        if kinds is not None:
+            payload = prepared.payload
+            plan = payload.plan if isinstance(payload, BoundLiterals) else payload
+            kind = plan.kind if isinstance(plan, Plan) else "utility"
+            if kind not in kinds:
+                raise unsupported(f"{statements[0].sql.split(None, 1)[0].upper()} here")
+        execution = await self.execute(prepared, params)
+        rows: list[tuple[object, ...]] = []
+        try:
+            while not execution.done:
+                rows.extend(await execution.fetch(0))
+        finally:
+            await execution.close()
+        return StatementResult(
+            [c.name for c in execution.columns or prepared.columns or []],
+            rows,
+            execution.command_tag,
+        )
+
     async def sync(self) -> None:
         self._stop_timer()
         if self.block or self.txn is None:
@@ -520,7 +565,28 @@ class SqlSession:
         finally:
             self._committing = False
         if catalog is not None:
+            previous = self.engine.catalog
             self.engine.publish(replace(catalog, version=catalog.version + 1))
+            await self._drop_watches(previous, catalog)
+
+    async def _drop_watches(self, before: Catalog, after: Catalog) -> None:
+        """After a DDL commit: remove the watches of dropped observers and stale tables.
+        Failing here loses nothing (a worker removes orphaned watches later)."""
+        removed = observer_ddl.watches_of(before) - observer_ddl.watches_of(after)
+        if not removed:
+            return
+        live = {o.key for o in after.observers.values()}
+        try:
+            await observer_admin.remove_watches(self.engine.client, removed, live)
+        except Exception:
+            log.warning("removing the watches of dropped observers failed", exc_info=True)
+
+    async def _add_watches(self, before: Catalog, after: Catalog) -> None:
+        """Before a DDL commits: register the watches its new observers (or a TRUNCATEd
+        table's new storage) need, so that no write committed after the DDL goes unnoticed."""
+        added = observer_ddl.watches_of(after) - observer_ddl.watches_of(before)
+        if added:
+            await observer_admin.add_watches(self.engine.client, added)
 
     async def _end_block(self, commit: bool) -> str:
         txn, self.txn = self.txn, None
@@ -695,6 +761,7 @@ class SqlSession:
             statement_time=dt.datetime.now(dt.UTC),
             bootstrap_user=self.engine.config.bootstrap_user,
             set_setting=lambda name, value: self._set(name, value),
+            client=self.engine.client,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:
@@ -811,6 +878,9 @@ class SqlSession:
                 ),
             )
         if after is not before:
+            if after.observers:
+                observer_ddl.check_dependencies(after)
+                await self._add_watches(before, after)
             self._stage_catalog(txn, before, after)
         notices = [Notice("00000", n) for n in result.notices]
         return _done(self, result.tag, notices)
@@ -915,7 +985,71 @@ class SqlSession:
             return _done(self, stmt.tag, notices)
         if isinstance(stmt, utility.CreateRole | utility.AlterRole | utility.DropRole):
             return await self._role(stmt)
+        if isinstance(stmt, utility.CreateObserver | utility.DropObserver | utility.AlterObserver):
+            return await self._observer_ddl(stmt)
         raise unsupported(type(stmt).__name__)
+
+    async def _observer_ddl(self, stmt: Any) -> Any:
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        if isinstance(stmt, utility.CreateObserver):
+            after = observer_ddl.create_observer(base, stmt, txn.start_ts)
+            await self._check_observer_code(after.observers[stmt.name], after, stmt)
+            tag = "CREATE OBSERVER"
+        elif isinstance(stmt, utility.DropObserver):
+            if stmt.name not in base.observers and stmt.if_exists:
+                notice = Notice("00000", f'observer "{stmt.name}" does not exist, skipping')
+                return _done(self, "DROP OBSERVER", [notice])
+            observer_ddl.observer(base, stmt.name)
+            after = base.without_observer(stmt.name)
+            tag = "DROP OBSERVER"
+        else:
+            after = observer_ddl.alter_observer(base, stmt)
+            if stmt.action is utility.ObserverAction.RETRY_PARKED:
+                key = base.observers[stmt.name].key
+                count = await observer_admin.retry_parked(self.engine.client, key)
+                notice = Notice("00000", f"{count} parked change(s) will run again")
+                return _done(self, "ALTER OBSERVER", [notice])
+            tag = "ALTER OBSERVER"
+        if after is not base:
+            await self._add_watches(base, after)
+            self._stage_catalog(txn, base, after)
+        return _done(self, tag)
+
+    async def _check_observer_code(
+        self, observer: ObserverDef, catalog: Catalog, stmt: utility.CreateObserver
+    ) -> None:
+        """Refuse a body that does not parse or bind (42601, 42P01, 42703, ...) and a target
+        that cannot be imported, before anything is registered."""
+        from percolator.server.observer_programs import (
+            BODY_STATEMENT_KINDS,
+            body_param_oids,
+            load_target,
+        )
+
+        if observer.target is not None:
+            load_target(observer.target)
+            return
+        table = catalog.table(stmt.table)
+        assert observer.body is not None
+        try:
+            statements = parse_body(observer.body, {c.name for c in table.columns})
+        except SqlError as exc:
+            raise _shifted(exc, stmt.body_offset) from None
+        for st in statements:
+            try:
+                parsed = [p for p in self.parse(st.sql) if not p.empty]
+                prepared = await self.prepare(parsed[0], body_param_oids(st, table))
+            except SqlError as exc:
+                raise _shifted(exc, stmt.body_offset + st.offset) from None
+            payload = prepared.payload
+            plan = payload.plan if isinstance(payload, BoundLiterals) else payload
+            kind = plan.kind if isinstance(plan, Plan) else "utility"
+            if kind not in BODY_STATEMENT_KINDS:
+                raise unsupported(
+                    f"{st.sql.split(None, 1)[0].upper()} in an observer body "
+                    "(SELECT, INSERT, UPDATE and DELETE are allowed)"
+                )
 
     async def _begin(self, modes: utility.TransactionModes) -> Any:
         if self.block:
@@ -1097,6 +1231,24 @@ class SqlSession:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+
+def internal_session(engine: Engine, txn: Transaction | None = None) -> SqlSession:
+    """A session with no client connection, as the bootstrap user (observers, the Python API).
+    With ``txn`` it runs statements inside that transaction, which its owner commits."""
+    config = engine.config
+    session = SqlSession(engine, config.bootstrap_user, config.database, {}, 0)
+    if txn is not None:
+        session.txn = txn
+        session.block = True
+    return session
+
+
+def _shifted(exc: SqlError, offset: int) -> SqlError:
+    """The error with its position moved from a part of a statement to the whole statement."""
+    if exc.position is None:
+        return exc
+    return replace(exc, position=exc.position + offset)
 
 
 def _warning(sqlstate: str, message: str) -> Notice:

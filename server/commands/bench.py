@@ -36,6 +36,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "pgbench (TPC-B-like and select-only) against the SQL server and the Postgres under it",
     ),
     Benchmark(
+        "observers",
+        "percolator.bench.observers",
+        "latency from a change's commit to its observer's commit (1 and 4 workers), and the "
+        "cost of finding dirty rows among 10k vs 1M clean ones",
+    ),
+    Benchmark(
         "txn",
         "percolator.bench.txn",
         "transactions per second against raw Postgres (the paper's Figure 8), multi-cell commits",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from percolator.server.sql.catalog import Catalog
 from percolator.server.txn.transaction import Transaction
@@ -26,6 +27,8 @@ class ExecContext:
     statement_time: dt.datetime
     bootstrap_user: str = "postgres"
     set_setting: Callable[[str, str], None] = lambda name, value: None
+    client: Any = None
+    """The process's TransactionClient (system tables that read the store use it)."""
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)
 

@@ -266,7 +266,14 @@ class VirtualScan(Node):
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         pred = self.predicate
-        for n, row in enumerate(self.source(ctx), 1):
+        source = self.source(ctx)
+        if hasattr(source, "__aiter__"):
+            # A system table whose rows come from the store (percolator.observers).
+            async for row in source:
+                if pred is None or pred(row, ctx) is True:
+                    yield row
+            return
+        for n, row in enumerate(source, 1):
             await _pause(n)
             if pred is None or pred(row, ctx) is True:
                 yield row

@@ -153,6 +153,31 @@ class SequenceDef:
 
 
 @dataclass(frozen=True)
+class ObserverDef:
+    """An observer: code run, in a transaction of its own, for each changed row of a table
+    whose watched columns were written (see docs/observers.md).
+
+    Exactly one of ``body`` (SQL statements) and ``target`` (``package.module:function``) is
+    set. ``key`` names the observer in the store (its watches, notifications, ack cells and
+    counters); it is unique per creation, so an observer created again under the same name
+    never inherits the old one's pending work.
+    """
+
+    name: str
+    key: str
+    table_id: int
+    column_ids: tuple[int, ...]
+    weak: bool = False
+    body: str | None = None
+    target: str | None = None
+    paused: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "sql" if self.body is not None else "python"
+
+
+@dataclass(frozen=True)
 class Catalog:
     """An immutable snapshot of every definition, and the version it was read at."""
 
@@ -161,6 +186,7 @@ class Catalog:
     tables: dict[str, TableDef] = field(default_factory=dict)
     roles: dict[str, RoleDef] = field(default_factory=dict)
     sequences: dict[str, SequenceDef] = field(default_factory=dict)
+    observers: dict[str, ObserverDef] = field(default_factory=dict)
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -170,6 +196,25 @@ class Catalog:
         if found is None:
             raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
         return found
+
+    def table_by_id(self, table_id: int) -> TableDef | None:
+        for t in self.tables.values():
+            if t.id == table_id:
+                return t
+        return None
+
+    def observer_by_key(self, key: str) -> ObserverDef | None:
+        for o in self.observers.values():
+            if o.key == key:
+                return o
+        return None
+
+    def observers_of(self, table_id: int) -> list[ObserverDef]:
+        """The observers of a table, by name."""
+        return sorted(
+            (o for o in self.observers.values() if o.table_id == table_id),
+            key=lambda o: o.name,
+        )
 
     def table_by_oid(self, oid: int) -> TableDef | None:
         for t in self.tables.values():
@@ -219,6 +264,16 @@ class Catalog:
         roles = dict(self.roles)
         del roles[name]
         return dataclasses.replace(self, roles=roles)
+
+    def with_observer(self, observer: ObserverDef) -> Catalog:
+        observers = dict(self.observers)
+        observers[observer.name] = observer
+        return dataclasses.replace(self, observers=observers)
+
+    def without_observer(self, name: str) -> Catalog:
+        observers = dict(self.observers)
+        del observers[name]
+        return dataclasses.replace(self, observers=observers)
 
     def with_sequence(self, seq: SequenceDef) -> Catalog:
         sequences = dict(self.sequences)
@@ -322,6 +377,16 @@ def role_from_json(d: dict[str, object]) -> RoleDef:
     return RoleDef(**d)  # type: ignore[arg-type]
 
 
+def observer_to_json(o: ObserverDef) -> dict[str, object]:
+    return dataclasses.asdict(o)
+
+
+def observer_from_json(d: dict[str, object]) -> ObserverDef:
+    d = dict(d)
+    d["column_ids"] = tuple(d["column_ids"])  # type: ignore[arg-type]
+    return ObserverDef(**d)  # type: ignore[arg-type]
+
+
 def sequence_to_json(s: SequenceDef) -> dict[str, object]:
     return dataclasses.asdict(s)
 
@@ -336,6 +401,7 @@ __all__ = [
     "CheckDef",
     "ColumnDef",
     "IndexDef",
+    "ObserverDef",
     "RoleDef",
     "SequenceDef",
     "TableDef",

@@ -5,6 +5,7 @@ Layout (one row per object, JSON documents in the ``d`` column):
 - ``meta``: ``version`` (bumped by every DDL transaction) and ``next_id`` (object ids);
 - ``t/<name>``: a table with its columns, indexes and checks;
 - ``r/<name>``: a role;
+- ``o/<name>``: an observer;
 - ``s/<name>``: a sequence definition; its counter lives in ``__sequences`` (see
   :mod:`percolator.server.sql.sequences`).
 
@@ -18,6 +19,8 @@ import json
 
 from percolator.server.sql.catalog import (
     Catalog,
+    observer_from_json,
+    observer_to_json,
     role_from_json,
     role_to_json,
     sequence_from_json,
@@ -47,6 +50,7 @@ async def load(txn: Transaction) -> Catalog:
     tables = {}
     roles = {}
     sequences = {}
+    observers = {}
     async for row, cols in txn.scan(CATALOG_TABLE):
         if row == META_ROW:
             version = int(cols.get(VERSION, b"0"))
@@ -63,7 +67,10 @@ async def load(txn: Transaction) -> Catalog:
         elif kind == b"s/":
             s = sequence_from_json(doc)
             sequences[s.name] = s
-    return Catalog(version, next_id, tables, roles, sequences)
+        elif kind == b"o/":
+            o = observer_from_json(doc)
+            observers[o.name] = o
+    return Catalog(version, next_id, tables, roles, sequences, observers)
 
 
 def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
@@ -84,6 +91,11 @@ def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
             txn.set(CATALOG_TABLE, b"s/" + name.encode(), DOC, _dump(sequence_to_json(s)))
     for name in before.sequences.keys() - after.sequences.keys():
         txn.delete(CATALOG_TABLE, b"s/" + name.encode(), DOC)
+    for name, o in after.observers.items():
+        if before.observers.get(name) != o:
+            txn.set(CATALOG_TABLE, b"o/" + name.encode(), DOC, _dump(observer_to_json(o)))
+    for name in before.observers.keys() - after.observers.keys():
+        txn.delete(CATALOG_TABLE, b"o/" + name.encode(), DOC)
     txn.set(CATALOG_TABLE, META_ROW, VERSION, str(before.version + 1).encode())
     txn.set(CATALOG_TABLE, META_ROW, NEXT_ID, str(after.next_id).encode())
 

@@ -7,7 +7,7 @@ Postgres catalogs clients query. Unknown tables of these schemas fail with 42P01
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,14 +19,15 @@ class SystemTable:
     schema: str
     name: str
     columns: tuple[tuple[str, SqlType], ...]
-    rows: Callable[[Any], Iterable[tuple[object, ...]]]
-    """Called with the execution context (its ``catalog`` and ``session``)."""
+    rows: Callable[[Any], Iterable[tuple[object, ...]] | AsyncIterable[tuple[object, ...]]]
+    """Called with the execution context (its ``catalog`` and ``session``); may return an
+    async iterable when the rows come from the store."""
     oid: int = 0
 
 
 _TABLES: dict[tuple[str, str], SystemTable] = {}
 
-SYSTEM_SCHEMAS = ("pg_catalog", "information_schema")
+SYSTEM_SCHEMAS = ("pg_catalog", "information_schema", "percolator")
 
 
 def register(table: SystemTable) -> SystemTable:
@@ -34,10 +35,15 @@ def register(table: SystemTable) -> SystemTable:
     return table
 
 
+_loaded = False
+
+
 def _ensure_loaded() -> None:
     # The definitions import this module to register themselves; import them on first use.
-    if not _TABLES:
-        from percolator.server.sql import pg_catalog_tables  # noqa: F401
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from percolator.server.sql import observer_tables, pg_catalog_tables  # noqa: F401
 
 
 def lookup(schema: str | None, name: str) -> SystemTable | None:

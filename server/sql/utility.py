@@ -16,6 +16,7 @@ from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
 _TOKEN = re.compile(
     r"""\s*(?:
         (?P<str>[eE]?'(?:[^']|'')*')
+      | (?P<dollar>\$(?P<tag>(?:[A-Za-z_][A-Za-z_0-9]*)?)\$[\s\S]*?\$(?P=tag)\$)
       | (?P<ident>"(?:[^"]|"")*")
       | (?P<num>-?\d+(?:\.\d+)?)
       | (?P<word>[A-Za-z_][A-Za-z_0-9$.]*)
@@ -23,6 +24,9 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+
+
+_KINDS = ("str", "dollar", "ident", "num", "word", "punct")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,9 @@ class Token:
             return body[1:-1].replace("''", "'")
         if self.kind == "ident":
             return self.text[1:-1].replace('""', '"')
+        if self.kind == "dollar":
+            tag_end = self.text.index("$", 1) + 1
+            return self.text[tag_end : len(self.text) - tag_end]
         if self.kind == "word":
             return self.text.lower()
         return self.text
@@ -55,7 +62,7 @@ def tokenize(sql: str) -> list[Token]:
         m = _TOKEN.match(sql, pos)
         if m is None or m.end() == pos:
             break
-        kind = m.lastgroup or "punct"
+        kind = next(k for k in _KINDS if m.group(k) is not None)
         tokens.append(Token(kind, m.group(kind), m.start(kind)))
         pos = m.end()
     return tokens
@@ -190,6 +197,38 @@ class CopyStatement:
 
 
 @dataclass(frozen=True)
+class CreateObserver:
+    """``CREATE OBSERVER name ON table (column, ...) [WEAK] AS $$body$$ | EXECUTE 'target'``."""
+
+    name: str
+    table: str
+    columns: tuple[str, ...]
+    weak: bool
+    body: str | None
+    body_offset: int
+    """0-based position of the body in the statement text (for error positions)."""
+    target: str | None
+
+
+@dataclass(frozen=True)
+class DropObserver:
+    name: str
+    if_exists: bool
+
+
+class ObserverAction(Enum):
+    PAUSE = "pause"
+    RESUME = "resume"
+    RETRY_PARKED = "retry parked"
+
+
+@dataclass(frozen=True)
+class AlterObserver:
+    name: str
+    action: ObserverAction
+
+
+@dataclass(frozen=True)
 class Explain:
     statement: str
     offset: int
@@ -214,6 +253,9 @@ UtilityStatement = (
     | DropRole
     | CopyStatement
     | Explain
+    | CreateObserver
+    | DropObserver
+    | AlterObserver
 )
 
 
@@ -522,6 +564,8 @@ _IGNORED_ROLE_OPTIONS = frozenset(
 
 
 def _create(r: _Reader) -> UtilityStatement | None:
+    if r.at("CREATE", "OBSERVER"):
+        return _create_observer(r)
     if r.at("CREATE", "USER") or r.at("CREATE", "ROLE"):
         r.next()
         is_user = r.next().upper == "USER"
@@ -537,6 +581,18 @@ def _create(r: _Reader) -> UtilityStatement | None:
 
 
 def _alter(r: _Reader) -> UtilityStatement | None:
+    if r.accept("ALTER", "OBSERVER"):
+        name = r.name()
+        if r.accept("PAUSE"):
+            action = ObserverAction.PAUSE
+        elif r.accept("RESUME"):
+            action = ObserverAction.RESUME
+        elif r.accept("RETRY", "PARKED"):
+            action = ObserverAction.RETRY_PARKED
+        else:
+            r.error("expected PAUSE, RESUME or RETRY PARKED")
+        r.end()
+        return AlterObserver(name, action)
     if r.at("ALTER", "USER") or r.at("ALTER", "ROLE"):
         r.next()
         r.next()
@@ -550,6 +606,11 @@ def _alter(r: _Reader) -> UtilityStatement | None:
 
 
 def _drop(r: _Reader) -> UtilityStatement | None:
+    if r.accept("DROP", "OBSERVER"):
+        if_exists = r.accept("IF", "EXISTS")
+        name = r.name()
+        r.end()
+        return DropObserver(name, if_exists)
     if r.at("DROP", "USER") or r.at("DROP", "ROLE"):
         r.next()
         r.next()
@@ -562,6 +623,40 @@ def _drop(r: _Reader) -> UtilityStatement | None:
     if r.at("DROP", "DATABASE") or r.at("DROP", "SCHEMA"):
         raise unsupported(f"DROP {r.peek(1).upper}")  # type: ignore[union-attr]
     return None
+
+
+def _create_observer(r: _Reader) -> UtilityStatement:
+    r.expect("CREATE", "OBSERVER")
+    name = r.name()
+    r.expect("ON")
+    table = r.name()
+    if table.startswith("public."):
+        table = table[len("public.") :]
+    r.expect("(")
+    columns = [r.name()]
+    while r.accept(","):
+        columns.append(r.name())
+    r.expect(")")
+    weak = r.accept("WEAK")
+    if not weak:
+        r.accept("STRONG")
+    body = target = None
+    offset = 0
+    if r.accept("AS"):
+        t = r.next()
+        if t.kind not in ("str", "dollar"):
+            r.error(f'syntax error at or near "{t.text}"', t)
+        body = t.value
+        offset = t.pos + (t.text.index("$", 1) + 1 if t.kind == "dollar" else 1)
+    elif r.accept("EXECUTE"):
+        t = r.next()
+        if t.kind != "str":
+            r.error("EXECUTE takes a string: 'package.module:function'", t)
+        target = t.value
+    else:
+        r.error("expected AS $$statements$$ or EXECUTE 'package.module:function'")
+    r.end()
+    return CreateObserver(name, table, tuple(columns), weak, body, offset, target)
 
 
 def _copy(r: _Reader) -> UtilityStatement:

@@ -170,3 +170,107 @@ class GcResult:
             self.versions_removed + other.versions_removed,
             self.rollback_records_removed + other.rollback_records_removed,
         )
+
+
+# -- notifications (observers) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """A committed write of a PUT or DELETE to (table, column) notifies ``observer``."""
+
+    table: str
+    column: str
+    observer: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A dirty (observer, row): something the observer watches in the row changed.
+
+    ``ts`` is the commit_ts of the newest such write (several writes collapse into one
+    notification); ``hash`` is :func:`~percolator.server.storage.sharding.row_hash` of
+    (table, row), the key workers split the notify space by.
+    """
+
+    observer: str
+    table: str
+    row: bytes
+    ts: int
+    hash: int
+    attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyCursor:
+    """Where a scan of notifications stopped: they are ordered by (hash, observer, table, row)."""
+
+    hash: int
+    observer: str
+    table: str
+    row: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ClearNotification:
+    """Remove the notification of (observer, table, row) if its ts is below ``below_ts``: the
+    observer ran with a snapshot at ``below_ts``, so it saw every write committed before it.
+    A newer write keeps the notification."""
+
+    observer: str
+    table: str
+    row: bytes
+    below_ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeferNotification:
+    """A failed run of (observer, table, row) for the change at ``ts``: count the attempt, hold
+    it back until ``retry_at_ms`` (wall-clock ms), and park it when ``park``. Ignored if a newer
+    write has raised the notification's ts since (that change gets fresh attempts)."""
+
+    observer: str
+    table: str
+    row: bytes
+    ts: int
+    retry_at_ms: int
+    error: str
+    park: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ParkedNotification:
+    """A change whose observer failed too often; it waits for ``ALTER OBSERVER ... RETRY
+    PARKED`` (or a new write to the row)."""
+
+    observer: str
+    table: str
+    row: bytes
+    ts: int
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySummary:
+    """Per observer, over every shard: notifications waiting to run and parked ones."""
+
+    observer: str
+    pending: int
+    parked: int
+    oldest_ts: int | None
+    """The smallest ts among the pending (not parked) notifications."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObserverCounters:
+    """Counts of an observer's runs (kept on the first shard; workers add their deltas)."""
+
+    observer: str
+    runs: int = 0
+    commits: int = 0
+    conflicts: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    last_error_ms: int | None = None
+    """Wall-clock ms of ``last_error``; when deltas are added, the later error wins."""

@@ -16,19 +16,27 @@ from dataclasses import dataclass
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
+    ClearNotification,
     CommitFailure,
     CommitStatus,
+    DeferNotification,
     GcResult,
     LockInfo,
     Mutation,
+    Notification,
+    NotifyCursor,
+    NotifySummary,
+    ObserverCounters,
+    ParkedNotification,
     PrewriteFailure,
     PrewriteStatus,
     TxnState,
     TxnStatus,
+    Watch,
     WriteKind,
 )
 from percolator.server.storage.errors import SnapshotTooOld
-from percolator.server.storage.sharding import shard_for
+from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.store import CellStore, StoreStats
 
 
@@ -44,6 +52,18 @@ class _Write:
     start_ts: int
     kind: WriteKind
     value: bytes | None
+
+
+@dataclass(slots=True)
+class _Notify:
+    """One notification's mutable state (a row of ``percolator_notify``)."""
+
+    ts: int
+    hash: int
+    attempts: int = 0
+    retry_at_ms: int = 0
+    parked: bool = False
+    last_error: str | None = None
 
 
 class _Cell:
@@ -84,6 +104,10 @@ class MemoryCellStore(CellStore):
         self._cells: dict[CellKey, _Cell] = defaultdict(_Cell)
         self._safe_point = 0
         self.stats = StoreStats()
+        self._watches: set[Watch] = set()
+        self._notify: dict[tuple[str, str, bytes], _Notify] = {}
+        self._counters: dict[str, ObserverCounters] = {}
+        self._notified = asyncio.Event()
 
     @property
     def shard_count(self) -> int:
@@ -140,6 +164,8 @@ class MemoryCellStore(CellStore):
                 lock = cell.lock
                 cell.lock = None
                 cell.add_write(_Write(commit_ts, start_ts, lock.info.kind, lock.value))
+                if lock.info.kind in (WriteKind.PUT, WriteKind.DELETE):
+                    self._notify_watchers(key, commit_ts)
                 continue
             record = cell.record_of(start_ts)
             if record is None:
@@ -278,8 +304,174 @@ class MemoryCellStore(CellStore):
             total = total + _gc_cell(cell, safe_point)
         return total
 
+    # -- notifications (observers) ------------------------------------------------------------
+
+    def _notify_watchers(self, key: CellKey, commit_ts: int) -> None:
+        """Set the notifications of a committed PUT or DELETE (part of the commit's step)."""
+        notified = False
+        for w in self._watches:
+            if w.table != key.table or w.column != key.column:
+                continue
+            n = self._notify.get((w.observer, key.table, key.row))
+            if n is None:
+                self._notify[(w.observer, key.table, key.row)] = _Notify(
+                    commit_ts, row_hash(key.table, key.row)
+                )
+            else:
+                # A new write: fresh attempts, unparked.
+                n.ts = max(n.ts, commit_ts)
+                n.attempts, n.retry_at_ms, n.parked, n.last_error = 0, 0, False, None
+            notified = True
+        if notified:
+            self._notified.set()
+
+    async def watch(self, observer: str, table: str, columns: Sequence[str]) -> None:
+        self.stats.round_trips["watch"] += self._shards
+        self._watches.update(Watch(table, c, observer) for c in columns)
+
+    async def unwatch(self, observer: str, table: str | None = None) -> None:
+        self.stats.round_trips["unwatch"] += self._shards
+        self._watches = {
+            w
+            for w in self._watches
+            if not (w.observer == observer and (table is None or w.table == table))
+        }
+        if table is None:
+            self.stats.round_trips["unwatch"] += self._shards
+            self._notify = {k: n for k, n in self._notify.items() if k[0] != observer}
+            self._counters.pop(observer, None)
+
+    async def list_watches(self) -> list[Watch]:
+        self.stats.round_trips["list_watches"] += self._shards
+        return sorted(self._watches, key=lambda w: (w.table, w.column, w.observer))
+
+    async def find_notifications(
+        self,
+        hash_from: int,
+        hash_to: int,
+        *,
+        now_ms: int,
+        limit: int,
+        after: NotifyCursor | None = None,
+    ) -> list[Notification]:
+        if limit <= 0 or hash_from > hash_to:
+            return []
+        self.stats.round_trips["find_notifications"] += self._shards
+        cursor = (after.hash, after.observer, after.table, after.row) if after else None
+        found = sorted(
+            (n.hash, observer, table, row, n)
+            for (observer, table, row), n in self._notify.items()
+            if hash_from <= n.hash <= hash_to
+            and not n.parked
+            and n.retry_at_ms <= now_ms
+            and (cursor is None or (n.hash, observer, table, row) > cursor)
+        )
+        return [
+            Notification(observer, table, row, n.ts, h, n.attempts)
+            for h, observer, table, row, n in found[:limit]
+        ]
+
+    async def clear_notifications(self, items: Sequence[ClearNotification]) -> None:
+        await self._round_trips("clear_notifications", (_row_key(it) for it in items))
+        for it in items:
+            n = self._notify.get((it.observer, it.table, it.row))
+            if n is not None and n.ts < it.below_ts:
+                del self._notify[(it.observer, it.table, it.row)]
+
+    async def defer_notifications(self, items: Sequence[DeferNotification]) -> None:
+        await self._round_trips("defer_notifications", (_row_key(it) for it in items))
+        for it in items:
+            n = self._notify.get((it.observer, it.table, it.row))
+            if n is not None and n.ts <= it.ts:
+                n.attempts += 1
+                n.retry_at_ms, n.last_error, n.parked = it.retry_at_ms, it.error, it.park
+
+    async def retry_parked(self, observer: str) -> int:
+        self.stats.round_trips["retry_parked"] += self._shards
+        count = 0
+        for (obs, _, _), n in self._notify.items():
+            if obs == observer and n.parked:
+                n.parked, n.attempts, n.retry_at_ms, n.last_error = False, 0, 0, None
+                count += 1
+        return count
+
+    async def parked_notifications(
+        self, observer: str | None = None, limit: int = 1000
+    ) -> list[ParkedNotification]:
+        self.stats.round_trips["parked_notifications"] += self._shards
+        parked = sorted(
+            (n.ts, obs, table, row, n)
+            for (obs, table, row), n in self._notify.items()
+            if n.parked and (observer is None or obs == observer)
+        )
+        return [
+            ParkedNotification(obs, table, row, ts, n.attempts, n.last_error)
+            for ts, obs, table, row, n in parked[: max(limit, 0)]
+        ]
+
+    async def notification_summary(self) -> list[NotifySummary]:
+        self.stats.round_trips["notification_summary"] += self._shards
+        pending: dict[str, int] = defaultdict(int)
+        parked: dict[str, int] = defaultdict(int)
+        oldest: dict[str, int] = {}
+        for (obs, _, _), n in self._notify.items():
+            if n.parked:
+                parked[obs] += 1
+            else:
+                pending[obs] += 1
+                oldest[obs] = min(oldest.get(obs, n.ts), n.ts)
+        return [
+            NotifySummary(obs, pending[obs], parked[obs], oldest.get(obs))
+            for obs in sorted(pending.keys() | parked.keys())
+        ]
+
+    async def add_observer_counters(self, deltas: Sequence[ObserverCounters]) -> None:
+        if not deltas:
+            return
+        self.stats.round_trips["add_observer_counters"] += 1
+        for d in deltas:
+            prev = self._counters.get(d.observer, ObserverCounters(d.observer))
+            error = d if _later_error(d, prev) else prev
+            self._counters[d.observer] = ObserverCounters(
+                d.observer,
+                prev.runs + d.runs,
+                prev.commits + d.commits,
+                prev.conflicts + d.conflicts,
+                prev.failures + d.failures,
+                error.last_error,
+                error.last_error_ms if error.last_error is not None else None,
+            )
+
+    async def observer_counters(self) -> list[ObserverCounters]:
+        self.stats.round_trips["observer_counters"] += 1
+        return [self._counters[o] for o in sorted(self._counters)]
+
+    async def wait_for_notifications(self, timeout_s: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._notified.wait()
+        except TimeoutError:
+            return False
+        self._notified.clear()
+        return True
+
     async def close(self) -> None:
         return None
+
+
+def _row_key(item: ClearNotification | DeferNotification) -> CellKey:
+    """A key of the item's row, for counting the shards a batch touches."""
+    return CellKey(item.table, item.row, "")
+
+
+def _later_error(new: ObserverCounters, old: ObserverCounters) -> bool:
+    """Whether ``new``'s error replaces ``old``'s: it has one and it is not older (a missing
+    time counts as the earliest), as in the Postgres store."""
+    if new.last_error is None:
+        return False
+    if old.last_error is None or old.last_error_ms is None:
+        return True
+    return new.last_error_ms is not None and new.last_error_ms >= old.last_error_ms
 
 
 def _gc_cell(cell: _Cell, safe_point: int) -> GcResult:

@@ -6,12 +6,17 @@ so the conflict check and the write happen in one round trip, atomically per row
 touching more than ``MAX_ROWS_PER_STATEMENT`` distinct rows is split into chunks (one round trip
 each, sent in parallel), which bounds the advisory locks one statement holds.
 See ``docs/storage.md`` for the SQL and the round trips of each operation.
+
+Notifications (observers) live on the shard of their row; watches are replicated on every shard
+and the observers' counters are kept on the first. :meth:`PostgresCellStore.wait_for_notifications`
+LISTENs on one dedicated connection per shard, outside the pools.
 """
 
 from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,15 +27,23 @@ import asyncpg
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
+    ClearNotification,
     CommitFailure,
     CommitStatus,
+    DeferNotification,
     GcResult,
     LockInfo,
     Mutation,
+    Notification,
+    NotifyCursor,
+    NotifySummary,
+    ObserverCounters,
+    ParkedNotification,
     PrewriteFailure,
     PrewriteStatus,
     TxnState,
     TxnStatus,
+    Watch,
     WriteKind,
 )
 from percolator.server.storage.errors import (
@@ -52,6 +65,11 @@ STATEMENTS_PER_POOL_FRACTION = 4
 """Coalesced statements of one kind in flight per shard: a quarter of the pool."""
 MAX_ROWS_PER_STATEMENT = 1024
 """Distinct rows per mutating statement: one advisory lock each, held until it commits."""
+NOTIFY_BULK_ROWS = 10_000
+"""Notifications one statement of ``retry_parked`` or of dropping an observer's notifications
+handles; the store repeats the statement until one handles fewer."""
+NOTIFY_CHANNEL = "percolator_notify"
+"""The channel the commit function ``pg_notify``s when it sets a notification."""
 
 _PREWRITE_STATUS = {
     1: PrewriteStatus.WRITE_CONFLICT,
@@ -143,6 +161,69 @@ WITH newest AS (
 )
 SELECT (SELECT count(*) FROM versions) + (SELECT count(*) FROM markers WHERE kind = 4),
     (SELECT count(*) FROM markers WHERE kind = 3)"""
+
+_WATCH = """
+INSERT INTO percolator_watch (tbl, col, observer) SELECT $1, c, $2 FROM unnest($3::text[]) c
+ON CONFLICT DO NOTHING"""
+_UNWATCH = "DELETE FROM percolator_watch WHERE observer = $1 AND ($2::text IS NULL OR tbl = $2)"
+_UNWATCH_AND_COUNTERS = f"""
+WITH counters AS (DELETE FROM percolator_observer_stats WHERE observer = $1)
+{_UNWATCH}"""
+_LIST_WATCHES = "SELECT tbl, col, observer FROM percolator_watch"
+# SKIP LOCKED: a row locked by a commit in flight is left for the next statement, so this never
+# waits for a row lock and never closes a deadlock cycle with a commit batch.
+_DROP_NOTIFICATIONS = """
+WITH s AS MATERIALIZED (
+    SELECT observer, tbl, rkey FROM percolator_notify WHERE observer = $1
+    LIMIT $2 FOR UPDATE SKIP LOCKED
+), d AS (
+    DELETE FROM percolator_notify n USING s
+    WHERE n.observer = s.observer AND n.tbl = s.tbl AND n.rkey = s.rkey RETURNING 1
+)
+SELECT count(*) FROM d"""
+_RETRY_PARKED = """
+WITH s AS MATERIALIZED (
+    SELECT observer, tbl, rkey FROM percolator_notify WHERE observer = $1 AND parked
+    LIMIT $2 FOR UPDATE SKIP LOCKED
+), u AS (
+    UPDATE percolator_notify n SET parked = false, attempts = 0, retry_at_ms = 0,
+        last_error = NULL
+    FROM s WHERE n.observer = s.observer AND n.tbl = s.tbl AND n.rkey = s.rkey AND n.parked
+    RETURNING 1
+)
+SELECT count(*) FROM u"""
+_FIND_NOTIFICATIONS = "SELECT * FROM percolator_find_notifications($1, $2, $3, $4, $5, $6, $7, $8)"
+_CLEAR_NOTIFICATIONS = "SELECT percolator_clear_notifications($1, $2, $3, $4, $5)"
+_DEFER_NOTIFICATIONS = "SELECT percolator_defer_notifications($1, $2, $3, $4, $5, $6, $7, $8)"
+_PARKED_NOTIFICATIONS = """
+SELECT observer, tbl, rkey, ts, attempts, last_error FROM percolator_notify
+WHERE parked AND ($1::text IS NULL OR observer = $1)
+ORDER BY ts, observer, tbl, rkey LIMIT $2"""
+_NOTIFY_SUMMARY = """
+SELECT observer, count(*) FILTER (WHERE NOT parked), count(*) FILTER (WHERE parked),
+    min(ts) FILTER (WHERE NOT parked)
+FROM percolator_notify GROUP BY observer"""
+# The later error wins (a missing time counts as the earliest); ties go to the newer delta.
+_LATER_ERROR = (
+    "excluded.last_error IS NOT NULL "
+    "AND COALESCE(excluded.last_error_ms, -1) >= COALESCE(s.last_error_ms, -1)"
+)
+_ADD_OBSERVER_COUNTERS = f"""
+INSERT INTO percolator_observer_stats AS s
+    (observer, runs, commits, conflicts, failures, last_error, last_error_ms)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
+    $6::text[], $7::bigint[])
+ON CONFLICT (observer) DO UPDATE SET
+    runs = s.runs + excluded.runs,
+    commits = s.commits + excluded.commits,
+    conflicts = s.conflicts + excluded.conflicts,
+    failures = s.failures + excluded.failures,
+    last_error = CASE WHEN {_LATER_ERROR} THEN excluded.last_error ELSE s.last_error END,
+    last_error_ms = CASE WHEN {_LATER_ERROR} THEN excluded.last_error_ms
+        ELSE s.last_error_ms END"""
+_OBSERVER_COUNTERS = """
+SELECT observer, runs, commits, conflicts, failures, last_error, last_error_ms
+FROM percolator_observer_stats ORDER BY observer"""
 
 
 def _scan_sql(first: bool, bounded: bool) -> str:
@@ -241,6 +322,10 @@ class PostgresCellStore(CellStore):
         self._timeout = connect_timeout
         self.stats = StoreStats()
         self._coalesce = coalesce
+        # LISTEN connections for wait_for_notifications, one per shard, opened on first use.
+        self._listeners: list[asyncpg.Connection | None] = [None] * len(shards)
+        self._listen_lock = asyncio.Lock()
+        self._notified = asyncio.Event()
         in_flight = max(1, pool_size // STATEMENTS_PER_POOL_FRACTION)
         for sh in shards:
             sh.reads = StatementBatcher(
@@ -713,8 +798,281 @@ class PostgresCellStore(CellStore):
             total = total + GcResult(r[0], r[1])
         return total
 
+    # -- notifications (observers) ------------------------------------------------------------
+
+    async def _on_every_shard(
+        self, op: str, fn: Callable[[asyncpg.Connection], Awaitable[T]]
+    ) -> list[T]:
+        """One statement on every shard, in parallel; results in shard order."""
+        return list(await asyncio.gather(*(self._call(op, s, fn) for s in self._shards)))
+
+    async def watch(self, observer: str, table: str, columns: Sequence[str]) -> None:
+        cols = list(columns)
+        await self._on_every_shard(
+            "watch", lambda conn: conn.execute(_WATCH, table, observer, cols)
+        )
+
+    async def unwatch(self, observer: str, table: str | None = None) -> None:
+        # Watches first, committed on every shard, so that new commits stop notifying before
+        # the observer's notifications are dropped.
+        async def drop_watches(shard: _Shard) -> None:
+            sql = _UNWATCH_AND_COUNTERS if table is None and shard.index == 0 else _UNWATCH
+            await self._call("unwatch", shard, lambda conn: conn.execute(sql, observer, table))
+
+        await asyncio.gather(*(drop_watches(s) for s in self._shards))
+        if table is not None:
+            return
+
+        async def drop_notifications(shard: _Shard) -> None:
+            while True:
+                dropped = await self._call(
+                    "unwatch",
+                    shard,
+                    lambda conn: conn.fetchval(_DROP_NOTIFICATIONS, observer, NOTIFY_BULK_ROWS),
+                )
+                if dropped < NOTIFY_BULK_ROWS:
+                    return
+
+        await asyncio.gather(*(drop_notifications(s) for s in self._shards))
+
+    async def list_watches(self) -> list[Watch]:
+        # Every shard, not only the first: after a watch or unwatch that failed on some shard,
+        # this shows what any shard still does (repeating the call repairs it).
+        per_shard = await self._on_every_shard(
+            "list_watches", lambda conn: conn.fetch(_LIST_WATCHES)
+        )
+        watches = {Watch(r[0], r[1], r[2]) for records in per_shard for r in records}
+        return sorted(watches, key=lambda w: (w.table, w.column, w.observer))
+
+    async def find_notifications(
+        self,
+        hash_from: int,
+        hash_to: int,
+        *,
+        now_ms: int,
+        limit: int,
+        after: NotifyCursor | None = None,
+    ) -> list[Notification]:
+        if limit <= 0 or hash_from > hash_to:
+            return []
+        cursor = (
+            (None, None, None, None)
+            if after is None
+            else (after.hash, after.observer, after.table, after.row)
+        )
+        args = (hash_from, hash_to, now_ms, limit, *cursor)
+        per_shard = await self._on_every_shard(
+            "find_notifications", lambda conn: conn.fetch(_FIND_NOTIFICATIONS, *args)
+        )
+        # Each shard's list is in order and holds its first `limit`: merging them and cutting
+        # at `limit` gives the global first `limit`.
+        found = heapq.merge(
+            *(
+                [Notification(r[0], r[1], r[2], r[3], r[4], r[5]) for r in records]
+                for records in per_shard
+            ),
+            key=_notify_order,
+        )
+        return list(itertools.islice(found, limit))
+
+    async def clear_notifications(self, items: Sequence[ClearNotification]) -> None:
+        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[None]:
+            chunk = [items[i] for i in idx]
+            await conn.execute(
+                _CLEAR_NOTIFICATIONS,
+                [it.observer for it in chunk],
+                [it.table for it in chunk],
+                [it.row for it in chunk],
+                [it.below_ts for it in chunk],
+                [row_hash(it.table, it.row) for it in chunk],
+            )
+            return []
+
+        if items:
+            keys = [CellKey(it.table, it.row, "") for it in items]
+            await self._per_chunk("clear_notifications", keys, run)
+
+    async def defer_notifications(self, items: Sequence[DeferNotification]) -> None:
+        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[None]:
+            chunk = [items[i] for i in idx]
+            await conn.execute(
+                _DEFER_NOTIFICATIONS,
+                [it.observer for it in chunk],
+                [it.table for it in chunk],
+                [it.row for it in chunk],
+                [it.ts for it in chunk],
+                [it.retry_at_ms for it in chunk],
+                [it.error for it in chunk],
+                [it.park for it in chunk],
+                [row_hash(it.table, it.row) for it in chunk],
+            )
+            return []
+
+        if items:
+            keys = [CellKey(it.table, it.row, "") for it in items]
+            await self._per_chunk("defer_notifications", keys, run)
+
+    async def retry_parked(self, observer: str) -> int:
+        async def one(shard: _Shard) -> int:
+            total = 0
+            while True:
+                n = await self._call(
+                    "retry_parked",
+                    shard,
+                    lambda conn: conn.fetchval(_RETRY_PARKED, observer, NOTIFY_BULK_ROWS),
+                )
+                total += n
+                if n < NOTIFY_BULK_ROWS:
+                    return total
+
+        return sum(await asyncio.gather(*(one(s) for s in self._shards)))
+
+    async def parked_notifications(
+        self, observer: str | None = None, limit: int = 1000
+    ) -> list[ParkedNotification]:
+        if limit <= 0:
+            return []
+        per_shard = await self._on_every_shard(
+            "parked_notifications",
+            lambda conn: conn.fetch(_PARKED_NOTIFICATIONS, observer, limit),
+        )
+        parked = heapq.merge(
+            *([ParkedNotification(*r) for r in records] for records in per_shard),
+            key=lambda p: (p.ts, p.observer, p.table, p.row),
+        )
+        return list(itertools.islice(parked, limit))
+
+    async def notification_summary(self) -> list[NotifySummary]:
+        per_shard = await self._on_every_shard(
+            "notification_summary", lambda conn: conn.fetch(_NOTIFY_SUMMARY)
+        )
+        totals: dict[str, NotifySummary] = {}
+        for records in per_shard:
+            for observer, pending, parked, oldest in records:
+                prev = totals.get(observer)
+                if prev is not None:
+                    pending += prev.pending
+                    parked += prev.parked
+                    if oldest is None or (prev.oldest_ts is not None and prev.oldest_ts < oldest):
+                        oldest = prev.oldest_ts
+                totals[observer] = NotifySummary(observer, pending, parked, oldest)
+        return [totals[o] for o in sorted(totals)]
+
+    async def add_observer_counters(self, deltas: Sequence[ObserverCounters]) -> None:
+        if not deltas:
+            return
+        # One row per observer (an upsert may not touch a row twice), in key order (two
+        # workers' upserts lock the rows in the same order).
+        rows = _combine_counters(deltas)
+        args = (
+            [c.observer for c in rows],
+            [c.runs for c in rows],
+            [c.commits for c in rows],
+            [c.conflicts for c in rows],
+            [c.failures for c in rows],
+            [c.last_error for c in rows],
+            [c.last_error_ms if c.last_error is not None else None for c in rows],
+        )
+        await self._call(
+            "add_observer_counters",
+            self._shards[0],
+            lambda conn: conn.execute(_ADD_OBSERVER_COUNTERS, *args),
+        )
+
+    async def observer_counters(self) -> list[ObserverCounters]:
+        records = await self._call(
+            "observer_counters", self._shards[0], lambda conn: conn.fetch(_OBSERVER_COUNTERS)
+        )
+        return [ObserverCounters(*r) for r in records]
+
+    async def wait_for_notifications(self, timeout_s: float) -> bool:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if not self._notified.is_set():
+            await self._listen(deadline)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._notified.wait()
+        except TimeoutError:
+            return False
+        self._notified.clear()
+        return True
+
+    async def _listen(self, deadline: float) -> None:
+        """Open the LISTEN connections that are missing or dead. A shard that cannot be reached
+        before ``deadline`` is retried on the next call; meanwhile the others still wake us."""
+        async with self._listen_lock:
+            missing = [
+                s
+                for s in self._shards
+                if self._listeners[s.index] is None or self._listeners[s.index].is_closed()
+            ]
+            if missing:
+                await asyncio.gather(*(self._open_listener(s, deadline) for s in missing))
+
+    async def _open_listener(self, shard: _Shard, deadline: float) -> None:
+        remaining = min(self._timeout, deadline - asyncio.get_running_loop().time())
+        if remaining <= 0:
+            return
+        self.stats.round_trips["listen"] += 1
+        conn: asyncpg.Connection | None = None
+        listening = False
+        try:
+            async with asyncio.timeout(remaining):
+                conn = await asyncpg.connect(
+                    shard.dsn,
+                    timeout=remaining,
+                    server_settings={"application_name": "percolator-listen"},
+                )
+                await conn.add_listener(NOTIFY_CHANNEL, self._on_notify)
+                listening = True
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            pass  # a hint only: the caller polls anyway, and the next call tries again
+        finally:
+            # Also on cancellation (the worker cancels a wait when woken otherwise): keep the
+            # connection only if it listens, never leak a half-open one.
+            if listening:
+                self._listeners[shard.index] = conn
+            elif conn is not None:
+                conn.terminate()
+
+    def _on_notify(self, _conn: object, _pid: int, _channel: str, _payload: str) -> None:
+        self._notified.set()
+
     async def close(self) -> None:
+        listeners = [c for c in self._listeners if c is not None]
+        self._listeners = [None] * len(self._shards)
+        await asyncio.gather(
+            *(c.close(timeout=self._timeout) for c in listeners if not c.is_closed()),
+            return_exceptions=True,
+        )
         await asyncio.gather(*(s.pool.close() for s in self._shards), return_exceptions=True)
+
+
+def _notify_order(n: Notification) -> tuple[int, str, str, bytes]:
+    """The order of notifications: the workers' scan index (hash, observer, tbl, rkey)."""
+    return (n.hash, n.observer, n.table, n.row)
+
+
+def _combine_counters(deltas: Sequence[ObserverCounters]) -> list[ObserverCounters]:
+    """Deltas summed per observer, sorted by observer; the later error wins."""
+    totals: dict[str, ObserverCounters] = {}
+    for d in deltas:
+        prev = totals.get(d.observer)
+        if prev is None:
+            totals[d.observer] = d
+            continue
+        error = d if _later_error(d, prev) else prev
+        totals[d.observer] = ObserverCounters(
+            d.observer,
+            prev.runs + d.runs,
+            prev.commits + d.commits,
+            prev.conflicts + d.conflicts,
+            prev.failures + d.failures,
+            error.last_error,
+            error.last_error_ms,
+        )
+    return [totals[o] for o in sorted(totals)]
 
 
 def _scan_page(
@@ -832,3 +1190,13 @@ async def _migrate(conn: asyncpg.Connection, dsn: str) -> None:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 str(SCHEMA_VERSION),
             )
+
+
+def _later_error(new: ObserverCounters, old: ObserverCounters) -> bool:
+    """Whether ``new``'s error replaces ``old``'s: it has one, and it is not older (a missing
+    time counts as the earliest). The same rule as ``_ADD_OBSERVER_COUNTERS``."""
+    if new.last_error is None:
+        return False
+    if old.last_error is None or old.last_error_ms is None:
+        return True
+    return new.last_error_ms is not None and new.last_error_ms >= old.last_error_ms

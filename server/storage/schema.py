@@ -12,6 +12,15 @@ Per shard:
     lock by the commit, server-side.
 ``percolator_gc``
     The shard's GC safe point; a prewrite at or below it fails.
+``percolator_watch``
+    Which observers a committed write of (tbl, col) notifies; replicated on every shard, so a
+    commit finds its watches locally (one probe of a tiny table).
+``percolator_notify``
+    Dirty (observer, tbl, rkey) notifications, on the shard of their row, apart from the cells
+    (the paper's separate locality group): the newest notifying commit_ts, the row hash (the
+    key workers split the notify space by), and the retry state of failed runs.
+``percolator_observer_stats``
+    Run counters per observer (used on the first shard only).
 ``percolator_meta``
     The schema version (``SCHEMA_VERSION``); ``MIGRATIONS[v]`` brings a shard from ``v - 1`` to
     ``v``, so a shard of any older version is upgraded step by step on first use.
@@ -22,11 +31,17 @@ statement of the function then takes a snapshot that sees whatever the previous 
 lock committed. That makes every batch atomic per row, the Bigtable contract, and closes the
 check-then-insert races that READ COMMITTED otherwise allows (a prewrite and a rollback of the
 same transaction both passing their checks).
+
+Notify rows follow the same rule: the commit that sets one, and ``clear`` and ``defer`` that
+remove or update them, hold the row's advisory lock first, so a worker's batch never deadlocks
+with commits. Bulk maintenance (``retry_parked``, dropping an observer's notifications) takes
+rows with ``FOR UPDATE SKIP LOCKED`` instead: it never waits for a row lock, so it cannot close
+a cycle either.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MIGRATION_LOCK_KEY = 0x5045_5243_4F4C_0001
 """Advisory lock held while creating or migrating the schema (one migrator at a time)."""
 
@@ -276,8 +291,157 @@ BEGIN
 END $$""",
 ]
 
+# Version 3: notifications for observers (DESIGN.md section 6). The commit sets them in the
+# same statement that writes the record, so a notification exists exactly when a watched write
+# is committed, whoever commits it (the committer, or a reader rolling a secondary forward).
+_V3_NOTIFY_TABLES = [
+    """CREATE TABLE percolator_watch (
+    tbl text COLLATE "C" NOT NULL,
+    col text COLLATE "C" NOT NULL,
+    observer text COLLATE "C" NOT NULL,
+    PRIMARY KEY (tbl, col, observer))""",
+    "CREATE INDEX percolator_watch_observer ON percolator_watch (observer)",
+    """CREATE TABLE percolator_notify (
+    observer text COLLATE "C" NOT NULL,
+    tbl text COLLATE "C" NOT NULL,
+    rkey bytea NOT NULL,
+    ts bigint NOT NULL,
+    hash bigint NOT NULL,
+    attempts integer NOT NULL DEFAULT 0,
+    retry_at_ms bigint NOT NULL DEFAULT 0,
+    parked boolean NOT NULL DEFAULT false,
+    last_error text,
+    PRIMARY KEY (observer, tbl, rkey))""",
+    # The workers' scan: a range of hashes in (hash, observer, tbl, rkey) order, keyset-paged.
+    """CREATE INDEX percolator_notify_scan ON percolator_notify (hash, observer, tbl, rkey)
+    WHERE NOT parked""",
+    # Parked rows are few; listing them (oldest first) and unparking them should not scan the
+    # pending ones.
+    "CREATE INDEX percolator_notify_parked ON percolator_notify (observer, ts) WHERE parked",
+    # Every watched commit inserts or updates a row and every observer run deletes one.
+    """ALTER TABLE percolator_notify SET (autovacuum_vacuum_scale_factor = 0,
+    autovacuum_vacuum_threshold = 2000, autovacuum_analyze_scale_factor = 0,
+    autovacuum_analyze_threshold = 2000)""",
+    """CREATE TABLE percolator_observer_stats (
+    observer text COLLATE "C" PRIMARY KEY,
+    runs bigint NOT NULL DEFAULT 0,
+    commits bigint NOT NULL DEFAULT 0,
+    conflicts bigint NOT NULL DEFAULT 0,
+    failures bigint NOT NULL DEFAULT 0,
+    last_error text,
+    last_error_ms bigint)""",
+]
+
+_V3_NOTIFY_FUNCTIONS = [
+    # Same signature and result codes as version 1; the write-record insert is unchanged but
+    # for RETURNING the kind. A PUT or DELETE then upserts one notify row per watch of the cell:
+    # when nobody watches it, that is one probe of the watch table's primary key.
+    """CREATE OR REPLACE FUNCTION percolator_commit_one(
+    p_start_ts bigint, p_commit_ts bigint, p_tbl text, p_row bytea, p_col text, p_hash bigint)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    found_kind smallint;
+    done_kind smallint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_hash);
+    WITH del AS (
+        DELETE FROM percolator_lock l
+        WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col AND l.start_ts = p_start_ts
+        RETURNING l.kind, l.value
+    )
+    INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
+    SELECT p_tbl, p_row, p_col, p_commit_ts, p_start_ts, del.kind, del.value FROM del
+    RETURNING kind INTO done_kind;
+    IF FOUND THEN
+        IF done_kind IN (1, 2) THEN
+            INSERT INTO percolator_notify AS n (observer, tbl, rkey, ts, hash)
+            SELECT w.observer, p_tbl, p_row, p_commit_ts, p_hash FROM percolator_watch w
+            WHERE w.tbl = p_tbl AND w.col = p_col
+            ON CONFLICT (observer, tbl, rkey) DO UPDATE
+            SET ts = GREATEST(n.ts, excluded.ts), attempts = 0, retry_at_ms = 0,
+                parked = false, last_error = NULL;
+            IF FOUND THEN
+                -- Delivered when the transaction commits (and once per transaction, however
+                -- many rows a batch notified): workers LISTEN instead of polling.
+                PERFORM pg_notify('percolator_notify', '');
+            END IF;
+        END IF;
+        RETURN 0;
+    END IF;
+    SELECT w.kind INTO found_kind FROM percolator_write w
+        WHERE w.tbl = p_tbl AND w.rkey = p_row AND w.col = p_col
+        AND w.commit_ts >= p_start_ts AND w.start_ts = p_start_ts LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN 1;
+    END IF;
+    RETURN CASE WHEN found_kind = 3 THEN 2 ELSE 0 END;
+END $$""",
+    # The workers' scan, keyset-paged after (p_hash, p_observer, p_tbl, p_row) unless
+    # p_observer is NULL. A function for its SET: the table churns and its statistics may say
+    # it is empty, for which the planner picks a bitmap scan and a sort of the whole hash range;
+    # this is always a walk of the scan index that stops after p_limit rows.
+    """CREATE OR REPLACE FUNCTION percolator_find_notifications(
+    p_from bigint, p_to bigint, p_now_ms bigint, p_limit integer,
+    p_hash bigint, p_observer text, p_tbl text, p_row bytea)
+RETURNS TABLE (observer text, tbl text, rkey bytea, ts bigint, hash bigint, attempts integer)
+LANGUAGE plpgsql STABLE
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_observer IS NULL THEN
+        RETURN QUERY SELECT n.observer, n.tbl, n.rkey, n.ts, n.hash, n.attempts
+            FROM percolator_notify n
+            WHERE NOT n.parked AND n.hash >= p_from AND n.hash <= p_to
+            AND n.retry_at_ms <= p_now_ms
+            ORDER BY n.hash, n.observer, n.tbl, n.rkey LIMIT p_limit;
+    ELSE
+        RETURN QUERY SELECT n.observer, n.tbl, n.rkey, n.ts, n.hash, n.attempts
+            FROM percolator_notify n
+            WHERE NOT n.parked AND n.hash >= p_from AND n.hash <= p_to
+            AND n.retry_at_ms <= p_now_ms
+            AND (n.hash, n.observer, n.tbl, n.rkey) > (p_hash, p_observer, p_tbl, p_row)
+            ORDER BY n.hash, n.observer, n.tbl, n.rkey LIMIT p_limit;
+    END IF;
+END $$""",
+    # An observer ran with a snapshot at below_ts: it saw every write committed before it. A
+    # newer write (ts >= below_ts) keeps its notification.
+    f"""CREATE OR REPLACE FUNCTION percolator_clear_notifications(
+    p_observer text[], p_tbl text[], p_row bytea[], p_below_ts bigint[], p_hash bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+BEGIN{_LOCK_ROWS}
+    DELETE FROM percolator_notify n
+    USING unnest(p_observer, p_tbl, p_row, p_below_ts) AS k(observer, tbl, rkey, below_ts)
+    WHERE n.observer = k.observer AND n.tbl = k.tbl AND n.rkey = k.rkey
+    AND n.ts < k.below_ts;
+END $$""",
+    # A failed run of the change at ts; ignored when a newer write has raised the ts since
+    # (that change starts with fresh attempts).
+    f"""CREATE OR REPLACE FUNCTION percolator_defer_notifications(
+    p_observer text[], p_tbl text[], p_row bytea[], p_ts bigint[], p_retry_at_ms bigint[],
+    p_error text[], p_park boolean[], p_hash bigint[])
+RETURNS void
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+BEGIN{_LOCK_ROWS}
+    UPDATE percolator_notify n
+    SET attempts = n.attempts + 1, retry_at_ms = k.retry_at_ms, last_error = k.error,
+        parked = k.park
+    FROM unnest(p_observer, p_tbl, p_row, p_ts, p_retry_at_ms, p_error, p_park)
+        AS k(observer, tbl, rkey, ts, retry_at_ms, error, park)
+    WHERE n.observer = k.observer AND n.tbl = k.tbl AND n.rkey = k.rkey AND n.ts <= k.ts;
+END $$""",
+]
+
 MIGRATIONS: dict[int, list[str]] = {
     1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS,
     2: _V2_HEARTBEAT,
+    3: _V3_NOTIFY_TABLES + _V3_NOTIFY_FUNCTIONS,
 }
 """Statements that bring a shard from version ``v - 1`` to ``v``."""

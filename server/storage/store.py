@@ -21,6 +21,12 @@ rollback
     committed. Otherwise remove our lock if present and, when asked, leave a rollback record.
 read
     See :class:`~percolator.server.storage.cells.CellRead`.
+notifications
+    A commit that turns a PUT or DELETE lock into a write record, on a cell that a
+    :class:`~percolator.server.storage.cells.Watch` names, also sets the notification of
+    (observer, table, row) in the same atomic step, with ts = max(its ts, commit_ts); a new
+    write also clears the notification's attempts and parking. Notifications are kept apart from
+    the cells (the paper's separate locality group): finding them never reads clean rows.
 check_txn_status
     Inspects the primary; rolls it back atomically (leaving a rollback record) when the lock has
     expired at ``now_ts`` or, if ``rollback_if_missing``, when nothing of the transaction is there.
@@ -36,12 +42,20 @@ from dataclasses import dataclass, field
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
+    ClearNotification,
     CommitFailure,
+    DeferNotification,
     GcResult,
     LockInfo,
     Mutation,
+    Notification,
+    NotifyCursor,
+    NotifySummary,
+    ObserverCounters,
+    ParkedNotification,
     PrewriteFailure,
     TxnStatus,
+    Watch,
 )
 
 
@@ -148,6 +162,71 @@ class CellStore(abc.ABC):
         with everything older); removes rollback and LOCK records below it. The caller must
         first resolve every lock below the safe point.
         """
+
+    # -- notifications (observers) ------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def watch(self, observer: str, table: str, columns: Sequence[str]) -> None:
+        """From now on, commits to (table, column) notify ``observer`` (idempotent)."""
+
+    @abc.abstractmethod
+    async def unwatch(self, observer: str, table: str | None = None) -> None:
+        """Remove the observer's watches of ``table``; with no table, remove all of its
+        watches, notifications and counters."""
+
+    @abc.abstractmethod
+    async def list_watches(self) -> list[Watch]:
+        """Every watch (the same on every shard)."""
+
+    @abc.abstractmethod
+    async def find_notifications(
+        self,
+        hash_from: int,
+        hash_to: int,
+        *,
+        now_ms: int,
+        limit: int,
+        after: NotifyCursor | None = None,
+    ) -> list[Notification]:
+        """Up to ``limit`` runnable notifications with hash in [hash_from, hash_to], not parked
+        and with retry_at_ms <= now_ms, in (hash, observer, table, row) order after ``after``,
+        over every shard. One round trip per shard; reads notifications only."""
+
+    @abc.abstractmethod
+    async def clear_notifications(self, items: Sequence[ClearNotification]) -> None:
+        """Remove each notification whose ts is below its ``below_ts`` (one round trip per
+        shard; atomic per row with concurrent commits)."""
+
+    @abc.abstractmethod
+    async def defer_notifications(self, items: Sequence[DeferNotification]) -> None:
+        """Record failed runs: count the attempt, set retry_at_ms, error and parking."""
+
+    @abc.abstractmethod
+    async def retry_parked(self, observer: str) -> int:
+        """Unpark every parked notification of ``observer`` (attempts reset); how many."""
+
+    @abc.abstractmethod
+    async def parked_notifications(
+        self, observer: str | None = None, limit: int = 1000
+    ) -> list[ParkedNotification]:
+        """Parked notifications (of one observer, or all), oldest ts first."""
+
+    @abc.abstractmethod
+    async def notification_summary(self) -> list[NotifySummary]:
+        """Pending and parked counts and the oldest pending ts, per observer that has any."""
+
+    @abc.abstractmethod
+    async def add_observer_counters(self, deltas: Sequence[ObserverCounters]) -> None:
+        """Add run counts to the observers' totals (one round trip)."""
+
+    @abc.abstractmethod
+    async def observer_counters(self) -> list[ObserverCounters]:
+        """The totals of every observer that has any."""
+
+    @abc.abstractmethod
+    async def wait_for_notifications(self, timeout_s: float) -> bool:
+        """Wait until some commit sets a notification on any shard, or ``timeout_s`` passes.
+        True when woken by a notification. A hint only: callers still poll."""
 
     @abc.abstractmethod
     async def close(self) -> None:

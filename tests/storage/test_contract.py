@@ -1,8 +1,7 @@
-"""The cell-store contract, run against every store: in memory, Postgres, Postgres on 2 shards."""
+"""The cell-store contract, run against every store: in memory, Postgres, Postgres on 2 shards
+(the ``store`` fixture of ``conftest.py``)."""
 
 from __future__ import annotations
-
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -16,7 +15,6 @@ from percolator.server.storage.cells import (
     ts_from_physical_ms,
 )
 from percolator.server.storage.errors import SnapshotTooOld
-from percolator.server.storage.memory_store import MemoryCellStore
 from percolator.server.storage.store import CellStore
 
 BASE_MS = 1_800_000_000_000
@@ -33,20 +31,6 @@ def key(row: str, col: str = "c", table: str = "t") -> CellKey:
 
 def put(k: CellKey, value: bytes) -> Mutation:
     return Mutation(k, WriteKind.PUT, value)
-
-
-@pytest.fixture(params=["memory", "postgres", "postgres-2-shards"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[CellStore]:
-    if request.param == "memory":
-        s: CellStore = MemoryCellStore()
-    else:
-        from percolator.server.storage.postgres_store import PostgresCellStore
-
-        fresh_dsns = request.getfixturevalue("fresh_dsns")
-        dsns = await fresh_dsns(2 if request.param.endswith("2-shards") else 1)
-        s = await PostgresCellStore.connect(dsns)
-    yield s
-    await s.close()
 
 
 async def write(store: CellStore, k: CellKey, value: bytes | None, start: int, commit: int):

@@ -4,13 +4,22 @@ exact round trips of docs/storage.md."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 
-from percolator.server.storage.cells import CellKey, Mutation, TxnState, WriteKind
+from percolator.server.storage.cells import (
+    CellKey,
+    ClearNotification,
+    DeferNotification,
+    Mutation,
+    ObserverCounters,
+    TxnState,
+    WriteKind,
+)
 from percolator.server.storage.errors import (
     CorruptRecordError,
     SchemaVersionError,
@@ -37,7 +46,7 @@ async def test_schema_is_created_once_with_its_version(fresh_dsns) -> None:
     finally:
         await conn.close()
     assert version == str(SCHEMA_VERSION)
-    assert tables == 4
+    assert tables == 7  # lock, write, gc, meta; watch, notify, observer_stats (version 3)
     for s in stores:
         await s.close()
 
@@ -207,6 +216,30 @@ async def test_round_trips_per_operation_are_as_documented(two_shards) -> None:
     assert await trips("set_gc_safe_point", store.set_gc_safe_point(ts(5))) == 2
     assert await trips("gc", store.gc(ts(5))) == 2
 
+    # Notifications.
+    assert await trips("watch", store.watch("obs", "t", ["c"])) == 2
+    assert await trips("list_watches", store.list_watches()) == 2
+    await write(store, keys[0], b"w", ts(10), ts(11))
+    await write(store, keys[1], b"w", ts(12), ts(13))
+    found = store.find_notifications(-(2**63), 2**63 - 1, now_ms=0, limit=10)
+    assert await trips("find_notifications", found) == 2
+    both = [ClearNotification("obs", k.table, k.row, ts(1)) for k in keys]
+    assert await trips("clear_notifications", store.clear_notifications(both)) == 2
+    one = [DeferNotification("obs", "t", keys[0].row, ts(11), 0, "e", True)]
+    assert await trips("defer_notifications", store.defer_notifications(one)) == 1
+    assert await trips("clear_notifications", store.clear_notifications([])) == 0
+    assert await trips("retry_parked", store.retry_parked("obs")) == 2
+    assert await trips("parked_notifications", store.parked_notifications()) == 2
+    assert await trips("notification_summary", store.notification_summary()) == 2
+    deltas = [ObserverCounters("obs", runs=1), ObserverCounters("x", runs=1)]
+    assert await trips("add_observer_counters", store.add_observer_counters(deltas)) == 1
+    assert await trips("observer_counters", store.observer_counters()) == 1
+    assert await trips("unwatch", store.unwatch("obs", "t")) == 2
+    # Watches, then one statement per shard per NOTIFY_BULK_ROWS notifications (at least one).
+    assert await trips("unwatch", store.unwatch("obs")) == 4
+    assert await trips("listen", store.wait_for_notifications(0.01)) == 2
+    assert await trips("listen", store.wait_for_notifications(0.01)) == 0
+
 
 async def _wait_for_lock(conn: asyncpg.Connection, k: CellKey) -> None:
     query = "SELECT count(*) FROM percolator_lock WHERE tbl = $1 AND rkey = $2 AND col = $3"
@@ -324,3 +357,182 @@ async def test_commit_and_rollback_of_one_transaction_never_both_win(fresh_dsns)
         value = (await store.read(start + 2, [k]))[0].value
         assert value == (b"x" if committed else None), f"round {i}"
     await store.close()
+
+
+async def test_version_2_shard_with_locks_migrates_to_3(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    conn = await asyncpg.connect(dsn)
+    try:
+        await conn.execute("CREATE TABLE percolator_meta (key text PRIMARY KEY, value text)")
+        for v in (1, 2):
+            for statement in MIGRATIONS[v]:
+                await conn.execute(statement)
+        await conn.execute("INSERT INTO percolator_meta VALUES ('schema_version', '2')")
+        # A transaction prewritten by version 2 (its functions, called directly).
+        k = key("a")
+        await conn.execute(
+            "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, 3000, $2, $3, $4, 1::smallint, "
+            "$5, $6)",
+            ts(1),
+            k.table,
+            k.row,
+            k.column,
+            b"x",
+            row_hash(k.table, k.row),
+        )
+        store = await PostgresCellStore.connect([dsn])
+        version = await conn.fetchval(
+            "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
+        )
+        assert version == str(SCHEMA_VERSION) == "3"
+        await store.watch("obs", "t", ["c"])
+        assert await store.commit(ts(1), ts(2), [k]) == []
+        found = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=0, limit=10)
+        assert [(n.row, n.ts) for n in found] == [(b"a", ts(2))]
+        assert (await store.read(ts(3), [k]))[0].value == b"x"
+        await store.close()
+    finally:
+        await conn.close()
+
+
+async def test_a_commit_through_another_store_wakes_a_waiter(fresh_dsns) -> None:
+    dsns = await fresh_dsns(2)
+    waiting, writing = await asyncio.gather(
+        PostgresCellStore.connect(dsns), PostgresCellStore.connect(dsns)
+    )
+    try:
+        await writing.watch("obs", "t", ["c"])
+        assert not await waiting.wait_for_notifications(0.2)  # subscribes on both shards
+        for shard in (0, 1):
+            k = next(
+                key(f"r{i}") for i in range(100) if writing.shard_of("t", f"r{i}".encode()) == shard
+            )
+            task = asyncio.create_task(waiting.wait_for_notifications(10))
+            await asyncio.sleep(0.05)
+            assert not task.done()
+            started = time.monotonic()
+            await write(writing, k, b"v", ts(10 + 2 * shard), ts(11 + 2 * shard))
+            assert await task, f"shard {shard}"
+            assert time.monotonic() - started < 2
+        # Nothing more happens: the timeout.
+        started = time.monotonic()
+        assert not await waiting.wait_for_notifications(0.3)
+        assert time.monotonic() - started >= 0.29
+    finally:
+        await waiting.close()
+        await writing.close()
+
+
+async def test_a_dead_listener_is_reopened(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    admin = await asyncpg.connect(dsn)
+    try:
+        await store.watch("obs", "t", ["c"])
+        assert not await store.wait_for_notifications(0.1)
+        killed = await admin.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = 'percolator-listen' AND datname = current_database()"
+        )
+        assert killed == 1
+        await asyncio.sleep(0.2)  # the client notices the closed socket
+        # No exception: the next wait reconnects, and commits wake it again.
+        before = store.stats.round_trips["listen"]
+        assert not await store.wait_for_notifications(0.1)
+        assert store.stats.round_trips["listen"] == before + 1
+        task = asyncio.create_task(store.wait_for_notifications(10))
+        await asyncio.sleep(0.05)
+        await write(store, key("a"), b"v", ts(1), ts(2))
+        assert await task
+    finally:
+        await admin.close()
+        await store.close()
+
+
+async def test_an_unreachable_listener_shard_only_times_out(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn], connect_timeout=0.5)
+    try:
+        # The listener opens its own connection to the shard's DSN: point it nowhere.
+        store._shards[0].dsn = "postgresql://u@127.0.0.1:1/nowhere"
+        started = time.monotonic()
+        assert not await store.wait_for_notifications(0.3)
+        assert 0.29 <= time.monotonic() - started < 2
+    finally:
+        await store.close()
+
+
+async def test_commits_and_notification_batches_never_deadlock(fresh_dsns) -> None:
+    """Commit batches set notify rows under their rows' advisory locks (ascending hash); clear
+    and defer batches take the same locks first. Racing them in opposite row orders must never
+    deadlock (Postgres would abort one after deadlock_timeout, failing a commit)."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn], pool_size=8, coalesce=False)
+    try:
+        await store.watch("obs", "t", ["c"])
+        keys = [key(f"d{i:02d}") for i in range(30)]
+        for i in range(40):
+            start, commit = ts(10 * i + 1), ts(10 * i + 2)
+            assert await store.prewrite(start, keys[0], 3000, [put(k, b"v") for k in keys]) == []
+            backwards = list(reversed(keys))
+            failures, *_ = await asyncio.gather(
+                store.commit(start, commit, keys),
+                store.clear_notifications(
+                    [ClearNotification("obs", k.table, k.row, start) for k in backwards]
+                ),
+                store.defer_notifications(
+                    [
+                        DeferNotification("obs", k.table, k.row, commit, 0, "e", False)
+                        for k in backwards
+                    ]
+                ),
+                store.retry_parked("obs"),
+            )
+            assert failures == [], f"round {i}"
+        found = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=0, limit=100)
+        assert len(found) == len(keys)
+    finally:
+        await store.close()
+
+
+async def test_waits_cancelled_while_subscribing_leave_one_listener(
+    fresh_dsns, monkeypatch
+) -> None:
+    """The observer worker cancels a wait when something else wakes it, possibly while the
+    wait is still opening its LISTEN connection (connected, not yet listening). The store stays
+    usable and ends with exactly one listener per shard."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    admin = await asyncpg.connect(dsn)
+    subscribing = asyncio.Event()
+    add_listener = asyncpg.Connection.add_listener
+
+    async def slow_add_listener(self, channel, callback):  # widens the window to cancel in
+        subscribing.set()
+        await asyncio.sleep(0.5)
+        await add_listener(self, channel, callback)
+
+    try:
+        monkeypatch.setattr(asyncpg.Connection, "add_listener", slow_add_listener)
+        for _ in range(3):
+            subscribing.clear()
+            task = asyncio.create_task(store.wait_for_notifications(5))
+            async with asyncio.timeout(5):
+                await subscribing.wait()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        monkeypatch.undo()
+        assert not await store.wait_for_notifications(0.1)
+        await asyncio.sleep(0.2)  # terminated connections leave pg_stat_activity
+        listeners = await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE application_name = 'percolator-listen' AND datname = current_database()"
+        )
+        assert listeners == 1
+        await store.watch("obs", "t", ["c"])
+        await write(store, key("a"), b"v", ts(1), ts(2))
+        assert await store.wait_for_notifications(5)
+    finally:
+        await admin.close()
+        await store.close()
