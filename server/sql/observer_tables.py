@@ -119,5 +119,12 @@ def _describe_key(table: Any, row: bytes) -> str:
     return "(" + ", ".join(repr(v) for v in values) + ")"
 
 
-system_tables.register(SystemTable("percolator", "observers", _OBSERVER_COLUMNS, _observers))
-system_tables.register(SystemTable("percolator", "parked_changes", _PARKED_COLUMNS, _parked))
+OBSERVERS_OID = 13101
+PARKED_CHANGES_OID = 13102
+
+system_tables.register(
+    SystemTable("percolator", "observers", _OBSERVER_COLUMNS, _observers, OBSERVERS_OID)
+)
+system_tables.register(
+    SystemTable("percolator", "parked_changes", _PARKED_COLUMNS, _parked, PARKED_CHANGES_OID)
+)

@@ -32,6 +32,7 @@ from percolator.server.sql import types as T
 from percolator.server.sql.catalog import (
     FIRST_USER_OID,
     INFORMATION_SCHEMA_NAMESPACE_OID,
+    PERCOLATOR_NAMESPACE_OID,
     PG_CATALOG_NAMESPACE_OID,
     PUBLIC_NAMESPACE_OID,
     Catalog,
@@ -404,7 +405,12 @@ def _build_relations(catalog: Catalog) -> list[Relation]:
             kind = "v" if st.name in _VIEWS else "r"
             out.append(Relation(st.oid, st.name, PG_CATALOG_NAMESPACE_OID, kind, system=st))
         else:
-            out.append(Relation(st.oid, st.name, INFORMATION_SCHEMA_NAMESPACE_OID, "v", system=st))
+            namespace = (
+                PERCOLATOR_NAMESPACE_OID
+                if st.schema == "percolator"
+                else INFORMATION_SCHEMA_NAMESPACE_OID
+            )
+            out.append(Relation(st.oid, st.name, namespace, "v", system=st))
     return out
 
 
@@ -825,6 +831,7 @@ _NAMESPACES = (
     (PUBLIC_NAMESPACE_OID, "public", DATABASE_OWNER_ROLE_OID),
     (INFORMATION_SCHEMA_NAMESPACE_OID, "information_schema", BOOTSTRAP_ROLE_OID),
     (TOAST_NAMESPACE_OID, "pg_toast", BOOTSTRAP_ROLE_OID),
+    (PERCOLATOR_NAMESPACE_OID, "percolator", BOOTSTRAP_ROLE_OID),
 )
 
 

@@ -18,7 +18,7 @@ from tests.server.conftest import SqlServer, start_sql_server
 def sql_server(embedded_pg: PostgresServer) -> Iterator[SqlServer]:
     """A server that does not poll the catalog version (a poll is a read of its own)."""
     store = asyncio.run(create_database(embedded_pg.dsn, "rt"))
-    thread, server = start_sql_server(store, catalog_poll=0.0)
+    thread, server = start_sql_server(store, catalog_poll=0.0, observer_workers=0)
     yield server
     thread.stop()
 
