@@ -1,11 +1,14 @@
 """``percolator bench observers``: how fast a change reaches its observer, and what finding
 changes costs.
 
-1. **Latency**, with 1 and 4 worker processes: a writer commits single-row INSERTs at a steady
-   rate through the Python API; a SQL observer copies each row to another table. The latency of
+1. **Latency and throughput**, with 1 and 4 worker processes: a writer commits single-row
+   INSERTs at a steady rate through the Python API; a SQL observer copies each row to another
+   table. The latency of
    a change is the commit timestamp of the observer's write minus the commit timestamp of the
    change (both from the oracle, so one clock; millisecond resolution). The baseline beside it
-   is the writer's own latency for the same single-row transaction.
+   is the writer's own latency for the same single-row transaction. Then the throughput of the
+   hash split: with the observer paused, a backlog of changes is loaded; the time from RESUME
+   until every change has run gives changes per second (1 worker is the baseline of 4).
 2. **Notify scan cost**: the time for a scan of the notifications to find 1,000 dirty rows in a
    table of 10,000 clean rows and in one of 1,000,000. Notifications live apart from the data,
    so the second must not cost more than the first.
@@ -31,10 +34,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import asyncpg
 import psycopg
 
 import percolator.clients as percolator
+from percolator.bench.common import create_databases, wait_for_secondaries
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.runtime import ServerProcess
 from percolator.server.storage.cells import CellKey, ts_physical_ms
@@ -59,6 +62,9 @@ class LatencyResult:
     write_p50_ms: float
     """Baseline: the writer's own single-row transaction, as the client sees it."""
     write_p99_ms: float
+    backlog: int = 0
+    backlog_changes_per_s: float = 0.0
+    """Observer runs committed per second while working off the backlog."""
 
 
 @dataclass
@@ -82,6 +88,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="clean table sizes for the scan cost (default 10000,1000000)",
     )
     p.add_argument("--dirty-rows", type=int, default=1000, help="dirty rows (default 1000)")
+    p.add_argument(
+        "--backlog", type=int, default=2000, help="changes for the throughput run (default 2000)"
+    )
     p.add_argument("--skip-scan", action="store_true", help="only measure latency")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
@@ -92,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         base = pg.start()
         latency = [
-            _latency_run(base, int(w), args.rate, args.duration, work)
+            _latency_run(base, int(w), args.rate, args.duration, args.backlog, work)
             for w in args.workers.split(",")
         ]
         scans = []
@@ -111,15 +120,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _latency_run(
-    base: str, workers: int, rate: float, duration: float, work: Path
+    base: str, workers: int, rate: float, duration: float, backlog: int, work: Path
 ) -> LatencyResult:
-    store_dsn = asyncio.run(_create_database(base))
+    store_dsn = asyncio.run(create_databases(base, "obs"))[0]
     with _deployment(store_dsn, work) as server, _workers(server, workers, work):
         _sql(server, "CREATE TABLE src (id int PRIMARY KEY, v int)")
         _sql(server, "CREATE TABLE dst (id int PRIMARY KEY, v int)")
         _sql(server, OBSERVER)
         time.sleep(1.5)  # the workers' catalog poll picks the observer up
-        return asyncio.run(_measure_latency(server, workers, rate, duration))
+        result = asyncio.run(_measure_latency(server, workers, rate, duration))
+        if backlog:
+            result.backlog = backlog
+            result.backlog_changes_per_s = _measure_backlog(server, backlog, int(rate * duration))
+        return result
+
+
+def _measure_backlog(server: ServerProcess, n: int, first_id: int) -> float:
+    """Changes per second through the observer, from RESUME until the backlog is gone."""
+    _sql(server, "ALTER OBSERVER copy_v PAUSE")
+    time.sleep(1.5)  # every worker has seen the pause
+    with psycopg.connect(_conninfo(server), autocommit=True) as conn:
+        rows = "".join(f"{i}\t{i}\n" for i in range(first_id, first_id + n))
+        with conn.cursor().copy("COPY src FROM STDIN") as copy:
+            copy.write(rows)
+        asyncio.run(wait_for_secondaries(server.store_dsn))
+        expected = first_id + n
+        conn.execute("ALTER OBSERVER copy_v RESUME")
+        t0 = time.monotonic()
+        while conn.execute("SELECT count(*) FROM dst").fetchone()[0] < expected:  # type: ignore[index]
+            if time.monotonic() - t0 > 600:
+                raise RuntimeError("the backlog was not worked off within 10 minutes")
+            time.sleep(0.05)
+        return round(n / (time.monotonic() - t0), 1)
 
 
 async def _measure_latency(
@@ -177,19 +209,19 @@ async def _latencies(db: percolator.Database, count: int) -> list[float]:
 
 
 def _scan_run(base: str, clean: int, dirty: int, work: Path) -> ScanResult:
-    store_dsn = asyncio.run(_create_database(base))
+    store_dsn = asyncio.run(create_databases(base, "obs"))[0]
     with _deployment(store_dsn, work) as server:
         _sql(server, "CREATE TABLE src (id int PRIMARY KEY, v int)")
         _sql(server, "CREATE TABLE dst (id int PRIMARY KEY, v int)")
         t0 = time.monotonic()
         _copy_rows(server, clean)
-        asyncio.run(_wait_for_secondaries(store_dsn))
+        asyncio.run(wait_for_secondaries(store_dsn))
         load_s = time.monotonic() - t0
         _sql(server, OBSERVER)
         _sql(server, "ALTER OBSERVER copy_v PAUSE")  # nothing runs: the notifications stay
         step = max(1, clean // dirty)
         _sql(server, f"UPDATE src SET v = v + 1 WHERE id % {step} = 0 AND id < {step * dirty}")
-        asyncio.run(_wait_for_secondaries(store_dsn))  # each sets its row's notification
+        asyncio.run(wait_for_secondaries(store_dsn))  # each sets its row's notification
         scan_ms = asyncio.run(_time_scans(store_dsn, dirty))
     return ScanResult(clean, dirty, scan_ms, load_s)
 
@@ -290,32 +322,6 @@ def _sql(server: ServerProcess, sql: str) -> None:
         conn.execute(sql)
 
 
-async def _create_database(base: str) -> str:
-    import uuid
-
-    name = f"obs_{uuid.uuid4().hex[:8]}"
-    conn = await asyncpg.connect(base)
-    try:
-        await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    head, _, query = base.partition("?")
-    prefix = head.rsplit("/", 1)[0]
-    return f"{prefix}/{name}?{query}" if query else f"{prefix}/{name}"
-
-
-async def _wait_for_secondaries(store_dsn: str, timeout_s: float = 900.0) -> None:
-    store = await PostgresCellStore.connect([store_dsn])
-    try:
-        deadline = time.monotonic() + timeout_s
-        while await store.scan_locks(1 << 62, limit=1):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the load's secondary commits did not finish")
-            await asyncio.sleep(0.5)
-    finally:
-        await store.close()
-
-
 def _percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))
@@ -342,6 +348,10 @@ def _report(latency: list[LatencyResult], scans: list[ScanResult], as_json: bool
             f"p99 {r.latency_p99_ms} ms, max {r.latency_max_ms} ms   "
             f"| write p50 {r.write_p50_ms:.1f} ms, p99 {r.write_p99_ms:.1f} ms"
         )
+    if any(r.backlog for r in latency):
+        print("backlog throughput (hash split over the workers; baseline: 1 worker)")
+        for r in latency:
+            print(f"  {r.workers} worker(s): {r.backlog_changes_per_s} changes/s")
     if scans:
         print("notify scan: all dirty rows found by one sweep (median)")
         for s in scans:

@@ -33,15 +33,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import asyncpg
-
+from percolator.bench.common import create_databases, wait_for_secondaries
 from percolator.server.runtime import ServerProcess
 from percolator.server.storage.embedded import EmbeddedPostgres
-from percolator.server.storage.postgres_store import PostgresCellStore
 
 TPCB = """\\set aid random(1, 100000 * :scale)
 \\set bid random(1, 1 * :scale)
@@ -122,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     log = open(work / "server.log", "w")
     try:
         base = pg.start()
-        ref_dsn, store_dsn = asyncio.run(_create_databases(base))
+        ref_dsn, store_dsn = asyncio.run(create_databases(base, "ref", "store"))
         # GC deferred: a pass scans the whole shard (docs/storage.md), and with millions of
         # cells it would compete with the measured rounds.
         profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
@@ -137,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         theirs = _libpq_env(ref_dsn)
         for env in (theirs, ours):
             _load(env, args.scale)
-        asyncio.run(_wait_for_secondaries(store_dsn))
+        asyncio.run(wait_for_secondaries(store_dsn))
         results = []
         for script_name in args.scripts.split(","):
             script = work / f"{script_name}.sql"
@@ -169,36 +166,6 @@ def run(args: argparse.Namespace) -> int:
         pg.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-
-
-async def _create_databases(base: str) -> tuple[str, str]:
-    conn = await asyncpg.connect(base)
-    names = [f"ref_{uuid.uuid4().hex[:8]}", f"store_{uuid.uuid4().hex[:8]}"]
-    try:
-        for n in names:
-            await conn.execute(f'CREATE DATABASE "{n}"')
-    finally:
-        await conn.close()
-    head, _, query = base.partition("?")
-    prefix = head.rsplit("/", 1)[0]
-    return tuple(f"{prefix}/{n}?{query}" if query else f"{prefix}/{n}" for n in names)  # type: ignore[return-value]
-
-
-async def _wait_for_secondaries(store_dsn: str, timeout_s: float = 900.0) -> None:
-    """Wait until the load's transactions have committed their secondaries.
-
-    A COPY of 100,000 rows commits its primary, then 300,000 secondary cells in the
-    background; measuring while that runs (and while readers resolve the cells still locked)
-    would measure the load, not the workload."""
-    store = await PostgresCellStore.connect([store_dsn])
-    try:
-        deadline = time.monotonic() + timeout_s
-        while await store.scan_locks(1 << 62, limit=1):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the load's secondary commits did not finish")
-            await asyncio.sleep(0.5)
-    finally:
-        await store.close()
 
 
 def _libpq_env(dsn: str) -> dict[str, str]:

@@ -7,10 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-
-import pytest
 
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.client import TransactionClient
@@ -18,7 +15,6 @@ from percolator.server.txn.membership import GroupRegistry
 from percolator.server.txn.observers.slices import GroupSlices
 from percolator.server.txn.observers.worker import ObserverWorker, RunOutcome, WorkerConfig
 from percolator.server.txn.transaction import Transaction
-from tests.txn.conftest import FAST_CONFIG, WallClock, open_store
 
 DATA = "data"
 LOG = "log"
@@ -58,20 +54,6 @@ class Source:
 
     async def orphans(self, keys: set[str]) -> set[str]:
         return {k for k in keys if k.startswith("gone")}
-
-
-@pytest.fixture(params=["memory", "postgres-2-shards"])
-async def store(request: pytest.FixtureRequest) -> AsyncIterator[CellStore]:
-    s = await open_store(request, request.param)
-    yield s
-    await s.close()
-
-
-@pytest.fixture
-async def client(store: CellStore) -> AsyncIterator[TransactionClient]:
-    c = TransactionClient(store, WallClock(), FAST_CONFIG)
-    yield c
-    await c.close()
 
 
 async def write(client: TransactionClient, rows: list[bytes], value: bytes) -> int:
