@@ -93,6 +93,10 @@ class PrewriteStatus(Enum):
     """Our own transaction was already rolled back on this cell (a rollback record exists)."""
     TOO_OLD = "too_old"
     """start_ts is at or below the shard's GC safe point."""
+    DUPLICATE = "duplicate"
+    """Our own lock (same start_ts) is on the cell with another write (kind or value): two parts
+    of one distributed transaction wrote the cell differently (``lock`` describes ours).
+    Prewriting the same write again is a success."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +151,33 @@ class TxnState(Enum):
     """The primary lock is present and has not expired: the transaction may still commit."""
     MISSING = "missing"
     """No lock, no commit record, no rollback record (only when not asked to roll back)."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ChangeCursor:
+    """Where a scan of changes stopped: changes are ordered by (commit_ts, row, column)."""
+
+    commit_ts: int
+    row: bytes
+    column: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A committed PUT or DELETE of one cell (a write record), for change streams."""
+
+    key: CellKey
+    commit_ts: int
+    start_ts: int
+    kind: WriteKind
+    """PUT or DELETE."""
+    value: bytes | None
+    """The value written by a PUT; None for a DELETE."""
+
+    @property
+    def cursor(self) -> ChangeCursor:
+        """The position of this change, to resume a scan after it."""
+        return ChangeCursor(self.commit_ts, self.key.row, self.key.column)
 
 
 @dataclass(frozen=True, slots=True)

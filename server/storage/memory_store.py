@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
+    Change,
+    ChangeCursor,
     ClearNotification,
     CommitFailure,
     CommitStatus,
@@ -37,7 +39,11 @@ from percolator.server.storage.cells import (
 )
 from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.sharding import row_hash, shard_for
+from percolator.server.storage.split_points import quantile_points
 from percolator.server.storage.store import CellStore, StoreStats
+
+_LOCKS_PER_STATEMENT = 1024
+"""As the Postgres store's LOCKS_PER_STATEMENT, for counting round trips the same way."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,9 +145,12 @@ class MemoryCellStore(CellStore):
             return PrewriteFailure(m.key, PrewriteStatus.TOO_OLD)
         cell = self._cells[m.key]
         if cell.lock is not None:
-            if cell.lock.info.start_ts == start_ts:
-                return None
-            return PrewriteFailure(m.key, PrewriteStatus.LOCKED, lock=cell.lock.info)
+            if cell.lock.info.start_ts != start_ts:
+                return PrewriteFailure(m.key, PrewriteStatus.LOCKED, lock=cell.lock.info)
+            value = m.value if m.kind == WriteKind.PUT else None
+            if cell.lock.info.kind != m.kind or cell.lock.value != value:
+                return PrewriteFailure(m.key, PrewriteStatus.DUPLICATE, lock=cell.lock.info)
+            return None
         newer = [w for w in cell.writes if w.commit_ts >= start_ts]  # newest first
         if any(w.kind == WriteKind.ROLLBACK and w.start_ts == start_ts for w in newer):
             return PrewriteFailure(m.key, PrewriteStatus.ROLLED_BACK)
@@ -161,11 +170,7 @@ class MemoryCellStore(CellStore):
         for key in keys:
             cell = self._cells[key]
             if cell.lock is not None and cell.lock.info.start_ts == start_ts:
-                lock = cell.lock
-                cell.lock = None
-                cell.add_write(_Write(commit_ts, start_ts, lock.info.kind, lock.value))
-                if lock.info.kind in (WriteKind.PUT, WriteKind.DELETE):
-                    self._notify_watchers(key, commit_ts)
+                self._commit_lock(key, cell, commit_ts)
                 continue
             record = cell.record_of(start_ts)
             if record is None:
@@ -173,6 +178,15 @@ class MemoryCellStore(CellStore):
             elif record.kind == WriteKind.ROLLBACK:
                 failures.append(CommitFailure(key, CommitStatus.ROLLED_BACK))
         return failures
+
+    def _commit_lock(self, key: CellKey, cell: _Cell, commit_ts: int) -> None:
+        """Turn the cell's lock into a write record, notifying watchers of a PUT or DELETE."""
+        lock = cell.lock
+        assert lock is not None
+        cell.lock = None
+        cell.add_write(_Write(commit_ts, lock.info.start_ts, lock.info.kind, lock.value))
+        if lock.info.kind in (WriteKind.PUT, WriteKind.DELETE):
+            self._notify_watchers(key, commit_ts)
 
     async def rollback(
         self, start_ts: int, keys: Sequence[CellKey], *, leave_marker: bool
@@ -303,6 +317,91 @@ class MemoryCellStore(CellStore):
         for cell in self._cells.values():
             total = total + _gc_cell(cell, safe_point)
         return total
+
+    # -- distributed transactions, change streams, partitioning ----------------------------
+
+    def _locks_of(self, start_ts: int) -> tuple[list[tuple[CellKey, _Cell]], int]:
+        """The cells locked by ``start_ts``, counting the round trips of the Postgres store's
+        chunked statements (per shard: one per 1,024 locks, and one that finds fewer)."""
+        found = [
+            (k, c)
+            for k, c in self._cells.items()
+            if c.lock is not None and c.lock.info.start_ts == start_ts
+        ]
+        per_shard = [0] * self._shards
+        for k, _ in found:
+            per_shard[self.shard_of(k.table, k.row)] += 1
+        return found, sum(n // _LOCKS_PER_STATEMENT + 1 for n in per_shard)
+
+    async def commit_locks(self, start_ts: int, commit_ts: int) -> int:
+        found, trips = self._locks_of(start_ts)
+        self.stats.round_trips["commit_locks"] += trips
+        for key, cell in found:
+            self._commit_lock(key, cell, commit_ts)
+        await asyncio.sleep(0)
+        return len(found)
+
+    async def rollback_locks(self, start_ts: int) -> int:
+        found, trips = self._locks_of(start_ts)
+        self.stats.round_trips["rollback_locks"] += trips
+        for _, cell in found:
+            cell.lock = None
+        await asyncio.sleep(0)
+        return len(found)
+
+    async def scan_changes(
+        self,
+        table: str,
+        after_ts: int,
+        upto_ts: int,
+        *,
+        limit: int,
+        after: ChangeCursor | None = None,
+    ) -> list[Change]:
+        if limit <= 0:
+            return []
+        self.stats.round_trips["scan_changes"] += self._shards
+        if after_ts < self._safe_point:
+            raise SnapshotTooOld(after_ts, self._safe_point)
+        changes = sorted(
+            (
+                Change(key, w.commit_ts, w.start_ts, w.kind, w.value)
+                for key, cell in self._cells.items()
+                if key.table == table
+                for w in cell.writes
+                if w.kind in (WriteKind.PUT, WriteKind.DELETE) and after_ts < w.commit_ts <= upto_ts
+            ),
+            key=lambda c: c.cursor,
+        )
+        if after is not None:
+            changes = [c for c in changes if c.cursor > after]
+        return changes[:limit]
+
+    async def oldest_lock(self, table: str) -> LockInfo | None:
+        self.stats.round_trips["oldest_lock"] += self._shards
+        return min(
+            (
+                c.lock.info
+                for k, c in self._cells.items()
+                if k.table == table and c.lock is not None and c.lock.info.kind != WriteKind.LOCK
+            ),
+            key=lambda info: info.start_ts,
+            default=None,
+        )
+
+    async def sample_row_keys(self, table: str, n: int) -> list[bytes]:
+        if n < 2:
+            return []
+        self.stats.round_trips["sample_row_keys"] += self._shards
+        rows = sorted(
+            {
+                k.row
+                for k, c in self._cells.items()
+                if k.table == table
+                and any(w.kind in (WriteKind.PUT, WriteKind.DELETE) for w in c.writes)
+            }
+        )
+        return sorted(set(quantile_points(rows, n)))
 
     # -- notifications (observers) ------------------------------------------------------------
 

@@ -27,6 +27,8 @@ import asyncpg
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
+    Change,
+    ChangeCursor,
     ClearNotification,
     CommitFailure,
     CommitStatus,
@@ -56,6 +58,7 @@ from percolator.server.storage.errors import (
 )
 from percolator.server.storage.schema import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from percolator.server.storage.sharding import row_hash, shard_for
+from percolator.server.storage.split_points import merge_split_points
 from percolator.server.storage.statement_batcher import StatementBatcher
 from percolator.server.storage.store import CellStore, StoreStats
 
@@ -70,12 +73,22 @@ NOTIFY_BULK_ROWS = 10_000
 handles; the store repeats the statement until one handles fewer."""
 NOTIFY_CHANNEL = "percolator_notify"
 """The channel the commit function ``pg_notify``s when it sets a notification."""
+LOCKS_PER_STATEMENT = MAX_ROWS_PER_STATEMENT
+"""Locks one statement of ``commit_locks``/``rollback_locks`` moves (completed to whole rows;
+about as many advisory locks); the store repeats the statement on a shard, keyset-paged, until
+one finds fewer."""
+SAMPLE_EXACT_CELLS = 1_000_000
+"""Up to this many write records of a table on a shard, ``sample_row_keys`` reads its row keys
+exactly; above, it samples."""
+SAMPLE_ROWS = 1_000_000
+"""About how many records of the whole write table a sampling ``sample_row_keys`` reads."""
 
 _PREWRITE_STATUS = {
     1: PrewriteStatus.WRITE_CONFLICT,
     2: PrewriteStatus.LOCKED,
     3: PrewriteStatus.ROLLED_BACK,
     4: PrewriteStatus.TOO_OLD,
+    5: PrewriteStatus.DUPLICATE,
 }
 _COMMIT_STATUS = {1: CommitStatus.LOCK_MISSING, 2: CommitStatus.ROLLED_BACK}
 _TXN_STATE = {
@@ -224,6 +237,34 @@ ON CONFLICT (observer) DO UPDATE SET
 _OBSERVER_COUNTERS = """
 SELECT observer, runs, commits, conflicts, failures, last_error, last_error_ms
 FROM percolator_observer_stats ORDER BY observer"""
+
+
+_COMMIT_LOCKS = "SELECT * FROM percolator_commit_locks($1, $2, $3, $4, $5)"
+_ROLLBACK_LOCKS = "SELECT * FROM percolator_rollback_locks($1, $2, $3, $4)"
+_BEFORE_EVERY_LOCK = ("", -(2**63))
+"""The bulk moves' first cursor (tbl, hash): before every lock of a table with a name."""
+_OLDEST_LOCK = "SELECT * FROM percolator_oldest_lock($1)"
+_SAMPLE_ROW_KEYS = "SELECT * FROM percolator_sample_row_keys($1, $2, $3, $4)"
+
+
+def _scan_changes_sql(first: bool) -> str:
+    """One page of a shard's changes, then the safe point in a row of its own.
+
+    Parameters: $1 table, $2 after_ts, $3 upto_ts, $4 limit, then the cursor ($5 commit_ts,
+    $6 row, $7 column) when not ``first``. A walk of ``percolator_write_changes``.
+    """
+    cursor = "" if first else " AND (commit_ts, rkey, col) > ($5, $6, $7)"
+    return f"""
+SELECT false AS meta, rkey, col, commit_ts, start_ts, kind, value FROM (
+    SELECT rkey, col, commit_ts, start_ts, kind, value FROM percolator_write
+    WHERE tbl = $1 AND kind IN (1, 2) AND commit_ts > $2 AND commit_ts <= $3{cursor}
+    ORDER BY commit_ts, rkey, col LIMIT $4
+) c
+UNION ALL
+SELECT true, NULL, NULL, NULL, {_SAFE_POINT}, NULL, NULL"""
+
+
+_SCAN_CHANGES_SQL = {first: _scan_changes_sql(first) for first in (True, False)}
 
 
 def _scan_sql(first: bool, bounded: bool) -> str:
@@ -520,7 +561,7 @@ class PostgresCellStore(CellStore):
     def _prewrite_failure(key: CellKey, r: asyncpg.Record, at: int = 1) -> PrewriteFailure:
         """A failure from a result row whose status code is at column ``at``."""
         status = _PREWRITE_STATUS[r[at]]
-        if status == PrewriteStatus.LOCKED:
+        if status in (PrewriteStatus.LOCKED, PrewriteStatus.DUPLICATE):
             return PrewriteFailure(key, status, lock=_lock_info(key, r, at + 2))
         return PrewriteFailure(key, status, conflict_ts=r[at + 1])
 
@@ -797,6 +838,103 @@ class PostgresCellStore(CellStore):
         for r in results:
             total = total + GcResult(r[0], r[1])
         return total
+
+    # -- distributed transactions, change streams, partitioning ----------------------------
+
+    async def commit_locks(self, start_ts: int, commit_ts: int) -> int:
+        return await self._move_locks("commit_locks", _COMMIT_LOCKS, start_ts, commit_ts)
+
+    async def rollback_locks(self, start_ts: int) -> int:
+        return await self._move_locks("rollback_locks", _ROLLBACK_LOCKS, start_ts)
+
+    async def _move_locks(self, op: str, sql: str, *args: int) -> int:
+        """Run a chunked bulk statement on every shard (in parallel), each shard's chunks in
+        turn after the cursor the previous one returned, until none is returned. Each statement
+        is its own Postgres transaction, so it holds about LOCKS_PER_STATEMENT advisory locks."""
+
+        async def one(shard: _Shard) -> int:
+            total = 0
+            cursor: tuple[str, int] | None = _BEFORE_EVERY_LOCK
+            while cursor is not None:
+                r = await self._call(
+                    op,
+                    shard,
+                    lambda conn, c=cursor: conn.fetchrow(sql, *args, LOCKS_PER_STATEMENT, *c),
+                )
+                assert r is not None
+                total += r["moved"]
+                cursor = None if r["next_tbl"] is None else (r["next_tbl"], r["next_hash"])
+            return total
+
+        return sum(await asyncio.gather(*(one(s) for s in self._shards)))
+
+    async def scan_changes(
+        self,
+        table: str,
+        after_ts: int,
+        upto_ts: int,
+        *,
+        limit: int,
+        after: ChangeCursor | None = None,
+    ) -> list[Change]:
+        if limit <= 0:
+            return []
+        sql = _SCAN_CHANGES_SQL[after is None]
+        args: list[Any] = [table, after_ts, upto_ts, limit]
+        if after is not None:
+            args += [after.commit_ts, after.row, after.column]
+        per_shard = await self._on_every_shard("scan_changes", lambda conn: conn.fetch(sql, *args))
+        changes: list[list[Change]] = []
+        for records in per_shard:
+            safe_point = next(r["start_ts"] for r in records if r["meta"])
+            if after_ts < safe_point:
+                raise SnapshotTooOld(after_ts, safe_point)
+            changes.append(
+                [
+                    Change(
+                        CellKey(table, r["rkey"], r["col"]),
+                        r["commit_ts"],
+                        r["start_ts"],
+                        _kind(r["kind"]),
+                        r["value"] if _kind(r["kind"]) == WriteKind.PUT else None,
+                    )
+                    for r in records
+                    if not r["meta"]
+                ]
+            )
+        # Each shard's list is in order and holds its first `limit`: merging them and cutting
+        # at `limit` gives the global first `limit`.
+        merged = heapq.merge(*changes, key=lambda c: c.cursor)
+        return list(itertools.islice(merged, limit))
+
+    async def oldest_lock(self, table: str) -> LockInfo | None:
+        per_shard = await self._on_every_shard(
+            "oldest_lock", lambda conn: conn.fetchrow(_OLDEST_LOCK, table)
+        )
+        locks = [
+            LockInfo(
+                CellKey(table, r["rkey"], r["col"]),
+                r["start_ts"],
+                CellKey(r["primary_tbl"], r["primary_rkey"], r["primary_col"]),
+                r["ttl_ms"],
+                _kind(r["kind"]),
+            )
+            for r in per_shard
+            if r is not None
+        ]
+        return min(locks, key=lambda lock: lock.start_ts, default=None)
+
+    async def sample_row_keys(self, table: str, n: int) -> list[bytes]:
+        if n < 2:
+            return []
+        per_shard = await self._on_every_shard(
+            "sample_row_keys",
+            lambda conn: conn.fetchrow(_SAMPLE_ROW_KEYS, table, n, SAMPLE_EXACT_CELLS, SAMPLE_ROWS),
+        )
+        return merge_split_points(
+            [(list(r["points"] or []), r["row_keys"] or 0) for r in per_shard if r is not None],
+            n,
+        )
 
     # -- notifications (observers) ------------------------------------------------------------
 

@@ -4,12 +4,15 @@ Per shard:
 
 ``percolator_lock``
     At most one lock per cell (primary key (tbl, rkey, col)): the owner's start_ts, its primary
-    cell, TTL, the kind of write, and the value to be written (Percolator's ``data`` at start_ts,
-    kept in the lock until commit).
+    cell, TTL, the kind of write, the value to be written (Percolator's ``data`` at start_ts,
+    kept in the lock until commit) and, from version 4, the row's lock key (``hash``), so that
+    server-side bulk operations on a transaction's locks take the same row locks as the rest.
+    Indexed by (start_ts, tbl, hash): a transaction's locks, and the oldest lock of a table.
 ``percolator_write``
     Write records (unique (tbl, rkey, col, commit_ts DESC), so the newest version at or before a
     timestamp is the first index entry): start_ts, kind, and for a PUT the value, copied from the
-    lock by the commit, server-side.
+    lock by the commit, server-side. From version 4 also indexed by (tbl, commit_ts, rkey, col)
+    for PUT and DELETE records: a table's changes in commit order (change streams).
 ``percolator_gc``
     The shard's GC safe point; a prewrite at or below it fails.
 ``percolator_watch``
@@ -41,7 +44,7 @@ a cycle either.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MIGRATION_LOCK_KEY = 0x5045_5243_4F4C_0001
 """Advisory lock held while creating or migrating the schema (one migrator at a time)."""
 
@@ -79,7 +82,8 @@ _V1_TABLES = [
 ]
 
 # Kinds, as stored (WriteKind): 1 PUT, 2 DELETE, 3 ROLLBACK, 4 LOCK.
-# Prewrite failure codes returned: 1 WRITE_CONFLICT, 2 LOCKED, 3 ROLLED_BACK, 4 TOO_OLD.
+# Prewrite failure codes returned: 1 WRITE_CONFLICT, 2 LOCKED, 3 ROLLED_BACK, 4 TOO_OLD,
+# 5 DUPLICATE (version 4).
 # Commit failure codes returned: 1 LOCK_MISSING, 2 ROLLED_BACK.
 
 _LOCK_ROWS = """
@@ -439,9 +443,240 @@ BEGIN{_LOCK_ROWS}
 END $$""",
 ]
 
+# Version 4: distributed transactions (a Spark job's locks committed or rolled back server-side,
+# with no pass over the data) and change streams.
+_V4_TABLES = [
+    # The row's lock key (sharding.row_hash), which Postgres cannot compute: commit_locks and
+    # rollback_locks take the advisory lock of each row they move, like every other mutation,
+    # and commit_locks gives a notify row its hash. NULL in locks prewritten before version 4.
+    "ALTER TABLE percolator_lock ADD COLUMN hash bigint",
+    # (start_ts, tbl, hash) instead of (start_ts): a transaction's locks are still a range of
+    # it, "does transaction s hold a lock in table t" is one probe (oldest_lock), and the
+    # bulk moves page through a transaction's locks by (tbl, hash).
+    "DROP INDEX percolator_lock_start_ts",
+    "CREATE INDEX percolator_lock_start_ts ON percolator_lock (start_ts, tbl, hash)",
+    # A table's changes in (commit_ts, rkey, col) order: scan_changes walks it, keyset-paged,
+    # also within one commit_ts (a Spark job commits millions of cells at one). Rollback and
+    # LOCK records are no changes and stay out of it.
+    """CREATE INDEX percolator_write_changes ON percolator_write (tbl, commit_ts, rkey, col)
+    WHERE kind IN (1, 2)""",
+]
+
+# The chunk of a bulk move (commit_locks, rollback_locks): the locks of p_start_ts after the
+# cursor (p_after_tbl, p_after_hash) in the order of the (start_ts, tbl, hash) index, p_limit of
+# them completed to whole rows (a row's cells share its hash), so that the next chunk starts
+# after the returned cursor (last_tbl, last_hash), NULL when none is left. Keyset paging keeps
+# each chunk a short index walk, whatever number of locks came before it. The chunk's cells
+# are named exactly, then their rows' advisory locks taken (ascending, a statement of their
+# own), so a lock prewritten meanwhile is never moved without its row lock; it is left to
+# readers. So are locks without a hash (prewritten before version 4): a row comparison with a
+# NULL in second place can still be true, hence the explicit test.
+_BULK_DECLARE = """    last_tbl text;
+    last_hash bigint;
+    k_tbl text[];
+    k_row bytea[];
+    k_col text[];
+    k_hash bigint[];
+    n_moved integer;"""
+_BULK_CHUNK = """    SELECT l.tbl, l.hash INTO last_tbl, last_hash FROM percolator_lock l
+        WHERE l.start_ts = p_start_ts AND (l.tbl, l.hash) > (p_after_tbl, p_after_hash)
+        AND l.hash IS NOT NULL
+        ORDER BY l.tbl, l.hash OFFSET p_limit - 1 LIMIT 1;
+    IF last_tbl IS NULL THEN
+        SELECT array_agg(l.tbl), array_agg(l.rkey), array_agg(l.col), array_agg(l.hash)
+            INTO k_tbl, k_row, k_col, k_hash FROM percolator_lock l
+            WHERE l.start_ts = p_start_ts AND (l.tbl, l.hash) > (p_after_tbl, p_after_hash)
+            AND l.hash IS NOT NULL;
+    ELSE
+        SELECT array_agg(l.tbl), array_agg(l.rkey), array_agg(l.col), array_agg(l.hash)
+            INTO k_tbl, k_row, k_col, k_hash FROM percolator_lock l
+            WHERE l.start_ts = p_start_ts AND (l.tbl, l.hash) > (p_after_tbl, p_after_hash)
+            AND l.hash IS NOT NULL
+            AND (l.tbl, l.hash) <= (last_tbl, last_hash);
+    END IF;
+    IF k_tbl IS NULL THEN
+        RETURN QUERY SELECT 0, NULL::text, NULL::bigint;
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock(h) FROM (SELECT DISTINCT unnest(k_hash) AS h ORDER BY 1) s;"""
+
+_V4_FUNCTIONS = [
+    # As in version 1, but the lock keeps the row's hash, and our own lock holding another
+    # write (kind or value) is DUPLICATE: the parts of a distributed transaction prewrite
+    # independently, and two of them writing one cell differently (one primary key in two
+    # partitions) must fail instead of the second silently keeping the first's value. The same
+    # write again is still a success (a retried part). An ordinary transaction sends each cell
+    # once per prewrite, with one mutation per cell, so it never meets this case.
+    """CREATE OR REPLACE FUNCTION percolator_prewrite_one(
+    p_start_ts bigint, p_ptbl text, p_prow bytea, p_pcol text, p_ttl integer,
+    p_tbl text, p_row bytea, p_col text, p_kind smallint, p_value bytea, p_hash bigint)
+RETURNS TABLE (status integer, conflict_ts bigint, l_start_ts bigint, l_ptbl text,
+    l_prow bytea, l_pcol text, l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    lk percolator_lock%ROWTYPE;
+    rolled boolean;
+    newer bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_hash);
+    IF p_start_ts <= (SELECT safe_point FROM percolator_gc WHERE id = 1) THEN
+        RETURN QUERY SELECT 4, NULL::bigint, NULL::bigint, NULL::text, NULL::bytea, NULL::text,
+            NULL::integer, NULL::smallint;
+        RETURN;
+    END IF;
+    SELECT * INTO lk FROM percolator_lock l
+        WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col;
+    IF FOUND THEN
+        IF lk.start_ts <> p_start_ts THEN
+            RETURN QUERY SELECT 2, NULL::bigint, lk.start_ts, lk.primary_tbl, lk.primary_rkey,
+                lk.primary_col, lk.ttl_ms, lk.kind;
+        ELSIF lk.kind <> p_kind
+            OR lk.value IS DISTINCT FROM (CASE WHEN p_kind = 1 THEN p_value END) THEN
+            RETURN QUERY SELECT 5, NULL::bigint, lk.start_ts, lk.primary_tbl, lk.primary_rkey,
+                lk.primary_col, lk.ttl_ms, lk.kind;
+        END IF;
+        RETURN;
+    END IF;
+    SELECT bool_or(w.kind = 3 AND w.start_ts = p_start_ts AND w.commit_ts = p_start_ts),
+        max(w.commit_ts) INTO rolled, newer
+        FROM percolator_write w
+        WHERE w.tbl = p_tbl AND w.rkey = p_row AND w.col = p_col AND w.commit_ts >= p_start_ts;
+    IF newer IS NOT NULL THEN
+        RETURN QUERY SELECT CASE WHEN rolled THEN 3 ELSE 1 END, newer, NULL::bigint,
+            NULL::text, NULL::bytea, NULL::text, NULL::integer, NULL::smallint;
+        RETURN;
+    END IF;
+    INSERT INTO percolator_lock VALUES (p_tbl, p_row, p_col, p_start_ts, p_ptbl, p_prow,
+        p_pcol, p_ttl, p_kind, CASE WHEN p_kind = 1 THEN p_value END, p_hash);
+END $$""",
+    # Commit every lock of a transaction (its secondaries, after the primary's commit), one
+    # chunk per call: percolator_bulk_locks_chunk picks it, then as percolator_commit_one does
+    # per cell, lock -> write record in one statement with the notifications of watched
+    # PUT/DELETE cells (one notify row per observer and row: an upsert may not touch a row
+    # twice). A reader rolling one of these cells forward meanwhile holds the same row lock:
+    # whichever comes second finds the lock gone and moves nothing.
+    f"""CREATE OR REPLACE FUNCTION percolator_commit_locks(
+    p_start_ts bigint, p_commit_ts bigint, p_limit integer, p_after_tbl text, p_after_hash bigint)
+RETURNS TABLE (moved integer, next_tbl text, next_hash bigint)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+#variable_conflict use_column
+DECLARE
+{_BULK_DECLARE}
+    n_notified integer;
+BEGIN
+{_BULK_CHUNK}
+    WITH del AS (
+        DELETE FROM percolator_lock l USING unnest(k_tbl, k_row, k_col) AS k(tbl, rkey, col)
+        WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts = p_start_ts
+        RETURNING l.tbl, l.rkey, l.col, l.kind, l.value, l.hash
+    ), ins AS (
+        INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
+        SELECT d.tbl, d.rkey, d.col, p_commit_ts, p_start_ts, d.kind, d.value FROM del d
+    ), noted AS (
+        INSERT INTO percolator_notify AS n (observer, tbl, rkey, ts, hash)
+        SELECT DISTINCT ON (w.observer, d.tbl, d.rkey) w.observer, d.tbl, d.rkey,
+            p_commit_ts, d.hash
+        FROM del d JOIN percolator_watch w ON w.tbl = d.tbl AND w.col = d.col
+        WHERE d.kind IN (1, 2)
+        ON CONFLICT (observer, tbl, rkey) DO UPDATE
+        SET ts = GREATEST(n.ts, excluded.ts), attempts = 0, retry_at_ms = 0,
+            parked = false, last_error = NULL
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM noted)
+        INTO n_moved, n_notified;
+    IF n_notified > 0 THEN
+        PERFORM pg_notify('percolator_notify', '');
+    END IF;
+    RETURN QUERY SELECT n_moved, last_tbl, last_hash;
+END $$""",
+    # Remove every lock of a transaction whose primary was rolled back, one chunk per call (no
+    # rollback records: the primary's tells any reader, and a late prewrite of a secondary is
+    # an orphan lock that the first reader meeting it rolls back).
+    f"""CREATE OR REPLACE FUNCTION percolator_rollback_locks(
+    p_start_ts bigint, p_limit integer, p_after_tbl text, p_after_hash bigint)
+RETURNS TABLE (moved integer, next_tbl text, next_hash bigint)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+AS $$
+#variable_conflict use_column
+DECLARE
+{_BULK_DECLARE}
+BEGIN
+{_BULK_CHUNK}
+    DELETE FROM percolator_lock l USING unnest(k_tbl, k_row, k_col) AS k(tbl, rkey, col)
+    WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts = p_start_ts;
+    GET DIAGNOSTICS n_moved = ROW_COUNT;
+    RETURN QUERY SELECT n_moved, last_tbl, last_hash;
+END $$""",
+    # The lock of the table with the smallest start_ts (LOCK-kind locks excluded: they never
+    # commit a change), by a skip scan of the (start_ts, tbl, hash) index: walk the distinct
+    # start_ts of all locks upwards, one probe each, until one has a lock in the table. Cheap
+    # whatever the number of locks a transaction holds; the steps are the transactions older
+    # than the answer. One statement: one snapshot, in which each cell is a lock or a write
+    # record (closed timestamps rely on it).
+    """CREATE OR REPLACE FUNCTION percolator_oldest_lock(p_tbl text)
+RETURNS TABLE (start_ts bigint, rkey bytea, col text, primary_tbl text, primary_rkey bytea,
+    primary_col text, ttl_ms integer, kind smallint)
+LANGUAGE sql STABLE
+SET enable_seqscan = off SET enable_bitmapscan = off
+AS $$
+WITH RECURSIVE t(ts, hit) AS (
+    SELECT s.ts, EXISTS (SELECT 1 FROM percolator_lock l
+        WHERE l.start_ts = s.ts AND l.tbl = p_tbl AND l.kind <> 4)
+    FROM (SELECT min(l.start_ts) AS ts FROM percolator_lock l) s
+    UNION ALL
+    SELECT n.ts, EXISTS (SELECT 1 FROM percolator_lock l
+        WHERE l.start_ts = n.ts AND l.tbl = p_tbl AND l.kind <> 4)
+    FROM t, LATERAL (SELECT min(l.start_ts) AS ts FROM percolator_lock l
+        WHERE l.start_ts > t.ts) n
+    WHERE NOT t.hit AND t.ts IS NOT NULL
+)
+SELECT l.start_ts, l.rkey, l.col, l.primary_tbl, l.primary_rkey, l.primary_col, l.ttl_ms, l.kind
+FROM t, LATERAL (SELECT * FROM percolator_lock l
+    WHERE l.start_ts = t.ts AND l.tbl = p_tbl AND l.kind <> 4 LIMIT 1) l
+WHERE t.hit
+$$""",
+    # Split points of a table's rows on this shard: percentile_disc over its distinct row keys
+    # (p_n - 1 points), and how many row keys they stand for. Up to p_exact_cells write records
+    # the keys are read exactly (an index-only walk of the table's part of the key index);
+    # above, from a TABLESAMPLE SYSTEM of about p_sample_rows records of the whole write table.
+    """CREATE OR REPLACE FUNCTION percolator_sample_row_keys(
+    p_tbl text, p_n integer, p_exact_cells integer, p_sample_rows integer)
+RETURNS TABLE (points bytea[], row_keys bigint)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    fractions float8[];
+    cells bigint;
+    total float8;
+    pct float8;
+BEGIN
+    fractions := ARRAY(SELECT i::float8 / p_n FROM generate_series(1, p_n - 1) AS i);
+    SELECT count(*) INTO cells FROM (SELECT 1 FROM percolator_write w
+        WHERE w.tbl = p_tbl LIMIT p_exact_cells) s;
+    IF cells < p_exact_cells THEN
+        RETURN QUERY SELECT percentile_disc(fractions) WITHIN GROUP (ORDER BY d.rkey),
+            count(*) FROM (SELECT DISTINCT w.rkey FROM percolator_write w
+                WHERE w.tbl = p_tbl AND w.kind IN (1, 2)) d;
+        RETURN;
+    END IF;
+    SELECT c.reltuples INTO total FROM pg_class c WHERE c.oid = 'percolator_write'::regclass;
+    pct := LEAST(100.0, 100.0 * p_sample_rows / GREATEST(total, 1.0));
+    RETURN QUERY SELECT percentile_disc(fractions) WITHIN GROUP (ORDER BY d.rkey),
+        (count(*) * 100.0 / pct)::bigint
+        FROM (SELECT DISTINCT w.rkey FROM percolator_write w TABLESAMPLE SYSTEM (pct)
+            WHERE w.tbl = p_tbl AND w.kind IN (1, 2)) d;
+END $$""",
+]
+
 MIGRATIONS: dict[int, list[str]] = {
     1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS,
     2: _V2_HEARTBEAT,
     3: _V3_NOTIFY_TABLES + _V3_NOTIFY_FUNCTIONS,
+    4: _V4_TABLES + _V4_FUNCTIONS,
 }
 """Statements that bring a shard from version ``v - 1`` to ``v``."""

@@ -9,10 +9,11 @@ Semantics, per cell, that every implementation must give (the contract suite in
 ``tests/storage/test_contract.py`` checks them on every store):
 
 prewrite
-    Fails with LOCKED if a lock with another start_ts is on the cell; with ROLLED_BACK if a
-    rollback record at our start_ts exists; with WRITE_CONFLICT if any other write record has
+    Fails with LOCKED if a lock with another start_ts is on the cell; with DUPLICATE if our own
+    lock (same start_ts) is there with another kind or value; with ROLLED_BACK if a rollback
+    record at our start_ts exists; with WRITE_CONFLICT if any other write record has
     commit_ts >= start_ts; with TOO_OLD if start_ts <= the shard's GC safe point. Otherwise it
-    takes the lock (idempotent: prewriting the same cell again at the same start_ts succeeds).
+    takes the lock (idempotent: prewriting the same write again at the same start_ts succeeds).
 commit
     If our lock (same start_ts) is on the cell: replace it by a write record at commit_ts. If the
     lock is gone but our write record is there: success (idempotent). Otherwise a failure.
@@ -30,6 +31,20 @@ notifications
 check_txn_status
     Inspects the primary; rolls it back atomically (leaving a rollback record) when the lock has
     expired at ``now_ts`` or, if ``rollback_if_missing``, when nothing of the transaction is there.
+commit_locks / rollback_locks
+    Every lock with the given start_ts, wherever it is, becomes a write record at commit_ts
+    (with notifications, as a commit) or is removed (no rollback records), server-side and
+    without the caller naming the cells. Atomic per row like commit and rollback: a reader
+    rolling one of these cells forward at the same time moves it once. Locks prewritten by an
+    older schema (Postgres: before version 4) may be left for readers to resolve.
+scan_changes
+    Committed PUT and DELETE records of a table with after_ts < commit_ts <= upto_ts, in
+    (commit_ts, row, column) order; rollback and LOCK records are no changes. Raises
+    SnapshotTooOld when after_ts is below the GC safe point (changes there may be collected).
+oldest_lock / min_lock_start_ts
+    A lock of the table with the smallest start_ts (and that start_ts), LOCK-kind locks
+    excepted (they never commit a change), seen in one snapshot per shard in which every cell
+    is either a lock or its write record (the basis of ``closed_timestamp``).
 """
 
 from __future__ import annotations
@@ -42,6 +57,8 @@ from dataclasses import dataclass, field
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
+    Change,
+    ChangeCursor,
     ClearNotification,
     CommitFailure,
     DeferNotification,
@@ -162,6 +179,58 @@ class CellStore(abc.ABC):
         with everything older); removes rollback and LOCK records below it. The caller must
         first resolve every lock below the safe point.
         """
+
+    # -- distributed transactions, change streams, partitioning ----------------------------
+
+    @abc.abstractmethod
+    async def commit_locks(self, start_ts: int, commit_ts: int) -> int:
+        """Turn every lock with ``start_ts``, on every shard, into a write record at commit_ts
+        (setting notifications like :meth:`commit`); returns how many moved.
+
+        For a transaction whose primary is committed: its secondaries, found by start_ts
+        server-side, never sent by the caller. Safe to run while readers roll the same locks
+        forward, and to repeat.
+        """
+
+    @abc.abstractmethod
+    async def rollback_locks(self, start_ts: int) -> int:
+        """Remove every lock with ``start_ts`` on every shard, leaving no rollback records (the
+        caller rolled the primary back first, with its marker); returns how many."""
+
+    @abc.abstractmethod
+    async def scan_changes(
+        self,
+        table: str,
+        after_ts: int,
+        upto_ts: int,
+        *,
+        limit: int,
+        after: ChangeCursor | None = None,
+    ) -> list[Change]:
+        """Up to ``limit`` committed PUT/DELETE records of ``table`` with
+        after_ts < commit_ts <= upto_ts, in (commit_ts, row, column) order, after ``after``.
+
+        Complete only up to a closed timestamp (secondaries of transactions still committing
+        are locks, not yet records). Raises SnapshotTooOld when after_ts is below the GC safe
+        point. One round trip per shard.
+        """
+
+    @abc.abstractmethod
+    async def oldest_lock(self, table: str) -> LockInfo | None:
+        """A lock of the table with the smallest start_ts, LOCK-kind ones excepted; None when
+        there is none. One round trip per shard, each one snapshot."""
+
+    async def min_lock_start_ts(self, table: str) -> int | None:
+        """The smallest start_ts among the table's locks, LOCK-kind ones excepted (None: no
+        lock); :meth:`oldest_lock`'s start_ts."""
+        lock = await self.oldest_lock(table)
+        return None if lock is None else lock.start_ts
+
+    @abc.abstractmethod
+    async def sample_row_keys(self, table: str, n: int) -> list[bytes]:
+        """Up to ``n - 1`` sorted, distinct row keys that split the table's rows into about
+        ``n`` ranges of similar size (from exact quantiles on small tables, a sample on big
+        ones; balance is approximate). One round trip per shard."""
 
     # -- notifications (observers) ------------------------------------------------------------
 

@@ -7,12 +7,14 @@ to the coordinator by :mod:`percolator.server.txn.liveness`) stays below their s
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.config import TxnConfig, retry_delay_s
+from percolator.server.txn.distributed import DistributedTxn, PartPrewriter
 from percolator.server.txn.errors import Retryable
 from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
@@ -37,9 +39,11 @@ class TransactionClient:
             max_pending=self.config.secondary_queue_size,
             workers=self.config.secondary_workers,
         )
-        self._running: set[int] = set()
+        # A multiset: transactions of this process may share a start_ts (snapshot reads and
+        # parts of one distributed transaction).
+        self._running: Counter[int] = Counter()
         self._services = TxnServices(
-            store, clock, self.resolver, self.secondaries, self.config, self._running.discard
+            store, clock, self.resolver, self.secondaries, self.config, self._finished
         )
 
     def begin(self) -> _Begin:
@@ -49,8 +53,48 @@ class TransactionClient:
 
     async def _begin(self) -> Transaction:
         start_ts = await self.clock.get_timestamp()
-        self._running.add(start_ts)
+        self._running[start_ts] += 1
         return Transaction(self._services, start_ts)
+
+    def begin_at(self, ts: int) -> Transaction:
+        """A read-only transaction whose reads see the snapshot at ``ts`` (no round trip).
+
+        Every Spark partition of one DataFrame reads at the same ts, so the DataFrame is one
+        consistent snapshot; ``asOf`` reads an older one. ``ts`` must come from the oracle
+        (a timestamp nobody handed out yet could still get commits below it). Writes raise
+        :class:`~percolator.server.txn.transaction.ReadOnlyTransactionError` (25006); commit
+        sends nothing. Reads below the GC safe point raise TransactionTooOld: hold GC back at
+        ts for long jobs (``gc_barrier.hold_gc``).
+        """
+        if ts <= 0:
+            raise ValueError(f"a snapshot timestamp must be positive, got {ts}")
+        self._running[ts] += 1
+        return Transaction(self._services, ts, read_ts=ts, writable=False)
+
+    def begin_part(self, token: DistributedTxn) -> Transaction:
+        """A part of a distributed transaction (no round trip): buffered writes whose commit
+        prewrites them as secondaries of ``token.primary``, without committing anything
+        (``commit()`` returns None; ``commit_distributed`` commits the whole job).
+
+        Reads see the snapshot just below start_ts: the job's committed past, without the
+        locks other parts (or an earlier attempt of this task) already prewrote, so a retried
+        task reads what its first attempt read. Writes are conflict-checked from start_ts.
+        See :mod:`percolator.server.txn.distributed`.
+        """
+        self._running[token.start_ts] += 1
+        return Transaction(
+            self._services,
+            token.start_ts,
+            # No commit has start_ts as its commit_ts (timestamps are unique), so the snapshot
+            # at start_ts - 1 is the one at start_ts minus this job's own locks.
+            read_ts=token.start_ts - 1,
+            sink=PartPrewriter(self, token),
+        )
+
+    def _finished(self, start_ts: int) -> None:
+        self._running[start_ts] -= 1
+        if self._running[start_ts] <= 0:
+            del self._running[start_ts]
 
     async def renew_snapshot(self, txn: Transaction) -> None:
         """Let a transaction's reads see a new snapshot (READ COMMITTED: one per statement).
@@ -58,11 +102,13 @@ class TransactionClient:
         Only reads move: its writes keep start_ts, so a write is still conflict-checked
         against everything committed since the transaction began. A write made by an earlier
         statement can then never silently overwrite a concurrent commit of the same cell
-        (Postgres prevents that with row locks; here it is a 40001 at commit)."""
-        txn.read_ts = await self.clock.get_timestamp()
+        (Postgres prevents that with row locks; here it is a 40001 at commit). A transaction
+        pinned to a snapshot (``begin_at``, ``begin_part``) keeps it."""
+        if not txn.pinned:
+            txn.read_ts = await self.clock.get_timestamp()
 
     def min_running_start_ts(self) -> int | None:
-        """The oldest start_ts among this process's running transactions."""
+        """The oldest start_ts (or snapshot ts) among this process's running transactions."""
         return min(self._running, default=None)
 
     async def run_in_transaction(

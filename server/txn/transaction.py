@@ -3,13 +3,18 @@
 Reads see the snapshot at start_ts (plus this transaction's own writes); writes are buffered and
 sent at commit by :class:`~percolator.server.txn.committer.TwoPhaseCommitter`. A transaction that
 wrote nothing commits without any round trip and without taking a commit_ts.
+
+Two variants serve bulk work (the Spark connector): a *snapshot* transaction reads at a given
+timestamp and refuses writes (:meth:`TransactionClient.begin_at`); a *part* of a distributed
+transaction buffers writes the same way but its commit only prewrites them, as secondaries of
+the distributed transaction's primary (:meth:`TransactionClient.begin_part`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
@@ -33,6 +38,7 @@ from percolator.server.txn.errors import (
     TransactionClosed,
     TransactionTooLarge,
     TransactionTooOld,
+    TxnError,
 )
 from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
@@ -40,6 +46,17 @@ from percolator.server.txn.timestamps import TimestampSource
 
 Row = tuple[bytes, dict[str, bytes]]
 """A row from a scan: its key and its columns' values."""
+
+WriteSink = Callable[[Sequence[Mutation], int], Awaitable[None]]
+"""What a part of a distributed transaction does with its buffered writes at commit (the
+mutations, one per cell, and their accounted size): prewrite them, nothing more."""
+
+
+class ReadOnlyTransactionError(TxnError):
+    """A write in a transaction that reads a fixed snapshot (:meth:`TransactionClient.begin_at`)."""
+
+    sqlstate = "25006"
+
 
 # Backoff while waiting for a live lock: starts short (most locks are released within a commit)
 # and doubles up to a ceiling, until the lock-wait timeout.
@@ -81,17 +98,31 @@ class TransactionState(Enum):
 class Transaction:
     """One transaction. Use ``async with client.begin() as txn`` or call commit/rollback."""
 
-    def __init__(self, services: TxnServices, start_ts: int) -> None:
+    def __init__(
+        self,
+        services: TxnServices,
+        start_ts: int,
+        *,
+        read_ts: int | None = None,
+        writable: bool = True,
+        sink: WriteSink | None = None,
+    ) -> None:
+        """``read_ts`` pins the snapshot (it never moves); ``writable=False`` refuses writes;
+        ``sink`` receives the writes at commit instead of the two-phase committer."""
         self._s = services
         self.start_ts = start_ts
-        self.read_ts = start_ts
+        self.read_ts = start_ts if read_ts is None else read_ts
         """The snapshot reads see: start_ts, or a later one under READ COMMITTED (see
         :meth:`TransactionClient.renew_snapshot`). Writes are always conflict-checked from
         start_ts."""
+        self.pinned = read_ts is not None
+        """True when the snapshot is fixed (begin_at, begin_part): renewing it does nothing."""
+        self.writable = writable
         self.commit_ts: int | None = None
         self.state = TransactionState.ACTIVE
         self._writes: dict[CellKey, Mutation] = {}
         self._bytes = 0
+        self._sink = sink
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -233,6 +264,11 @@ class Transaction:
 
     def _buffer(self, mutation: Mutation) -> None:
         self._check_active()
+        if not self.writable:
+            raise ReadOnlyTransactionError(
+                f"transaction {self.start_ts} reads the snapshot at ts {self.read_ts} and "
+                "cannot write"
+            )
         key = mutation.key
         previous = self._writes.get(key)
         if previous is not None:
@@ -269,10 +305,17 @@ class Transaction:
     # -- end -----------------------------------------------------------------------------------
 
     async def commit(self) -> int | None:
-        """Commit; returns commit_ts, or None for a read-only transaction (no round trip)."""
+        """Commit; returns commit_ts, or None for a read-only transaction (no round trip).
+
+        A part of a distributed transaction prewrites its writes and returns None: they are
+        committed later, all at once, by ``commit_distributed``."""
         self._check_active()
         try:
-            if self._writes:
+            if self._writes and self._sink is not None:
+                mutations = list(self._writes.values())
+                self._writes = {}
+                await self._sink(mutations, self._bytes)
+            elif self._writes:
                 mutations = list(self._writes.values())
                 self._writes = {}
                 committer = TwoPhaseCommitter(

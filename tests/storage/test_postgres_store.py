@@ -237,7 +237,9 @@ async def test_round_trips_per_operation_are_as_documented(two_shards) -> None:
     assert await trips("unwatch", store.unwatch("obs", "t")) == 2
     # Watches, then one statement per shard per NOTIFY_BULK_ROWS notifications (at least one).
     assert await trips("unwatch", store.unwatch("obs")) == 4
-    assert await trips("listen", store.wait_for_notifications(0.01)) == 2
+    # The first wait opens a listener per shard; it must last long enough for them to connect
+    # (on a loaded machine 10 ms does not), or the next wait opens them again.
+    assert await trips("listen", store.wait_for_notifications(1.0)) == 2
     assert await trips("listen", store.wait_for_notifications(0.01)) == 0
 
 
@@ -359,7 +361,7 @@ async def test_commit_and_rollback_of_one_transaction_never_both_win(fresh_dsns)
     await store.close()
 
 
-async def test_version_2_shard_with_locks_migrates_to_3(fresh_dsns) -> None:
+async def test_version_2_shard_with_locks_migrates_to_the_current_version(fresh_dsns) -> None:
     (dsn,) = await fresh_dsns(1)
     conn = await asyncpg.connect(dsn)
     try:
@@ -384,7 +386,7 @@ async def test_version_2_shard_with_locks_migrates_to_3(fresh_dsns) -> None:
         version = await conn.fetchval(
             "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
         )
-        assert version == str(SCHEMA_VERSION) == "3"
+        assert version == str(SCHEMA_VERSION)
         await store.watch("obs", "t", ["c"])
         assert await store.commit(ts(1), ts(2), [k]) == []
         found = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=0, limit=10)

@@ -1,0 +1,227 @@
+"""What only the Postgres store has for distributed transactions and change streams: the
+version 3 -> 4 migration, the bulk moves racing readers and notification batches, their round
+trips, and the indexes they rely on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from percolator.server.storage.cells import (
+    CellKey,
+    ClearNotification,
+    DeferNotification,
+    Mutation,
+    PrewriteStatus,
+    WriteKind,
+)
+from percolator.server.storage.postgres_store import LOCKS_PER_STATEMENT, PostgresCellStore
+from percolator.server.storage.schema import MIGRATIONS, SCHEMA_VERSION
+from percolator.server.storage.sharding import row_hash
+
+from .test_contract import key, put, ts, write
+
+
+async def _v3_shard(dsn: str) -> asyncpg.Connection:
+    conn = await asyncpg.connect(dsn)
+    await conn.execute("CREATE TABLE percolator_meta (key text PRIMARY KEY, value text)")
+    for v in (1, 2, 3):
+        for statement in MIGRATIONS[v]:
+            await conn.execute(statement)
+    await conn.execute("INSERT INTO percolator_meta VALUES ('schema_version', '3')")
+    return conn
+
+
+async def _v3_prewrite(conn: asyncpg.Connection, start: int, k: CellKey, value: bytes) -> None:
+    """A prewrite by version 3's function (called directly): its lock keeps no hash."""
+    await conn.execute(
+        "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, 3000, $2, $3, $4, 1::smallint, "
+        "$5, $6)",
+        start,
+        k.table,
+        k.row,
+        k.column,
+        value,
+        row_hash(k.table, k.row),
+    )
+
+
+async def test_version_3_shard_migrates_to_4(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    conn = await _v3_shard(dsn)
+    try:
+        old = key("old")
+        await _v3_prewrite(conn, ts(1), old, b"committed before")
+        await conn.execute(
+            "SELECT percolator_commit_one($1, $2, $3, $4, $5, $6)",
+            ts(1),
+            ts(2),
+            old.table,
+            old.row,
+            old.column,
+            row_hash(old.table, old.row),
+        )
+        pending = key("pending")
+        await _v3_prewrite(conn, ts(3), pending, b"locked before")
+
+        store = await PostgresCellStore.connect([dsn])
+        version = await conn.fetchval(
+            "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
+        )
+        assert version == str(SCHEMA_VERSION) == "4"
+        indexes = await conn.fetch(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename IN "
+            "('percolator_lock', 'percolator_write') ORDER BY indexname"
+        )
+        defs = {r["indexname"]: r["indexdef"] for r in indexes}
+        assert "(tbl, commit_ts, rkey, col) WHERE (kind = ANY" in defs["percolator_write_changes"]
+        assert "(start_ts, tbl, hash)" in defs["percolator_lock_start_ts"]
+
+        # Records written before the upgrade are changes like any other.
+        changes = await store.scan_changes("t", 0, ts(100), limit=10)
+        assert [(c.key, c.value, c.commit_ts) for c in changes] == [
+            (old, b"committed before", ts(2))
+        ]
+        # The old lock has no hash: the bulk move leaves it to readers (commit_one).
+        assert await store.min_lock_start_ts("t") == ts(3)
+        assert await store.commit_locks(ts(3), ts(4)) == 0
+        assert await store.commit(ts(3), ts(4), [pending]) == []
+        assert (await store.read(ts(5), [pending]))[0].value == b"locked before"
+        # New prewrites keep the hash, and know DUPLICATE.
+        fresh = key("fresh")
+        assert await store.prewrite(ts(6), fresh, 3000, [put(fresh, b"x")]) == []
+        kept = await conn.fetchval("SELECT hash FROM percolator_lock WHERE rkey = $1", fresh.row)
+        assert kept == row_hash(fresh.table, fresh.row)
+        dup = await store.prewrite(ts(6), fresh, 3000, [put(fresh, b"y")])
+        assert [f.status for f in dup] == [PrewriteStatus.DUPLICATE]
+        assert await store.commit_locks(ts(6), ts(7)) == 1
+        await store.close()
+    finally:
+        await conn.close()
+
+
+async def test_bulk_moves_round_trips(fresh_dsns) -> None:
+    """docs/storage.md: per shard, one statement per LOCKS_PER_STATEMENT locks and one more;
+    the scans one statement per shard."""
+    store = await PostgresCellStore.connect(await fresh_dsns(2))
+    try:
+        p = CellKey("__txn", b"job", "p")
+        n = 2 * LOCKS_PER_STATEMENT + 100
+        muts = [put(key(f"r{i:05d}"), b"v") for i in range(n)]
+        assert await store.prewrite(ts(1), p, 60_000, [put(p, b""), *muts]) == []
+        per_shard = [0, 0]
+        for m in muts:
+            per_shard[store.shard_of(m.key.table, m.key.row)] += 1
+
+        async def trips(op: str, action) -> tuple[int, object]:
+            before = store.stats.snapshot().get(op, 0)
+            result = await action
+            return store.stats.snapshot().get(op, 0) - before, result
+
+        assert await store.commit(ts(1), ts(2), [p]) == []
+        expected = sum(c // LOCKS_PER_STATEMENT + 1 for c in per_shard)
+        assert await trips("commit_locks", store.commit_locks(ts(1), ts(2))) == (expected, n)
+        assert await trips("rollback_locks", store.rollback_locks(ts(1))) == (2, 0)
+        assert (await trips("scan_changes", store.scan_changes("t", 0, ts(3), limit=10)))[0] == 2
+        assert (await trips("oldest_lock", store.min_lock_start_ts("t")))[0] == 2
+        assert (await trips("sample_row_keys", store.sample_row_keys("t", 4)))[0] == 2
+    finally:
+        await store.close()
+
+
+async def test_commit_locks_racing_readers_moves_each_cell_once(fresh_dsns) -> None:
+    """Readers rolling cells forward (commit of single cells and batches) while commit_locks
+    moves the same locks: every cell ends committed once, at the commit_ts, notified once."""
+    dsns = await fresh_dsns(2)
+    store = await PostgresCellStore.connect(dsns, pool_size=12, coalesce=False)
+    try:
+        await store.watch("obs", "t", ["c"])
+        p = CellKey("__txn", b"job", "p")
+        for round_ in range(5):
+            start, commit = ts(100 * round_ + 1), ts(100 * round_ + 2)
+            keys = [key(f"r{round_}-{i:04d}") for i in range(1500)]
+            value = f"v{round_}".encode()
+            muts = [put(k, value) for k in keys]
+            assert await store.prewrite(start, p, 60_000, [put(p, b""), *muts]) == []
+            assert await store.commit(start, commit, [p]) == []
+            rolled = [keys[i::7] for i in range(7)]
+            results = await asyncio.gather(
+                store.commit_locks(start, commit),
+                *(store.commit(start, commit, part) for part in rolled),
+                *(store.commit(start, commit, [k]) for k in keys[:40]),
+            )
+            assert all(r == [] for r in results[1:]), f"round {round_}"
+            assert 0 < results[0] <= len(keys)
+            reads = await store.read(ts(100 * round_ + 3), keys)
+            assert {(r.value, r.commit_ts, r.lock) for r in reads} == {(value, commit, None)}
+            assert await _records_of(dsns, start) == len(keys) + 1
+        found = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=0, limit=10_000)
+        assert len(found) == 5 * 1500
+    finally:
+        await store.close()
+
+
+async def _records_of(dsns: list[str], start_ts: int) -> int:
+    """Write records of one transaction over every shard (a cell moved twice would show)."""
+    total = 0
+    for dsn in dsns:
+        conn = await asyncpg.connect(dsn)
+        try:
+            sql = "SELECT count(*) FROM percolator_write WHERE start_ts = $1"
+            total += await conn.fetchval(sql, start_ts)
+        finally:
+            await conn.close()
+    return total
+
+
+async def test_commit_locks_and_notification_batches_never_deadlock(fresh_dsns) -> None:
+    """commit_locks sets notify rows under its rows' advisory locks, like a commit batch; clear
+    and defer batches over the same rows in the opposite order must never deadlock with it."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn], pool_size=8, coalesce=False)
+    try:
+        await store.watch("obs", "t", ["c"])
+        keys = [key(f"d{i:03d}") for i in range(300)]
+        p = CellKey("__txn", b"job", "p")
+        for i in range(15):
+            start, commit = ts(10 * i + 1), ts(10 * i + 2)
+            muts = [put(p, b""), *(put(k, b"v") for k in keys)]
+            assert await store.prewrite(start, p, 3000, muts) == []
+            assert await store.commit(start, commit, [p]) == []
+            backwards = list(reversed(keys))
+            moved, *_ = await asyncio.gather(
+                store.commit_locks(start, commit),
+                store.clear_notifications(
+                    [ClearNotification("obs", k.table, k.row, start) for k in backwards]
+                ),
+                store.defer_notifications(
+                    [
+                        DeferNotification("obs", k.table, k.row, commit, 0, "e", False)
+                        for k in backwards
+                    ]
+                ),
+                store.retry_parked("obs"),
+            )
+            assert moved == len(keys), f"round {i}"
+        found = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=0, limit=1000)
+        assert len(found) == len(keys)
+    finally:
+        await store.close()
+
+
+async def test_lock_only_write_then_value_is_a_duplicate_and_leaves_the_lock(fresh_dsns) -> None:
+    """The DUPLICATE check compares kind and value of our own lock, NULL values included."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    try:
+        a = key("a")
+        await write(store, a, b"v", ts(1), ts(2))
+        assert await store.prewrite(ts(3), a, 3000, [Mutation(a, WriteKind.DELETE)]) == []
+        assert await store.prewrite(ts(3), a, 3000, [Mutation(a, WriteKind.DELETE)]) == []
+        failures = await store.prewrite(ts(3), a, 3000, [Mutation(a, WriteKind.PUT, b"")])
+        assert [f.status for f in failures] == [PrewriteStatus.DUPLICATE]
+        assert await store.commit(ts(3), ts(4), [a]) == []
+        assert (await store.read(ts(5), [a]))[0].value is None
+    finally:
+        await store.close()
