@@ -42,6 +42,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "cost of finding dirty rows among 10k vs 1M clean ones",
     ),
     Benchmark(
+        "spark",
+        "percolator.bench.spark",
+        "Spark connector reads and writes (rows/s) beside Spark's JDBC source on one Postgres",
+    ),
+    Benchmark(
         "txn",
         "percolator.bench.txn",
         "transactions per second against raw Postgres (the paper's Figure 8), multi-cell commits",

@@ -1,0 +1,171 @@
+"""Batch reads: every partition scans its key ranges at the one snapshot of the whole read.
+
+The snapshot's timestamp is taken once, when the DataFrame is loaded (or given by ``asOf``), and
+travels inside the pickled reader, so every task and every action on the DataFrame sees the same
+committed state: a single consistent snapshot, which Spark's JDBC source cannot promise (each of
+its partitions is a query of its own). A GC barrier holds that timestamp readable; each task
+renews it while it reads (see :mod:`percolator.connectors.spark.snapshot`).
+
+Rows leave as Arrow record batches of ``batchSize`` rows, built column by column.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from percolator.connectors.spark import partitioning, snapshot
+from percolator.connectors.spark.errors import PercolatorSparkError
+from percolator.connectors.spark.options import ReadOptions
+from percolator.connectors.spark.runtime import iterate, open_database, run
+from percolator.connectors.spark.types import to_spark
+from percolator.server.planner.row_codec import RowCodec
+from percolator.server.sql.catalog import TableDef
+from percolator.server.txn.errors import TransactionTooOld
+
+
+class PercolatorReader(DataSourceReader):
+    """Plans the partitions of a read and reads one of them (in a Spark task)."""
+
+    def __init__(
+        self, options: ReadOptions, table: TableDef, schema: StructType, start_ts: int
+    ) -> None:
+        self.options = options
+        self.table = table
+        self.schema = schema
+        self.start_ts = start_ts
+        self.ranges: tuple[partitioning.KeyRange, ...] = (partitioning.EVERYTHING,)
+        self.barrier = snapshot.barrier_id("read", start_ts)
+        """The GC barrier of this read (one per planned read, shared by its tasks)."""
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if not self.ranges:
+            return [partitioning.ReadPartition(0, [])]
+        points = run(self._plan())
+        return partitioning.plan(self.ranges, points, self.options.partitions)
+
+    async def _plan(self) -> list[bytes]:
+        """Hold GC at the snapshot for the job, and sample split points."""
+        async with open_database(self.options.connection) as db:
+            await self._gc_barrier().renew()
+            if self.options.partitions == 1:
+                return []
+            return await snapshot.sample_row_keys(db, self.table.storage, self.options.partitions)
+
+    def _gc_barrier(self) -> snapshot.GcBarrier:
+        return snapshot.GcBarrier(
+            self.options.connection.coordinator,
+            self.barrier,
+            self.start_ts,
+            self.options.gc_barrier_ttl_s,
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, partitioning.ReadPartition)
+        ranges = partition.ranges
+        if not ranges:
+            return iter(())
+        return iterate(lambda: self._read(ranges))
+
+    async def _read(self, ranges: Sequence[partitioning.KeyRange]) -> AsyncIterator[pa.RecordBatch]:
+        encoder = BatchEncoder(self.table, self.schema)
+        limit = self.options.batch_rows
+        async with open_database(self.options.connection) as db:
+            barrier = self._gc_barrier()
+            await barrier.renew()
+            keeper = asyncio.ensure_future(barrier.keep())
+            try:
+                txn = await snapshot.begin_at(db, self.start_ts)
+                try:
+                    rows: list[tuple[Any, ...]] = []
+                    for r in ranges:
+                        async for key, cells in txn.scan(
+                            self.table.storage, r.start, r.end, encoder.codec.cell_names
+                        ):
+                            rows.append(encoder.codec.decode(key, cells))
+                            if len(rows) >= limit:
+                                yield encoder.batch(rows)
+                                rows = []
+                    if rows:
+                        yield encoder.batch(rows)
+                except TransactionTooOld as exc:
+                    raise snapshot.too_old(self.start_ts, exc) from exc
+                finally:
+                    await txn.rollback()
+            finally:
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeper
+
+
+class PushdownReader(PercolatorReader):
+    """A reader that also narrows its key ranges by primary-key filters.
+
+    A separate class because Spark refuses every read through a reader that implements
+    ``pushFilters`` while ``spark.sql.python.filterPushdown.enabled`` is false; the data source
+    hands this one out only when Spark is asking for filters (see :func:`pushdown_requested`).
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        pushed = partitioning.key_ranges(self.table, filters)
+        self.ranges = pushed.ranges
+        exact = {id(f) for f in pushed.exact}
+        for f in filters:
+            if id(f) not in exact:
+                yield f
+
+
+_PUSHDOWN_MODULE = "pyspark.sql.worker.data_source_pushdown_filters"
+
+
+def pushdown_requested() -> bool:
+    """True when ``reader()`` is being called by Spark's filter-pushdown step.
+
+    PySpark 4.3 calls ``reader()`` from that module only when filter pushdown is enabled, and
+    from the plain planning module otherwise; the configuration itself is not visible in the
+    worker, so the caller is the only signal."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == _PUSHDOWN_MODULE:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+class BatchEncoder:
+    """Turns decoded rows of a table into Arrow record batches of the DataFrame's schema."""
+
+    def __init__(self, table: TableDef, schema: StructType) -> None:
+        self.codec = RowCodec(table)
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.width = len(table.columns)
+        self.converters = [to_spark(c.type) for c in table.columns]
+        self.types = [self.arrow_schema.field(i).type for i in range(self.width)]
+
+    def batch(self, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
+        columns = list(zip(*rows, strict=False)) if rows else [() for _ in range(self.width)]
+        arrays = []
+        for i in range(self.width):
+            values = columns[i]
+            convert = self.converters[i]
+            if convert is not None:
+                values = [None if v is None else convert(v) for v in values]
+            try:
+                arrays.append(pa.array(values, type=self.types[i]))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                column = self.table_column(i)
+                raise PercolatorSparkError(
+                    "22003", f'column "{column}": a value cannot be converted for Spark: {exc}'
+                ) from exc
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+    def table_column(self, i: int) -> str:
+        return self.codec.table.columns[i].name
