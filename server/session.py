@@ -153,7 +153,7 @@ class BoundLiterals:
         for value, given, final in zip(
             self.normalized.values, self.normalized.types, plan.param_types, strict=True
         ):
-            if given.id is TypeId.UNKNOWN and final.id is not TypeId.TEXT:
+            if given.id is TypeId.UNKNOWN and (final.id is not TypeId.TEXT or final.array):
                 value = text_in(final, value)  # type: ignore[arg-type]
             out.append(value)
         return out

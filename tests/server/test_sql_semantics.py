@@ -761,6 +761,7 @@ SCRIPTS: dict[str, Script] = {
         ],
         cases=[
             "SELECT unnest(ARRAY[1,2]), generate_series(1,3)",
+            "SELECT '{a,b}'::text[] AS t, '{}'::text[] AS e, unnest('{x,y}'::text[]) AS u",
             "SELECT unnest(ARRAY['a','b','c']) AS x, generate_series(1, 2) AS y ORDER BY x",
             "SELECT id, unnest(arr) FROM sf ORDER BY 1, 2",
             "SELECT id, unnest(arr), generate_series(1, 2) FROM sf",
