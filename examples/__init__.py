@@ -1,0 +1,1 @@
+"""Example applications built on Percolator (``percolator.examples.*``)."""
