@@ -17,7 +17,8 @@ inside the observer's transaction for each changed row; it may read and write an
         )
 
 Arguments are Python values of the parameters' types (int, str, Decimal, datetime, bytes,
-bool, UUID, dict/list for jsonb, ...), as with asyncpg.
+bool, UUID, ...), as with asyncpg; json and jsonb parameters also take a dict or list. Results
+are the same Python values; json and jsonb come back as JSON text, as asyncpg returns them.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -440,7 +441,8 @@ class SqlSession:
             kind = plan.kind if isinstance(plan, Plan) else "utility"
             if kind not in kinds:
                 raise unsupported(f"{statements[0].sql.split(None, 1)[0].upper()} here")
-        execution = await self.execute(prepared, params)
+        values = [_api_param(v, t) for v, t in zip(params, prepared.param_types, strict=False)]
+        execution = await self.execute(prepared, values)
         rows: list[tuple[object, ...]] = []
         try:
             while not execution.done:
@@ -1242,6 +1244,16 @@ def internal_session(engine: Engine, txn: Transaction | None = None) -> SqlSessi
         session.txn = txn
         session.block = True
     return session
+
+
+def _api_param(value: object, t: SqlType) -> object:
+    """A Python argument of :meth:`SqlSession.run_statement` as the engine holds values of its
+    type: json and jsonb take a dict, list, number or bool (serialized) or JSON text, which is
+    checked and, for jsonb, normalized as its input function does."""
+    if value is None or t.array or t.id not in (TypeId.JSON, TypeId.JSONB):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text_in(t, text)
 
 
 def _shifted(exc: SqlError, offset: int) -> SqlError:

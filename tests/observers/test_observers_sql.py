@@ -345,3 +345,30 @@ def test_observers_fire_for_rows_written_through_the_python_api(
         ),
         what="copies of rows written through the Python API",
     )
+
+
+def test_python_api_jsonb_parameters_take_python_values(
+    server: SqlServer, conn: psycopg.Connection
+) -> None:
+    import percolator.clients as percolator
+
+    reset(conn, "j")
+    conn.execute("CREATE TABLE j (id int PRIMARY KEY, v jsonb)")
+
+    async def run() -> list[dict[str, Any]]:
+        db = await percolator.connect(
+            server.store_dsn, coordinator=server.running.coordinator_address
+        )
+        try:
+            await db.execute("INSERT INTO j VALUES ($1, $2)", 1, {"b": 1, "a": [1, 2]})
+            await db.execute("INSERT INTO j VALUES ($1, $2)", 2, '{"b": 1,   "a": [1,2]}')
+            with pytest.raises(Exception, match="json"):
+                await db.execute("INSERT INTO j VALUES ($1, $2)", 3, "{not json")
+            return await db.fetch(
+                "SELECT id FROM j WHERE v = $1 ORDER BY id", {"a": [1, 2], "b": 1}
+            )
+        finally:
+            await db.close()
+
+    assert asyncio.run(run()) == [{"id": 1}, {"id": 2}]
+    assert q(conn, "SELECT v::text FROM j WHERE id = 2") == [('{"a": [1, 2], "b": 1}',)]
