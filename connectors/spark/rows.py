@@ -18,7 +18,7 @@ existing row for an upsert. What differs from INSERT is what a Spark job needs:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +27,7 @@ from percolator.server.planner.dml import (
     TableWriter,
     find_conflicts,
     pk_name,
+    unique_key_groups,
     update_row,
 )
 from percolator.server.planner.row_codec import Row, RowCodec
@@ -134,20 +135,7 @@ class RowWriter:
     def _check_duplicates(self, rows: list[Row], keys: list[bytes]) -> None:
         """Rows of this task that collide with each other (the snapshot cannot show those)."""
         table = self.table
-        groups: list[tuple[str, tuple[int, ...], Callable[[int], bytes | None]]] = []
-        if table.primary_key:
-            groups.append((pk_name(table), table.primary_key, lambda i: keys[i]))
-        for ix in self.writer.unique_indexes:
-            groups.append(
-                (
-                    ix.index.name,
-                    ix.index.column_ids,
-                    lambda i, ix=ix: (
-                        None if None in ix.values_of(rows[i]) else ix.entry_key(rows[i], keys[i])
-                    ),
-                )
-            )
-        for constraint, column_ids, key_of in groups:
+        for constraint, column_ids, key_of in unique_key_groups(self.writer, rows, keys):
             seen = self._seen.setdefault(constraint, set())
             for i in range(len(rows)):
                 k = key_of(i)

@@ -168,21 +168,7 @@ def _check_batch_duplicates(
         def duplicate(constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
             return _duplicate(writer.table, constraint, column_ids, row)
 
-    table = writer.table
-    groups: list[tuple[str, tuple[int, ...], Callable[[int], bytes | None]]] = []
-    if table.primary_key:
-        groups.append((pk_name(table), table.primary_key, lambda i: keys[i]))
-    for ix in writer.unique_indexes:
-        groups.append(
-            (
-                ix.index.name,
-                ix.index.column_ids,
-                lambda i, ix=ix: (
-                    None if None in ix.values_of(rows[i]) else ix.entry_key(rows[i], keys[i])
-                ),
-            )
-        )
-    for constraint, column_ids, key_of in groups:
+    for constraint, column_ids, key_of in unique_key_groups(writer, rows, keys):
         seen: set[bytes] = set()
         for i in range(len(rows)):
             if skip[i]:
@@ -196,6 +182,33 @@ def _check_batch_duplicates(
                 skip[i] = True
             else:
                 seen.add(k)
+
+
+UniqueKeyGroup = tuple[str, tuple[int, ...], Callable[[int], bytes | None]]
+"""A constraint's name, its columns, and the key a row (by index) takes in it (None: NULLs
+never collide)."""
+
+
+def unique_key_groups(
+    writer: TableWriter, rows: list[Row], keys: list[bytes]
+) -> list[UniqueKeyGroup]:
+    """The primary key and every unique index of the writer's table, each with a function
+    giving row ``i``'s key in it: what rows of one statement must not share."""
+    table = writer.table
+    groups: list[UniqueKeyGroup] = []
+    if table.primary_key:
+        groups.append((pk_name(table), table.primary_key, lambda i: keys[i]))
+    for ix in writer.unique_indexes:
+        groups.append(
+            (
+                ix.index.name,
+                ix.index.column_ids,
+                lambda i, ix=ix: (
+                    None if None in ix.values_of(rows[i]) else ix.entry_key(rows[i], keys[i])
+                ),
+            )
+        )
+    return groups
 
 
 @dataclass
