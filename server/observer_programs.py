@@ -21,6 +21,7 @@ from percolator.server.sql import types as T
 from percolator.server.sql.catalog import Catalog, ObserverDef, TableDef
 from percolator.server.sql.errors import SqlError
 from percolator.server.sql.observer_body import BodyRef, BodyStatement, parse_body
+from percolator.server.txn.observers import admin as observer_admin
 from percolator.server.txn.transaction import Transaction
 
 BODY_STATEMENT_KINDS = frozenset({"query", "insert", "update", "delete"})
@@ -192,7 +193,7 @@ class CatalogObservers:
         GC safe point: every transaction running now started after it, so none of them can
         still commit a catalog holding these keys."""
         catalog = await self._engine.refresh_catalog()
-        safe_point = await self._engine.client.store.set_gc_safe_point(0)  # reads, never lowers
+        safe_point = await observer_admin.gc_safe_point(self._engine.client)
         known = {o.key for o in catalog.observers.values()}
         return {k for k in keys if k not in known and _created_at(k) < safe_point}
 

@@ -69,3 +69,8 @@ async def observer_status(client: TransactionClient) -> dict[str, ObserverStatus
 async def parked_changes(client: TransactionClient, limit: int = 1000) -> list[ParkedNotification]:
     """The parked changes of every observer, oldest first."""
     return await client.store.parked_notifications(None, limit)
+
+
+async def gc_safe_point(client: TransactionClient) -> int:
+    """The GC safe point in force on the store: every running transaction started above it."""
+    return await client.store.set_gc_safe_point(0)  # never lowers it: a read
