@@ -436,10 +436,7 @@ class SqlSession:
             raise SqlError(SYNTAX_ERROR, "expected exactly one statement")
         prepared = await self.prepare(statements[0], param_oids)
         if kinds is not None:
-            payload = prepared.payload
-            plan = payload.plan if isinstance(payload, BoundLiterals) else payload
-            kind = plan.kind if isinstance(plan, Plan) else "utility"
-            if kind not in kinds:
+            if _plan_kind(prepared) not in kinds:
                 raise unsupported(f"{statements[0].sql.split(None, 1)[0].upper()} here")
         values = [_api_param(v, t) for v, t in zip(params, prepared.param_types, strict=False)]
         execution = await self.execute(prepared, values)
@@ -1044,10 +1041,7 @@ class SqlSession:
                 prepared = await self.prepare(parsed[0], body_param_oids(st, table))
             except SqlError as exc:
                 raise _shifted(exc, stmt.body_offset + st.offset) from None
-            payload = prepared.payload
-            plan = payload.plan if isinstance(payload, BoundLiterals) else payload
-            kind = plan.kind if isinstance(plan, Plan) else "utility"
-            if kind not in BODY_STATEMENT_KINDS:
+            if _plan_kind(prepared) not in BODY_STATEMENT_KINDS:
                 raise unsupported(
                     f"{st.sql.split(None, 1)[0].upper()} in an observer body "
                     "(SELECT, INSERT, UPDATE and DELETE are allowed)"
@@ -1244,6 +1238,13 @@ def internal_session(engine: Engine, txn: Transaction | None = None) -> SqlSessi
         session.txn = txn
         session.block = True
     return session
+
+
+def _plan_kind(prepared: PreparedStatement) -> str:
+    """What a prepared statement does: ``query``, ``insert``, ..., or ``utility``."""
+    payload = prepared.payload
+    plan = payload.plan if isinstance(payload, BoundLiterals) else payload
+    return plan.kind if isinstance(plan, Plan) else "utility"
 
 
 def _api_param(value: object, t: SqlType) -> object:

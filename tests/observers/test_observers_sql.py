@@ -69,6 +69,13 @@ def reset(conn: psycopg.Connection, *tables: str) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {t}")
 
 
+def source_and_copies(conn: psycopg.Connection) -> None:
+    """Fresh tables ``src (id, v)`` and ``copies (id, v)``, and no observer."""
+    reset(conn, "src", "copies")
+    conn.execute("CREATE TABLE src (id int PRIMARY KEY, v text)")
+    conn.execute("CREATE TABLE copies (id int PRIMARY KEY, v text)")
+
+
 def test_sql_body_sees_new_row_and_deletes(conn: psycopg.Connection) -> None:
     reset(conn, "docs", "lengths")
     conn.execute("CREATE TABLE docs (id int PRIMARY KEY, body text)")
@@ -160,9 +167,7 @@ def test_weak_observer_runs_without_ack(conn: psycopg.Connection) -> None:
 
 
 def test_failure_retry_park_and_replay(conn: psycopg.Connection) -> None:
-    reset(conn, "src", "copies")
-    conn.execute("CREATE TABLE src (id int PRIMARY KEY, v text)")
-    conn.execute("CREATE TABLE copies (id int PRIMARY KEY, v text)")
+    source_and_copies(conn)
     conn.execute("CREATE OBSERVER picky ON src (v) EXECUTE 'tests.observers.programs:fragile'")
     conn.execute("INSERT INTO src VALUES (1, 'fine'), (2, 'poison'), (3, 'also fine')")
     # The poisoned row does not hold the others back.
@@ -216,9 +221,7 @@ def test_pause_keeps_changes_pending_and_resume_runs_them_once(conn: psycopg.Con
 
 
 def test_drop_observer_stops_runs(conn: psycopg.Connection) -> None:
-    reset(conn, "src", "copies")
-    conn.execute("CREATE TABLE src (id int PRIMARY KEY, v text)")
-    conn.execute("CREATE TABLE copies (id int PRIMARY KEY, v text)")
+    source_and_copies(conn)
     conn.execute("CREATE OBSERVER m ON src (v) EXECUTE 'tests.observers.programs:copy_value'")
     conn.execute("INSERT INTO src VALUES (1, 'x')")
     wait_for(lambda: q(conn, "SELECT v FROM copies") == [("x",)], what="first copy")
@@ -233,9 +236,7 @@ def test_drop_observer_stops_runs(conn: psycopg.Connection) -> None:
 
 
 def test_observer_ddl_is_transactional(conn: psycopg.Connection) -> None:
-    reset(conn, "src", "copies")
-    conn.execute("CREATE TABLE src (id int PRIMARY KEY, v text)")
-    conn.execute("CREATE TABLE copies (id int PRIMARY KEY, v text)")
+    source_and_copies(conn)
     conn.execute("BEGIN")
     conn.execute("CREATE OBSERVER m ON src (v) EXECUTE 'tests.observers.programs:copy_value'")
     assert q(conn, "SELECT name FROM percolator.observers") == [("m",)]
@@ -299,9 +300,7 @@ def test_syntax_error_position_points_into_the_body(conn: psycopg.Connection) ->
 
 
 def test_truncate_moves_the_watch_to_the_new_storage(conn: psycopg.Connection) -> None:
-    reset(conn, "src", "copies")
-    conn.execute("CREATE TABLE src (id int PRIMARY KEY, v text)")
-    conn.execute("CREATE TABLE copies (id int PRIMARY KEY, v text)")
+    source_and_copies(conn)
     conn.execute("CREATE OBSERVER m ON src (v) EXECUTE 'tests.observers.programs:copy_value'")
     conn.execute("INSERT INTO src VALUES (1, 'before')")
     wait_for(lambda: q(conn, "SELECT v FROM copies") == [("before",)], what="before")
@@ -318,9 +317,7 @@ def test_observers_fire_for_rows_written_through_the_python_api(
 ) -> None:
     import percolator.clients as percolator
 
-    reset(conn, "src", "copies")
-    conn.execute("CREATE TABLE src (id int PRIMARY KEY, v text)")
-    conn.execute("CREATE TABLE copies (id int PRIMARY KEY, v text)")
+    source_and_copies(conn)
     conn.execute("CREATE OBSERVER m ON src (v) EXECUTE 'tests.observers.programs:copy_value'")
 
     async def write() -> list[dict[str, Any]]:

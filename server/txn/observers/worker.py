@@ -78,7 +78,6 @@ class RunOutcome:
     ALREADY_ACKED = "already_acked"
     FAILED = "failed"
     CONFLICTED = "conflicted"
-    SKIPPED = "skipped"
 
 
 class ObserverWorker:
