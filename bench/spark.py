@@ -24,7 +24,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from urllib.parse import urlparse
 import asyncpg
 
 from percolator.bench.common import create_databases
+from percolator.server.cluster.processes import free_ports
 from percolator.server.runtime import ServerProcess
 from percolator.server.storage.embedded import EmbeddedPostgres
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         print("percolator bench spark: no java on PATH (Spark needs Java 17)", file=sys.stderr)
         return 1
     work = Path(tempfile.mkdtemp(prefix="percolator-bench-spark-"))
-    pg = EmbeddedPostgres(work / "pg", port=_free_port())
+    pg = EmbeddedPostgres(work / "pg", port=free_ports(1, "127.0.0.1")[0])
     server: ServerProcess | None = None
     spark = None
     try:
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         server = ServerProcess(store_dsn)
         sql_port = server.start()
         asyncio.run(_create_tables(sql_port, plain_dsn))
-        spark = _spark(args.partitions)
+        spark = spark_session(args.partitions, "percolator-bench-spark", (JDBC_JAR,))
         database = urlparse(plain_dsn).path.lstrip("/")
         jdbc_url = f"jdbc:postgresql://127.0.0.1:{pg.port}/{database}"
         result = _measure(spark, args, jdbc_url, store_dsn, server.coordinator or "")
@@ -123,7 +123,9 @@ async def _create_tables(sql_port: int, plain_dsn: str) -> None:
         await conn.close()
 
 
-def _spark(partitions: int) -> Any:
+def spark_session(partitions: int, app: str, jars: tuple[Path, ...] = ()) -> Any:
+    """A local Spark session with ``partitions`` cores and the percolator source registered.
+    Its Python workers run this interpreter (which has percolator and pyarrow)."""
     # PySpark 4.3 warns that it does not fully support pandas 3; nothing here uses pandas.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     from pyspark.sql import SparkSession
@@ -131,16 +133,17 @@ def _spark(partitions: int) -> Any:
     from percolator.connectors.spark import register
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
+    builder = (
         SparkSession.builder.master(f"local[{partitions}]")
-        .appName("percolator-bench-spark")
+        .appName(app)
         .config("spark.ui.enabled", "false")
-        .config("spark.jars", str(JDBC_JAR))
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.driver.memory", "2g")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -253,9 +256,3 @@ def _report(result: Result, as_json: bool) -> None:
     print(
         f"{'read':8}{r.jdbc_read_rows_s:>14,.0f}{r.percolator_read_rows_s:>20,.0f}{r.read_ratio:>8.3f}"
     )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

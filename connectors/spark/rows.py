@@ -24,19 +24,19 @@ from typing import Any
 
 from percolator.server.planner.context import ExecContext
 from percolator.server.planner.dml import (
+    CHUNK,
     TableWriter,
+    duplicate_key,
     find_conflicts,
+    key_detail,
     pk_name,
     unique_key_groups,
     update_row,
 )
 from percolator.server.planner.row_codec import Row, RowCodec
 from percolator.server.sql.catalog import TableDef
-from percolator.server.sql.errors import CARDINALITY_VIOLATION, UNIQUE_VIOLATION, SqlError
-from percolator.server.sql.textio import text_out
+from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
 
-CHUNK = 1000
-"""Rows checked per batch of unique-constraint reads (as dml.CHUNK)."""
 _COUNTER_BITS = 62
 
 
@@ -104,20 +104,26 @@ class RowWriter:
         needs_check = bool(self.table.primary_key) or bool(writer.unique_indexes)
         conflicts = await find_conflicts(writer, ctx, rows, keys) if needs_check else []
         txn = ctx.txn
+        # The rows the new ones collide with: one batched read for the chunk.
+        clashing = [(i, c) for i, c in enumerate(conflicts) if c is not None]
+        stored = await writer.codec.get_rows(txn, [c.existing_key for _, c in clashing])
+        existing = {i: row for (i, _), row in zip(clashing, stored, strict=True)}
         for i, row in enumerate(rows):
             conflict = conflicts[i] if conflicts else None
             if conflict is not None:
-                await self._on_conflict(ctx, row, keys[i], conflict)
+                await self._on_conflict(ctx, row, keys[i], conflict, existing[i])
                 continue
             writer.codec.write_new(txn, keys[i], row)
             for ix in writer.indexes:
                 ix.write(txn, row, keys[i])
             self.stats.inserted += 1
 
-    async def _on_conflict(self, ctx: ExecContext, row: Row, key: bytes, conflict: Any) -> None:
+    async def _on_conflict(
+        self, ctx: ExecContext, row: Row, key: bytes, conflict: Any, existing: Row | None
+    ) -> None:
+        """``row`` collides with the stored row ``existing`` (as the snapshot shows it)."""
         writer = self.writer
         is_pk = conflict.constraint == pk_name(self.table) and conflict.existing_key == key
-        (existing,) = await writer.codec.get_rows(ctx.txn, [conflict.existing_key])
         if existing is not None and self.tolerate_existing and _same(existing, row, self.table):
             self.stats.skipped += 1
             return
@@ -130,7 +136,7 @@ class RowWriter:
             await update_row(writer, ctx, key, existing, updated)
             self.stats.updated += 1
             return
-        raise _duplicate(self.table, conflict.constraint, conflict.column_ids, row)
+        raise duplicate_key(self.table, conflict.constraint, conflict.column_ids, row)
 
     def _check_duplicates(self, rows: list[Row], keys: list[bytes]) -> None:
         """Rows of this task that collide with each other (the snapshot cannot show those)."""
@@ -146,32 +152,14 @@ class RowWriter:
                         raise SqlError(
                             CARDINALITY_VIOLATION,
                             "an upsert cannot affect a row a second time",
-                            detail=_key_detail(table, column_ids, rows[i]),
+                            detail=key_detail(table, column_ids, rows[i]),
                             hint="Ensure that no rows of the DataFrame have duplicate "
                             "constrained values.",
                         )
-                    raise _duplicate(table, constraint, column_ids, rows[i])
+                    raise duplicate_key(table, constraint, column_ids, rows[i])
                 seen.add(k)
 
 
 def _same(existing: Row, row: Row, table: TableDef) -> bool:
     width = len(table.columns)
     return tuple(existing[:width]) == tuple(row[:width])
-
-
-def _duplicate(table: TableDef, constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
-    return SqlError(
-        UNIQUE_VIOLATION,
-        f'duplicate key value violates unique constraint "{constraint}"',
-        detail=_key_detail(table, column_ids, row),
-    )
-
-
-def _key_detail(table: TableDef, column_ids: Sequence[int], row: Row) -> str:
-    cols = [table.column_by_id(c) for c in column_ids]
-    names = ", ".join(c.name for c in cols)
-    values = ", ".join(
-        "null" if row[table.position(c.id)] is None else text_out(c.type, row[table.position(c.id)])
-        for c in cols
-    )
-    return f"Key ({names})=({values}) already exists."

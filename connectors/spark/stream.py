@@ -21,7 +21,7 @@ its current offset (renewed at every micro-batch, released when the query stops)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,8 +44,10 @@ from percolator.connectors.spark.runtime import iterate, open_database, run
 from percolator.connectors.spark.types import table_schema
 from percolator.server.planner.row_codec import MARKER, RowCodec
 from percolator.server.sql.catalog import TableDef
-from percolator.server.storage.cells import CellKey, ChangeCursor, WriteKind, ts_physical_ms
+from percolator.server.storage.cells import CellKey, WriteKind, ts_physical_ms
 from percolator.server.storage.errors import SnapshotTooOld
+from percolator.server.txn.changes import read_changes
+from percolator.server.txn.transaction import Transaction
 
 COMMIT_TS = "_commit_ts"
 OPERATION = "_op"
@@ -186,39 +188,33 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return iterate(lambda: self._read(partition.start, partition.end))
 
     async def _read(self, start: int, end: int) -> AsyncIterator[pa.RecordBatch]:
+        """The changes of (start, end] as batches of whole rows, one batch per ``PAGE`` cells
+        or so (a row's cells may come in two pages: a batch ends only where a row does)."""
         encoder = ChangeEncoder(self.table, self.schema)
+        wanted = set(encoder.codec.cell_names)
         async with open_database(self.options.connection) as db:
-            cursor: ChangeCursor | None = None
-            carry: RowChange | None = None
-            while True:
-                try:
-                    changes = await db.store.scan_changes(
-                        self.table.storage, start, end, limit=PAGE, after=cursor
-                    )
-                except SnapshotTooOld as exc:
-                    raise snapshot.too_old(start, exc) from exc
-                full = len(changes) == PAGE
-                if changes:
-                    cursor = changes[-1].cursor
-                groups = _group(encoder.codec, changes)
-                if carry is not None:
-                    if groups and (groups[0].commit_ts, groups[0].row) == (
-                        carry.commit_ts,
-                        carry.row,
-                    ):
-                        carry.marker = groups[0].marker or carry.marker
-                        groups = groups[1:]
-                    groups.insert(0, carry)
-                    carry = None
-                # The last row of a full page may go on in the next page: hold it back.
-                if full and groups:
-                    carry = groups.pop()
-                if groups:
-                    yield await encoder.batch(db, groups)
-                if not full:
-                    break
-            if carry is not None:
-                yield await encoder.batch(db, [carry])
+            rows: list[RowChange] = []
+            cells = 0
+            try:
+                async for c in read_changes(
+                    db.client, self.table.storage, start, end, page_size=PAGE
+                ):
+                    if c.key.column not in wanted:
+                        continue  # a dropped column's cells
+                    last = rows[-1] if rows else None
+                    if last is None or (last.commit_ts, last.row) != (c.commit_ts, c.key.row):
+                        if cells >= PAGE:
+                            yield await encoder.batch(db, rows)
+                            rows, cells = [], 0
+                        last = RowChange(c.commit_ts, c.key.row, None)
+                        rows.append(last)
+                    cells += 1
+                    if c.key.column == MARKER:
+                        last.marker = c.kind
+            except SnapshotTooOld as exc:
+                raise snapshot.too_old(start, exc) from exc
+            if rows:
+                yield await encoder.batch(db, rows)
 
 
 @dataclass
@@ -229,21 +225,6 @@ class RowChange:
     row: bytes
     marker: WriteKind | None
     """What the commit did to the row marker (PUT: inserted or updated; DELETE: deleted)."""
-
-
-def _group(codec: RowCodec, changes: Sequence[Any]) -> list[RowChange]:
-    wanted = set(codec.cell_names)
-    out: list[RowChange] = []
-    for c in changes:
-        if c.key.column not in wanted:
-            continue  # a dropped column's cells
-        last = out[-1] if out else None
-        if last is None or last.commit_ts != c.commit_ts or last.row != c.key.row:
-            last = RowChange(c.commit_ts, c.key.row, None)
-            out.append(last)
-        if c.key.column == MARKER:
-            last.marker = c.kind
-    return out
 
 
 async def _end_within(
@@ -313,49 +294,55 @@ class ChangeEncoder:
         self, db: Database, changes: list[RowChange]
     ) -> dict[tuple[int, bytes], tuple[Any, ...]]:
         """Each changed row as of its commit (one read per commit, several at a time)."""
-        by_ts: dict[int, list[bytes]] = {}
-        for c in changes:
-            by_ts.setdefault(c.commit_ts, []).append(c.row)
         out: dict[tuple[int, bytes], tuple[Any, ...]] = {}
-        gate = asyncio.Semaphore(_READ_CONCURRENCY)
 
-        async def one(ts: int, keys: list[bytes]) -> None:
-            async with gate:
-                txn = await snapshot.begin_at(db, ts)
-                try:
-                    rows = await self.codec.get_rows(txn, keys)
-                finally:
-                    await txn.rollback()
+        async def read(txn: Transaction, ts: int, keys: list[bytes]) -> None:
+            rows = await self.codec.get_rows(txn, keys)
             for k, r in zip(keys, rows, strict=True):
                 if r is not None:
                     out[(ts, k)] = r
 
-        await asyncio.gather(*(one(ts, keys) for ts, keys in by_ts.items()))
+        await _per_commit(db, changes, 0, read)
         return out
 
     async def _existed(
         self, db: Database, changes: list[RowChange]
     ) -> dict[tuple[int, bytes], bool]:
         """Whether each row existed just before its commit (insert or update)."""
-        by_ts: dict[int, list[bytes]] = {}
-        for c in changes:
-            by_ts.setdefault(c.commit_ts, []).append(c.row)
         out: dict[tuple[int, bytes], bool] = {}
-        gate = asyncio.Semaphore(_READ_CONCURRENCY)
         storage = self.table.storage
 
-        async def one(ts: int, keys: list[bytes]) -> None:
-            async with gate:
-                txn = await snapshot.begin_at(db, ts - 1)
-                try:
-                    found = await txn.get_many([CellKey(storage, k, MARKER) for k in keys])
-                finally:
-                    await txn.rollback()
+        async def read(txn: Transaction, ts: int, keys: list[bytes]) -> None:
+            found = await txn.get_many([CellKey(storage, k, MARKER) for k in keys])
             for k, v in zip(keys, found, strict=True):
                 out[(ts, k)] = v is not None
 
-        await asyncio.gather(*(one(ts, keys) for ts, keys in by_ts.items()))
+        await _per_commit(db, changes, -1, read)
         return out
+
+
+async def _per_commit(
+    db: Database,
+    changes: list[RowChange],
+    offset: int,
+    read: Callable[[Transaction, int, list[bytes]], Awaitable[None]],
+) -> None:
+    """``read(txn, commit_ts, rows)`` for each commit of ``changes`` with its rows, in a
+    snapshot at commit_ts + ``offset``; ``_READ_CONCURRENCY`` at a time."""
+    by_ts: dict[int, list[bytes]] = {}
+    for c in changes:
+        by_ts.setdefault(c.commit_ts, []).append(c.row)
+    gate = asyncio.Semaphore(_READ_CONCURRENCY)
+
+    async def one(ts: int, keys: list[bytes]) -> None:
+        async with gate:
+            txn = await snapshot.begin_at(db, ts + offset)
+            try:
+                await read(txn, ts, keys)
+            finally:
+                await txn.rollback()
+
+    await asyncio.gather(*(one(ts, keys) for ts, keys in by_ts.items()))
 
 
 def _spark_arrow_schema(schema: StructType) -> pa.Schema:

@@ -31,6 +31,7 @@ from percolator.examples.webindex.crawl import Crawl, CrawlConfig, Page
 from percolator.examples.webindex.schema import DERIVED_TABLES, create_schema
 from percolator.server.config import ServerConfig
 from percolator.server.runtime import RunningServer, ServerThread
+from percolator.server.storage.cells import WriteKind
 from percolator.server.storage.dsn import parse_dsns
 
 LOAD_BATCH = 500
@@ -445,6 +446,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.verified is False else 0
 
 
+LOCK_KIND = int(WriteKind.LOCK)
+
+
 def locks_checker(dsns: list[str]) -> Callable[[], bool]:
     """Whether any shard still holds a write lock (a commit's secondaries not yet committed):
     read straight from the shards' lock tables, as a monitor."""
@@ -452,8 +456,8 @@ def locks_checker(dsns: list[str]) -> Callable[[], bool]:
     def pending() -> bool:
         for dsn in dsns:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                row = conn.execute(
-                    "SELECT EXISTS (SELECT 1 FROM percolator_lock WHERE kind <> 4)"
+                row = conn.execute(  # LOCK-kind locks (FOR UPDATE) commit no change
+                    f"SELECT EXISTS (SELECT 1 FROM percolator_lock WHERE kind <> {LOCK_KIND})"
                 ).fetchone()
                 if row and row[0]:
                     return True

@@ -6,7 +6,9 @@ table         one row per
 pages         crawled page (the input): url, content, links (jsonb list of {url, anchor})
 docs          page, as ``on_page`` applied it: content hash, normalized links (jsonb object
               target -> anchor), canonical URL, and ``moves`` (bookkeeping: bumped when the
-              canonical URL changes, so that the anchors pointing here are forwarded)
+              canonical URL changes, so that the anchors pointing here are forwarded; never
+              NULL while the canonical URL is another page's, so that deleting the page
+              forwards them back: a NULL cell leaves no delete to notify)
 canonical     content hash of at least one page: its members (jsonb list, sorted) and
               canonical URL (the smallest member)
 anchors       link (target_url, source_url): anchor text and the target's canonical URL,

@@ -305,3 +305,23 @@ class ObserverCounters:
     last_error: str | None = None
     last_error_ms: int | None = None
     """Wall-clock ms of ``last_error``; when deltas are added, the later error wins."""
+
+    def plus(self, delta: ObserverCounters) -> ObserverCounters:
+        """These totals with ``delta`` added. The error kept is ``delta``'s if it has one that is
+        not older (a missing time counts as the earliest), as the Postgres store's upsert
+        decides; a kept time always comes with its error."""
+        newer = delta.last_error is not None and (
+            self.last_error is None
+            or self.last_error_ms is None
+            or (delta.last_error_ms is not None and delta.last_error_ms >= self.last_error_ms)
+        )
+        error = delta if newer else self
+        return ObserverCounters(
+            self.observer,
+            self.runs + delta.runs,
+            self.commits + delta.commits,
+            self.conflicts + delta.conflicts,
+            self.failures + delta.failures,
+            error.last_error,
+            error.last_error_ms if error.last_error is not None else None,
+        )

@@ -102,12 +102,28 @@ class EmbeddedPostgres:
 
     data_dir: Path
     port: int | None = None
+    log_file: Path | None = None
+    """Where Postgres writes its log (default ``<data_dir>/pg/server.log``)."""
     _started_here: bool = field(default=False, init=False)
     _user: str | None = field(default=None, init=False)
 
     @property
     def pgdata(self) -> Path:
         return self.data_dir / "pg"
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file."""
+        return self.log_file if self.log_file is not None else self.pgdata / "server.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's process id while the cluster runs (from ``postmaster.pid``)."""
+        try:
+            first = (self.pgdata / "postmaster.pid").read_text().split("\n", 1)[0]
+        except OSError:
+            return None
+        return int(first) if first.strip().isdigit() else None
 
     @property
     def socket_dir(self) -> Path:
@@ -141,6 +157,8 @@ class EmbeddedPostgres:
         self._user = _run_as_user()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.socket_dir.mkdir(parents=True, exist_ok=True)
+        if self.log_file is not None:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
         if self._user is not None:
             _grant_binaries(_binaries())
             _make_traversable(self.data_dir.resolve())
@@ -149,6 +167,12 @@ class EmbeddedPostgres:
                 os.chown(p, entry.pw_uid, entry.pw_gid)
             if self.pgdata.exists():
                 shutil.chown(self.pgdata, self._user, self._user)
+            if self.log_file is not None:
+                # pg_ctl opens the log as the Postgres user, who cannot create files in a
+                # folder of ours: hand it the file.
+                _make_traversable(self.log_file.parent.resolve())
+                self.log_file.touch()
+                os.chown(self.log_file, entry.pw_uid, entry.pw_gid)
         if not (self.pgdata / "PG_VERSION").exists():
             self._initdb()
         if not self.is_running():
@@ -156,6 +180,12 @@ class EmbeddedPostgres:
             self._started_here = True
             atexit.register(self.stop)
         return self.dsn
+
+    def detach(self) -> None:
+        """Leave the server running when this interpreter exits (a cluster's shards outlive
+        the command that started them); :meth:`stop` then needs ``force``."""
+        atexit.unregister(self.stop)
+        self._started_here = False
 
     def _initdb(self) -> None:
         result = self._pg(
@@ -187,13 +217,13 @@ class EmbeddedPostgres:
             "-t",
             "60",
             "-l",
-            str(self.pgdata / "server.log"),
+            str(self.log_path),
             "-o",
             options,
             "start",
         )
         if result.returncode != 0:
-            log_text = (self.pgdata / "server.log").read_text(errors="replace")[-4000:]
+            log_text = self.log_path.read_text(errors="replace")[-4000:]
             raise RuntimeError(
                 f"embedded Postgres failed to start in {self.pgdata}:\n{result.stderr}\n{log_text}"
             )

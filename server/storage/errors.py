@@ -8,7 +8,15 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    """A shard could not be reached within the connect timeout. The message names the DSN."""
+    """A shard could not be reached, or its connection broke mid-statement (the shard crashed
+    or restarted). The message names the shard's DSN.
+
+    ``sqlstate`` is what the SQL layer reports (``from_exception`` reads it, as it does for
+    transaction errors): 08006 connection_failure, the class clients and pools treat as "the
+    server side is unreachable, retry later", rather than XX000 internal error.
+    """
+
+    sqlstate = "08006"
 
     def __init__(self, dsn: str, reason: str) -> None:
         super().__init__(f"cannot reach Postgres shard {redact_dsn(dsn)}: {reason}")

@@ -530,16 +530,7 @@ class MemoryCellStore(CellStore):
         self.stats.round_trips["add_observer_counters"] += 1
         for d in deltas:
             prev = self._counters.get(d.observer, ObserverCounters(d.observer))
-            error = d if _later_error(d, prev) else prev
-            self._counters[d.observer] = ObserverCounters(
-                d.observer,
-                prev.runs + d.runs,
-                prev.commits + d.commits,
-                prev.conflicts + d.conflicts,
-                prev.failures + d.failures,
-                error.last_error,
-                error.last_error_ms if error.last_error is not None else None,
-            )
+            self._counters[d.observer] = prev.plus(d)
 
     async def observer_counters(self) -> list[ObserverCounters]:
         self.stats.round_trips["observer_counters"] += 1
@@ -561,16 +552,6 @@ class MemoryCellStore(CellStore):
 def _row_key(item: ClearNotification | DeferNotification) -> CellKey:
     """A key of the item's row, for counting the shards a batch touches."""
     return CellKey(item.table, item.row, "")
-
-
-def _later_error(new: ObserverCounters, old: ObserverCounters) -> bool:
-    """Whether ``new``'s error replaces ``old``'s: it has one and it is not older (a missing
-    time counts as the earliest), as in the Postgres store."""
-    if new.last_error is None:
-        return False
-    if old.last_error is None or old.last_error_ms is None:
-        return True
-    return new.last_error_ms is not None and new.last_error_ms >= old.last_error_ms
 
 
 def _gc_cell(cell: _Cell, safe_point: int) -> GcResult:

@@ -216,7 +216,8 @@ _NOTIFY_SUMMARY = """
 SELECT observer, count(*) FILTER (WHERE NOT parked), count(*) FILTER (WHERE parked),
     min(ts) FILTER (WHERE NOT parked)
 FROM percolator_notify GROUP BY observer"""
-# The later error wins (a missing time counts as the earliest); ties go to the newer delta.
+# The later error wins (a missing time counts as the earliest); ties go to the newer delta
+# (the rule of ObserverCounters.plus, which combines a batch's deltas first).
 _LATER_ERROR = (
     "excluded.last_error IS NOT NULL "
     "AND COALESCE(excluded.last_error_ms, -1) >= COALESCE(s.last_error_ms, -1)"
@@ -429,8 +430,13 @@ class PostgresCellStore(CellStore):
         except (
             TimeoutError,
             OSError,
-            asyncpg.exceptions.ConnectionDoesNotExistError,
+            # Class 08 (the connection broke mid-statement: the shard crashed) and the
+            # shard's own shutdown, crash-restart and start-up refusals: all mean "shard
+            # unavailable", not a bug of ours.
+            asyncpg.exceptions.PostgresConnectionError,
             asyncpg.exceptions.CannotConnectNowError,
+            asyncpg.exceptions.AdminShutdownError,
+            asyncpg.exceptions.CrashShutdownError,
         ) as exc:
             raise StoreUnavailable(shard.dsn, f"{type(exc).__name__}: {exc}") from exc
         except asyncpg.PostgresError as exc:
@@ -958,20 +964,8 @@ class PostgresCellStore(CellStore):
             await self._call("unwatch", shard, lambda conn: conn.execute(sql, observer, table))
 
         await asyncio.gather(*(drop_watches(s) for s in self._shards))
-        if table is not None:
-            return
-
-        async def drop_notifications(shard: _Shard) -> None:
-            while True:
-                dropped = await self._call(
-                    "unwatch",
-                    shard,
-                    lambda conn: conn.fetchval(_DROP_NOTIFICATIONS, observer, NOTIFY_BULK_ROWS),
-                )
-                if dropped < NOTIFY_BULK_ROWS:
-                    return
-
-        await asyncio.gather(*(drop_notifications(s) for s in self._shards))
+        if table is None:
+            await self._until_short("unwatch", _DROP_NOTIFICATIONS, observer)
 
     async def list_watches(self) -> list[Watch]:
         # Every shard, not only the first: after a watch or unwatch that failed on some shard,
@@ -1014,50 +1008,45 @@ class PostgresCellStore(CellStore):
         return list(itertools.islice(found, limit))
 
     async def clear_notifications(self, items: Sequence[ClearNotification]) -> None:
-        async def run(conn: asyncpg.Connection, idx: list[int]) -> list[None]:
-            chunk = [items[i] for i in idx]
-            await conn.execute(
-                _CLEAR_NOTIFICATIONS,
-                [it.observer for it in chunk],
-                [it.table for it in chunk],
-                [it.row for it in chunk],
-                [it.below_ts for it in chunk],
-                [row_hash(it.table, it.row) for it in chunk],
-            )
-            return []
-
-        if items:
-            keys = [CellKey(it.table, it.row, "") for it in items]
-            await self._per_chunk("clear_notifications", keys, run)
+        fields = ("observer", "table", "row", "below_ts")
+        await self._notify_batch("clear_notifications", _CLEAR_NOTIFICATIONS, items, fields)
 
     async def defer_notifications(self, items: Sequence[DeferNotification]) -> None:
+        fields = ("observer", "table", "row", "ts", "retry_at_ms", "error", "park")
+        await self._notify_batch("defer_notifications", _DEFER_NOTIFICATIONS, items, fields)
+
+    async def _notify_batch(
+        self,
+        op: str,
+        sql: str,
+        items: Sequence[ClearNotification] | Sequence[DeferNotification],
+        fields: Sequence[str],
+    ) -> None:
+        """One statement per chunk of the items' rows: an array per field, then the rows'
+        hashes (the function takes their advisory locks). Nothing for no items."""
+
         async def run(conn: asyncpg.Connection, idx: list[int]) -> list[None]:
             chunk = [items[i] for i in idx]
-            await conn.execute(
-                _DEFER_NOTIFICATIONS,
-                [it.observer for it in chunk],
-                [it.table for it in chunk],
-                [it.row for it in chunk],
-                [it.ts for it in chunk],
-                [it.retry_at_ms for it in chunk],
-                [it.error for it in chunk],
-                [it.park for it in chunk],
-                [row_hash(it.table, it.row) for it in chunk],
-            )
+            arrays = [[getattr(it, f) for it in chunk] for f in fields]
+            await conn.execute(sql, *arrays, [row_hash(it.table, it.row) for it in chunk])
             return []
 
         if items:
             keys = [CellKey(it.table, it.row, "") for it in items]
-            await self._per_chunk("defer_notifications", keys, run)
+            await self._per_chunk(op, keys, run)
 
     async def retry_parked(self, observer: str) -> int:
+        return await self._until_short("retry_parked", _RETRY_PARKED, observer)
+
+    async def _until_short(self, op: str, sql: str, observer: str) -> int:
+        """Repeat a bulk statement over up to NOTIFY_BULK_ROWS of the observer's notifications
+        on every shard (in parallel) until it handles fewer; how many it handled in all."""
+
         async def one(shard: _Shard) -> int:
             total = 0
             while True:
                 n = await self._call(
-                    "retry_parked",
-                    shard,
-                    lambda conn: conn.fetchval(_RETRY_PARKED, observer, NOTIFY_BULK_ROWS),
+                    op, shard, lambda conn: conn.fetchval(sql, observer, NOTIFY_BULK_ROWS)
                 )
                 total += n
                 if n < NOTIFY_BULK_ROWS:
@@ -1197,19 +1186,7 @@ def _combine_counters(deltas: Sequence[ObserverCounters]) -> list[ObserverCounte
     totals: dict[str, ObserverCounters] = {}
     for d in deltas:
         prev = totals.get(d.observer)
-        if prev is None:
-            totals[d.observer] = d
-            continue
-        error = d if _later_error(d, prev) else prev
-        totals[d.observer] = ObserverCounters(
-            d.observer,
-            prev.runs + d.runs,
-            prev.commits + d.commits,
-            prev.conflicts + d.conflicts,
-            prev.failures + d.failures,
-            error.last_error,
-            error.last_error_ms,
-        )
+        totals[d.observer] = d if prev is None else prev.plus(d)
     return [totals[o] for o in sorted(totals)]
 
 
@@ -1328,13 +1305,3 @@ async def _migrate(conn: asyncpg.Connection, dsn: str) -> None:
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 str(SCHEMA_VERSION),
             )
-
-
-def _later_error(new: ObserverCounters, old: ObserverCounters) -> bool:
-    """Whether ``new``'s error replaces ``old``'s: it has one, and it is not older (a missing
-    time counts as the earliest). The same rule as ``_ADD_OBSERVER_COUNTERS``."""
-    if new.last_error is None:
-        return False
-    if old.last_error is None or old.last_error_ms is None:
-        return True
-    return new.last_error_ms is not None and new.last_error_ms >= old.last_error_ms

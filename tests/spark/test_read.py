@@ -132,7 +132,7 @@ def test_a_dataframe_is_one_snapshot(spark: Any, deployment: Deployment) -> None
     assert done[0] > 5
 
 
-def test_bad_input_fails_on_the_driver(spark: Any, deployment: Deployment) -> None:
+def test_bad_input_fails_on_the_driver(spark: Any, deployment: Deployment, numbers: str) -> None:
     from pyspark.errors import PySparkException
 
     with pytest.raises(PySparkException, match=r"42P01.*no_such_table"):
@@ -140,9 +140,9 @@ def test_bad_input_fails_on_the_driver(spark: Any, deployment: Deployment) -> No
     with pytest.raises(PySparkException, match=r'22023.*option "table" is required'):
         spark.read.format("percolator").options(**deployment.options).load()
     with pytest.raises(PySparkException, match=r"22023.*unknown option.*partiton"):
-        reader(spark, deployment, "numbers", partiton="3").load()
+        reader(spark, deployment, numbers, partiton="3").load()
     with pytest.raises(PySparkException, match=r"22023.*partitions must be"):
-        reader(spark, deployment, "numbers", partitions="0").load().collect()
+        reader(spark, deployment, numbers, partitions="0").load().collect()
     bad_store = "postgresql://postgres@127.0.0.1:1/nothing"
     with pytest.raises(PySparkException, match=r"08006.*cannot connect to the store"):
-        reader(spark, deployment, "numbers", store=bad_store).load()
+        reader(spark, deployment, numbers, store=bad_store).load()

@@ -19,7 +19,7 @@ from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.store import CellStore
 
 from .test_contract import key, put, ts, write
-from .test_notify_contract import note, pending
+from .test_notify_contract import clear, note, pending
 
 
 def delete(k: CellKey) -> Mutation:
@@ -118,7 +118,9 @@ async def test_commit_locks_sets_notifications_like_a_commit(store: CellStore) -
     a, b, c = key("a", "c"), key("a", "d"), key("b", "c")
     unwatched, locked = key("a", "x"), key("c", "c")
     await write(store, b, b"old", ts(1), ts(2))
-    await store.clear_notifications([])
+    # That write notified row a: clear it, so what is found below is commit_locks' own.
+    await store.clear_notifications([clear(b, ts(3)), clear(b, ts(3), "second")])
+    assert await pending(store) == []
     p = key("p", table="__txn")
     muts = [put(p, b""), put(a, b"1"), delete(b), put(c, b"2"), put(unwatched, b"3")]
     muts.append(lock_only(locked))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 
 import asyncpg
 import pytest
@@ -125,15 +125,37 @@ async def test_big_batches_are_chunked_and_counted(fresh_dsns) -> None:
     await store.close()
 
 
+async def old_shard(dsn: str, version: int) -> asyncpg.Connection:
+    """A connection to a shard as ``version`` of the code left it (its migrations, applied
+    directly)."""
+    conn = await asyncpg.connect(dsn)
+    await conn.execute("CREATE TABLE percolator_meta (key text PRIMARY KEY, value text)")
+    for v in range(1, version + 1):
+        for statement in MIGRATIONS[v]:
+            await conn.execute(statement)
+    await conn.execute("INSERT INTO percolator_meta VALUES ('schema_version', $1)", str(version))
+    return conn
+
+
+async def old_prewrite(conn: asyncpg.Connection, start: int, k: CellKey, value: bytes) -> None:
+    """A one-cell prewrite of ``k`` (its own primary) by the shard's own function, called
+    directly: on a shard older than version 4, its lock keeps no hash."""
+    await conn.execute(
+        "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, 3000, $2, $3, $4, 1::smallint, "
+        "$5, $6)",
+        start,
+        k.table,
+        k.row,
+        k.column,
+        value,
+        row_hash(k.table, k.row),
+    )
+
+
 async def test_an_older_shard_is_migrated_step_by_step(fresh_dsns) -> None:
     (dsn,) = await fresh_dsns(1)
-    conn = await asyncpg.connect(dsn)
+    conn = await old_shard(dsn, 1)
     try:
-        # A shard as version 1 of the code left it.
-        await conn.execute("CREATE TABLE percolator_meta (key text PRIMARY KEY, value text)")
-        for statement in MIGRATIONS[1]:
-            await conn.execute(statement)
-        await conn.execute("INSERT INTO percolator_meta VALUES ('schema_version', '1')")
         store = await PostgresCellStore.connect([dsn])
         version = await conn.fetchval(
             "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
@@ -363,25 +385,11 @@ async def test_commit_and_rollback_of_one_transaction_never_both_win(fresh_dsns)
 
 async def test_version_2_shard_with_locks_migrates_to_the_current_version(fresh_dsns) -> None:
     (dsn,) = await fresh_dsns(1)
-    conn = await asyncpg.connect(dsn)
+    conn = await old_shard(dsn, 2)
     try:
-        await conn.execute("CREATE TABLE percolator_meta (key text PRIMARY KEY, value text)")
-        for v in (1, 2):
-            for statement in MIGRATIONS[v]:
-                await conn.execute(statement)
-        await conn.execute("INSERT INTO percolator_meta VALUES ('schema_version', '2')")
         # A transaction prewritten by version 2 (its functions, called directly).
         k = key("a")
-        await conn.execute(
-            "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, 3000, $2, $3, $4, 1::smallint, "
-            "$5, $6)",
-            ts(1),
-            k.table,
-            k.row,
-            k.column,
-            b"x",
-            row_hash(k.table, k.row),
-        )
+        await old_prewrite(conn, ts(1), k, b"x")
         store = await PostgresCellStore.connect([dsn])
         version = await conn.fetchval(
             "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
@@ -464,6 +472,23 @@ async def test_an_unreachable_listener_shard_only_times_out(fresh_dsns) -> None:
         await store.close()
 
 
+def notification_batches(
+    store: PostgresCellStore, keys: list[CellKey], start: int, commit: int
+) -> list[Awaitable[object]]:
+    """A worker's clear and defer batches over ``keys`` in reverse order and a retry_parked, to
+    race a commit of the transaction (start, commit) that notifies them."""
+    backwards = list(reversed(keys))
+    return [
+        store.clear_notifications(
+            [ClearNotification("obs", k.table, k.row, start) for k in backwards]
+        ),
+        store.defer_notifications(
+            [DeferNotification("obs", k.table, k.row, commit, 0, "e", False) for k in backwards]
+        ),
+        store.retry_parked("obs"),
+    ]
+
+
 async def test_commits_and_notification_batches_never_deadlock(fresh_dsns) -> None:
     """Commit batches set notify rows under their rows' advisory locks (ascending hash); clear
     and defer batches take the same locks first. Racing them in opposite row orders must never
@@ -476,19 +501,9 @@ async def test_commits_and_notification_batches_never_deadlock(fresh_dsns) -> No
         for i in range(40):
             start, commit = ts(10 * i + 1), ts(10 * i + 2)
             assert await store.prewrite(start, keys[0], 3000, [put(k, b"v") for k in keys]) == []
-            backwards = list(reversed(keys))
             failures, *_ = await asyncio.gather(
                 store.commit(start, commit, keys),
-                store.clear_notifications(
-                    [ClearNotification("obs", k.table, k.row, start) for k in backwards]
-                ),
-                store.defer_notifications(
-                    [
-                        DeferNotification("obs", k.table, k.row, commit, 0, "e", False)
-                        for k in backwards
-                    ]
-                ),
-                store.retry_parked("obs"),
+                *notification_batches(store, keys, start, commit),
             )
             assert failures == [], f"round {i}"
         found = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=0, limit=100)
