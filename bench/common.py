@@ -1,5 +1,5 @@
-"""What several benchmarks share: fresh databases on the embedded Postgres, and waiting for a
-bulk load's background commits."""
+"""What several benchmarks share: fresh databases on the embedded Postgres, reaching a server
+process, and waiting for a bulk load's background commits."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import uuid
 
 import asyncpg
 
+from percolator.server.runtime import ServerProcess
 from percolator.server.storage.postgres_store import PostgresCellStore
 
 
@@ -24,6 +25,11 @@ async def create_databases(base: str, *prefixes: str) -> list[str]:
     head, _, query = base.partition("?")
     prefix = head.rsplit("/", 1)[0]
     return [f"{prefix}/{n}?{query}" if query else f"{prefix}/{n}" for n in names]
+
+
+def sql_conninfo(server: ServerProcess) -> str:
+    """A libpq connection string for a started :class:`ServerProcess` (trust authentication)."""
+    return f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres"
 
 
 async def wait_for_secondaries(store_dsn: str, timeout_s: float = 900.0) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 import psycopg
 
 import percolator.clients as percolator
-from percolator.bench.common import create_databases, wait_for_secondaries
+from percolator.bench.common import create_databases, sql_conninfo, wait_for_secondaries
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.runtime import ServerProcess
 from percolator.server.storage.cells import CellKey, ts_physical_ms
@@ -139,7 +139,7 @@ def _measure_backlog(server: ServerProcess, n: int, first_id: int) -> float:
     """Changes per second through the observer, from RESUME until the backlog is gone."""
     _sql(server, "ALTER OBSERVER copy_v PAUSE")
     time.sleep(1.5)  # every worker has seen the pause
-    with psycopg.connect(_conninfo(server), autocommit=True) as conn:
+    with psycopg.connect(sql_conninfo(server), autocommit=True) as conn:
         rows = "".join(f"{i}\t{i}\n" for i in range(first_id, first_id + n))
         with conn.cursor().copy("COPY src FROM STDIN") as copy:
             copy.write(rows)
@@ -228,7 +228,7 @@ def _scan_run(base: str, clean: int, dirty: int, work: Path) -> ScanResult:
 
 def _copy_rows(server: ServerProcess, n: int) -> None:
     chunk = 100_000
-    with psycopg.connect(_conninfo(server), autocommit=True) as conn:
+    with psycopg.connect(sql_conninfo(server), autocommit=True) as conn:
         for start in range(0, n, chunk):
             data = io.StringIO()
             for i in range(start, min(n, start + chunk)):
@@ -313,12 +313,8 @@ def _workers(server: ServerProcess, n: int, work: Path) -> Iterator[None]:
         log.close()
 
 
-def _conninfo(server: ServerProcess) -> str:
-    return f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres"
-
-
 def _sql(server: ServerProcess, sql: str) -> None:
-    with psycopg.connect(_conninfo(server), autocommit=True) as conn:
+    with psycopg.connect(sql_conninfo(server), autocommit=True) as conn:
         conn.execute(sql)
 
 

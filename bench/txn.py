@@ -29,13 +29,13 @@ import random
 import resource
 import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import asyncpg
 
+from percolator.bench.common import create_databases
 from percolator.server.storage.embedded import EmbeddedPostgres
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.txn import eventloop
@@ -76,24 +76,10 @@ def key_of(i: int) -> bytes:
     return f"user{i:08d}".encode()
 
 
-async def create_databases(server_dsn: str, count: int) -> list[str]:
-    """Fresh databases on the server, one per shard; returns their DSNs."""
-    conn = await asyncpg.connect(server_dsn)
-    names = [f"bench_{uuid.uuid4().hex[:10]}" for _ in range(count)]
-    try:
-        for name in names:
-            await conn.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await conn.close()
-    head, _, query = server_dsn.partition("?")
-    base = head.rsplit("/", 1)[0]
-    return [f"{base}/{n}" + (f"?{query}" if query else "") for n in names]
-
-
 async def setup(
     server_dsn: str, shards: int, concurrency: int, key_count: int, value: bytes
 ) -> Setup:
-    raw_dsn, *shard_dsns = await create_databases(server_dsn, 1 + shards)
+    raw_dsn, *shard_dsns = await create_databases(server_dsn, *["bench"] * (1 + shards))
     # Same pool settings as the store's: no reset query on release (a round trip each).
     raw_pool = await asyncpg.create_pool(
         raw_dsn, min_size=concurrency, max_size=concurrency, reset=_no_reset

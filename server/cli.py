@@ -10,7 +10,7 @@ from percolator.server import logs
 
 # Each module registers its subcommand; a module that is absent is skipped, so the CLI still
 # works while a command is being built.
-COMMAND_MODULES = ("serve", "worker", "coordinator", "gc", "bench", "demo")
+COMMAND_MODULES = ("serve", "worker", "coordinator", "gc", "bench", "demo", "cluster", "status")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ max_connections       PERCOLATOR_MAX_CONNECTIONS   100
 statement_timeout     PERCOLATOR_STATEMENT_TIMEOUT 0 (off)
 idle_in_transaction_session_timeout  PERCOLATOR_IDLE_IN_TRANSACTION_SESSION_TIMEOUT  0 (off)
 catalog_poll          PERCOLATOR_CATALOG_POLL      1 (seconds; 0: never look for others' DDL)
+metrics_listen        PERCOLATOR_METRICS_LISTEN    (off; e.g. 127.0.0.1:9187, port 0 = any free)
 ====================  ===========================  ==========================================
 
 The config file (``--config FILE``) holds the same keys at its top level, e.g.
@@ -66,6 +67,8 @@ class ServerConfig:
     """Failed runs of one change before it is parked."""
     observer_retry_base: float = 0.5
     """Seconds before the first retry of a failed run (doubling, up to a minute)."""
+    metrics_listen: str | None = None
+    """``HOST:PORT`` of the Prometheus endpoint (``/metrics``); None or empty: none."""
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -171,4 +174,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         help="delay before the first retry of a failed run, doubling (default 0.5)",
+    )
+    add_metrics_argument(p)
+
+
+def add_metrics_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--metrics-listen``, shared by ``serve``, ``worker`` and ``coordinator``."""
+    p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        default=default,
+        help="serve Prometheus metrics on http://HOST:PORT/metrics, port 0 = any free port "
+        "(or PERCOLATOR_METRICS_LISTEN; default: off)",
     )

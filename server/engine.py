@@ -100,11 +100,17 @@ class Engine:
                 await self._poller
 
     async def refresh_catalog(self, *, force: bool = False) -> Catalog:
-        """Reload the catalog if its version in the store moved (one read; a scan if so)."""
+        """Reload the catalog if the store holds a newer version (one read; a scan if so).
+
+        Only newer: a poll whose snapshot predates a local DDL commit (published meanwhile)
+        reads the older version, and publishing that would hide the new table until the next
+        poll."""
         async with self.client.begin() as txn:
             version = await catalog_store.read_version(txn)
-            if force or version != self.catalog.version:
-                self.publish(await catalog_store.load(txn))
+            if force or version > self.catalog.version:
+                catalog = await catalog_store.load(txn)
+                if force or catalog.version > self.catalog.version:
+                    self.publish(catalog)
         return self.catalog
 
     async def _poll(self) -> None:

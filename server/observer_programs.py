@@ -128,11 +128,17 @@ class ObserverProgram:
             return  # a row of the table's storage before a TRUNCATE: nothing left to observe
         (stored,) = await self._codec.get_rows(txn, [row])
         session = self._session(txn)
+        by_name = self._by_name(row, stored)
         if self._function is not None:
-            await self._function(ObserverTransaction(session, txn), self._changed(row, stored))
+            changed = ChangedRow(
+                observer=self.observer.name,
+                table=self.table.name,
+                key={n: by_name[n] for n in self._key_names},
+                values=by_name if stored is not None else None,
+                raw_key=row,
+            )
+            await self._function(ObserverTransaction(session, txn), changed)
             return
-        values = stored if stored is not None else self._codec.decode(row, {})
-        by_name = dict(zip(self._names, values, strict=False))
         for statement, oids in self._statements:
             params = [self._param(ref, by_name, row, stored is None) for ref in statement.refs]
             await session.run_statement(statement.sql, params, oids, kinds=BODY_STATEMENT_KINDS)
@@ -148,16 +154,10 @@ class ObserverProgram:
             return deleted
         return key
 
-    def _changed(self, key: bytes, stored: tuple[object, ...] | None) -> ChangedRow:
-        decoded = stored if stored is not None else self._codec.decode(key, {})
-        by_name = dict(zip(self._names, decoded, strict=False))
-        return ChangedRow(
-            observer=self.observer.name,
-            table=self.table.name,
-            key={n: by_name[n] for n in self._key_names},
-            values=by_name if stored is not None else None,
-            raw_key=key,
-        )
+    def _by_name(self, key: bytes, stored: tuple[object, ...] | None) -> dict[str, Any]:
+        """The row's columns by name; for a deleted row, its key columns (the rest NULL)."""
+        values = stored if stored is not None else self._codec.decode(key, {})
+        return dict(zip(self._names, values, strict=False))
 
     def _session(self, txn: Transaction) -> Any:
         from percolator.server.session import internal_session

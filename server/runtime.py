@@ -3,7 +3,8 @@
 With no coordinator configured the process runs one itself (oracle, liveness registry, GC,
 gRPC on ``coordinator_listen`` for other processes) and the engine takes timestamps from that
 oracle directly; with one, timestamps come batched over gRPC and this process reports its
-oldest running transaction to it for the GC safe point.
+oldest running transaction to it for the GC safe point. With ``metrics_listen`` it also
+serves Prometheus metrics over HTTP (:mod:`percolator.server.metrics`).
 """
 
 from __future__ import annotations
@@ -21,27 +22,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from percolator.server.cluster.processes import free_ports
 from percolator.server.config import ServerConfig
 from percolator.server.engine import Engine, EngineConfig
 from percolator.server.frontend.config import AuthMethod, FrontendConfig
 from percolator.server.frontend.listener import Server, serve
+from percolator.server.metrics.collectors import ObserverBacklog, StoreRoundTrips
+from percolator.server.metrics.http import MetricsServer, start_metrics_server
 from percolator.server.observer_programs import CatalogObservers
 from percolator.server.settings import parse_duration_ms
+from percolator.server.status.announce import announce_server
+from percolator.server.status.service import start_status_page
 from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.embedded import EmbeddedPostgres
 from percolator.server.storage.postgres_store import PostgresCellStore
+from percolator.server.storage.store import CellStore
 from percolator.server.txn.client import TransactionClient
 from percolator.server.txn.coordinator import start_coordinator
 from percolator.server.txn.liveness import LivenessReporter
-from percolator.server.txn.membership import GroupMember, GroupRegistry
+from percolator.server.txn.membership import GroupMember, GroupRegistry, MembershipService
 from percolator.server.txn.observers.slices import DEFAULT_WORKER_LEASE_MS, GroupSlices
 from percolator.server.txn.observers.worker import ObserverWorker, WorkerConfig
 from percolator.server.txn.timestamp_client import CoordinatorClient, GrpcTimestampSource
 
 log = logging.getLogger(__name__)
-
-BANNER_LINES = 5
-"""Lines of ``percolator serve``'s banner (see ``commands/serve.py``)."""
 
 
 @dataclass
@@ -55,10 +59,18 @@ class RunningServer:
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     workers: list[ObserverWorker] = field(default_factory=list)
     """The observer workers running in this process."""
+    metrics: MetricsServer | None = None
+    """The HTTP endpoint serving ``/metrics`` (None unless ``metrics_listen`` is set); more
+    routes can be added to it with ``add_route``."""
 
     @property
     def port(self) -> int:
         return self.frontend.port
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT/metrics``, or None when no endpoint runs."""
+        return None if self.metrics is None else self.metrics.url("/metrics")
 
     async def close(self) -> None:
         """Stop accepting, let in-flight statements finish (up to the shutdown timeout; the
@@ -119,7 +131,7 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
             )
             closers.append(handle.stop)
             coordinator_address = handle.address
-            membership: Any = _GroupTarget(handle.groups)
+            membership: MembershipService = _GroupTarget(handle.groups)
             client = TransactionClient(store, handle.oracle)
             reporter = LivenessReporter(
                 _RegistryTarget(handle.registry), client.min_running_start_ts
@@ -161,6 +173,16 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
             )
             closers.append(worker.stop)
             workers.append(worker)
+        metrics: MetricsServer | None = None
+        if config.metrics_listen:
+            metrics = await start_process_metrics(config.metrics_listen, store, engine)
+            closers.append(metrics.close)
+            if config.coordinator is None:  # the in-process coordinator's /status page
+                lifetime_ms = int(config.gc_lifetime * 1000)
+                status = await start_status_page(
+                    metrics, handle, dsns, store, engine=engine, gc_lifetime_ms=lifetime_ms
+                )
+                closers.append(status.close)
         host, port = config.host_port
         frontend = await serve(
             engine,
@@ -177,6 +199,10 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 / 1000,
             ),
         )
+        # Listed in the coordinator's "servers" group (percolator status, the /status page).
+        metrics_url = metrics.url("/metrics") if metrics is not None else None
+        announcement = await announce_server(membership, f"{host}:{frontend.port}", metrics_url)
+        closers.append(announcement.stop)
     except BaseException:
         for close in reversed(closers):
             try:
@@ -184,13 +210,30 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
             except Exception:
                 log.warning("error while cleaning up a failed start", exc_info=True)
         raise
-    return RunningServer(config, engine, frontend, coordinator_address, closers, workers)
+    return RunningServer(
+        config, engine, frontend, coordinator_address, closers, workers, metrics=metrics
+    )
+
+
+async def start_process_metrics(
+    listen: str, store: CellStore, engine: Engine | None = None
+) -> MetricsServer:
+    """The metrics endpoint of a process: the process-wide metrics, the store's round trips
+    and, with an engine (whose catalog names the observers), the observers' backlog."""
+    collectors: list[Any] = [StoreRoundTrips(store)]
+    if engine is not None:
+
+        def observers() -> dict[str, str]:
+            return {o.key: o.name for o in engine.catalog.observers.values()}
+
+        collectors.append(ObserverBacklog(store, observers))
+    return await start_metrics_server(listen, collectors)
 
 
 async def start_observer_worker(
     client: TransactionClient,
     engine: Engine,
-    membership: Any,
+    membership: MembershipService,
     *,
     config: WorkerConfig | None = None,
     lease_ms: int = DEFAULT_WORKER_LEASE_MS,
@@ -272,7 +315,7 @@ class ServerProcess:
     ) -> None:
         """``python_args`` go to the interpreter before the module (``-m cProfile -o F``)."""
         self.store_dsn = store_dsn
-        self.port = _free_port()
+        self.port = free_ports(1, "127.0.0.1")[0]
         self._cmd = [
             sys.executable, *python_args, "-m", "percolator.server.cli", "serve",
             "--store", store_dsn,
@@ -283,6 +326,8 @@ class ServerProcess:
         self._proc: subprocess.Popen[str] | None = None
         self.coordinator: str | None = None
         """The coordinator's address (its in-process one unless ``--coordinator`` was given)."""
+        self.metrics_url: str | None = None
+        """``http://HOST:PORT/metrics`` when started with ``--metrics-listen``."""
 
     def start(self) -> int:
         """Start it and wait for its banner; returns the SQL port."""
@@ -292,15 +337,21 @@ class ServerProcess:
             stderr=self._stderr if self._stderr is not None else subprocess.DEVNULL,
             text=True,
         )
+        # Imported here: that module imports this one.
+        from percolator.server.commands.serve import BANNER
+
+        first, *rest = BANNER.splitlines()
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline()
-        if not line.startswith("percolator is running"):
+        if not line.startswith(first):
             self.stop()
             raise RuntimeError(f"percolator serve did not start: {line!r}")
-        for _ in range(BANNER_LINES - 1):
+        for _ in rest:
             name, _, value = self._proc.stdout.readline().strip().partition(":")
             if name == "coordinator":
                 self.coordinator = value.strip()
+            elif name == "metrics" and value.strip().startswith("http"):
+                self.metrics_url = value.strip()
         return self.port
 
     def stop(self, timeout: float = 60.0) -> None:
@@ -313,9 +364,3 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -39,6 +39,7 @@ from percolator.server.engine_api import (
     PreparedStatement,
     ResultColumn,
 )
+from percolator.server.metrics import definitions as metrics
 from percolator.server.planner.compile import compile_expr
 from percolator.server.planner.context import ExecContext
 from percolator.server.planner.ddl_data import run_action
@@ -395,6 +396,7 @@ class SqlSession:
                 IN_FAILED_SQL_TRANSACTION,
                 "current transaction is aborted, commands ignored until end of transaction block",
             )
+        metrics.count_statement(plan.kind)
         self._start_timer()
         async with self.guard():
             return await self._execute(plan, values)
@@ -431,13 +433,7 @@ class SqlSession:
         """Parse, plan and run one statement to completion in this session's transaction
         (observers and the Python API run SQL this way). ``kinds`` limits the statements
         allowed (``query``, ``insert``, ``update``, ``delete``, ...): others raise 0A000."""
-        statements = [p for p in self.parse(sql) if not p.empty]
-        if len(statements) != 1:
-            raise SqlError(SYNTAX_ERROR, "expected exactly one statement")
-        prepared = await self.prepare(statements[0], param_oids)
-        if kinds is not None:
-            if _plan_kind(prepared) not in kinds:
-                raise unsupported(f"{statements[0].sql.split(None, 1)[0].upper()} here")
+        prepared = await self._prepare_one(sql, param_oids, kinds, "here")
         values = [_api_param(v, t) for v, t in zip(params, prepared.param_types, strict=False)]
         execution = await self.execute(prepared, values)
         rows: list[tuple[object, ...]] = []
@@ -451,6 +447,19 @@ class SqlSession:
             rows,
             execution.command_tag,
         )
+
+    async def _prepare_one(
+        self, sql: str, param_oids: Sequence[int], kinds: frozenset[str] | None, where: str
+    ) -> PreparedStatement:
+        """Parse and prepare exactly one statement (42601 otherwise); unless its plan kind is
+        one of ``kinds``, 0A000 naming its first word and ``where``."""
+        statements = [p for p in self.parse(sql) if not p.empty]
+        if len(statements) != 1:
+            raise SqlError(SYNTAX_ERROR, "expected exactly one statement")
+        prepared = await self.prepare(statements[0], param_oids)
+        if kinds is not None and _plan_kind(prepared) not in kinds:
+            raise unsupported(f"{statements[0].sql.split(None, 1)[0].upper()} {where}")
+        return prepared
 
     async def sync(self) -> None:
         self._stop_timer()
@@ -579,13 +588,6 @@ class SqlSession:
             await observer_admin.remove_watches(self.engine.client, removed, live)
         except Exception:
             log.warning("removing the watches of dropped observers failed", exc_info=True)
-
-    async def _add_watches(self, before: Catalog, after: Catalog) -> None:
-        """Before a DDL commits: register the watches its new observers (or a TRUNCATEd
-        table's new storage) need, so that no write committed after the DDL goes unnoticed."""
-        added = observer_ddl.watches_of(after) - observer_ddl.watches_of(before)
-        if added:
-            await observer_admin.add_watches(self.engine.client, added)
 
     async def _end_block(self, commit: bool) -> str:
         txn, self.txn = self.txn, None
@@ -879,14 +881,20 @@ class SqlSession:
         if after is not before:
             if after.observers:
                 observer_ddl.check_dependencies(after)
-                await self._add_watches(before, after)
-            self._stage_catalog(txn, before, after)
+            await self._stage_catalog(txn, before, after)
         notices = [Notice("00000", n) for n in result.notices]
         return _done(self, result.tag, notices)
 
-    def _stage_catalog(self, txn: Transaction, before: Catalog, after: Catalog) -> None:
+    async def _stage_catalog(self, txn: Transaction, before: Catalog, after: Catalog) -> None:
         """Buffer a DDL statement's catalog changes; later statements of this transaction
-        see ``after``, other sessions see it once the transaction commits."""
+        see ``after``, other sessions see it once the transaction commits.
+
+        The watches ``after`` adds (new observers, a TRUNCATEd table's new storage) are
+        registered now, before the DDL commits, so that no write committed after it goes
+        unnoticed; the ones it removes go after the commit (:meth:`_drop_watches`)."""
+        added = observer_ddl.watches_of(after) - observer_ddl.watches_of(before)
+        if added:
+            await observer_admin.add_watches(self.engine.client, added)
         catalog_store.write_changes(txn, before, after)
         self.txn_catalog = after
 
@@ -1011,8 +1019,7 @@ class SqlSession:
                 return _done(self, "ALTER OBSERVER", [notice])
             tag = "ALTER OBSERVER"
         if after is not base:
-            await self._add_watches(base, after)
-            self._stage_catalog(txn, base, after)
+            await self._stage_catalog(txn, base, after)
         return _done(self, tag)
 
     async def _check_observer_code(
@@ -1037,15 +1044,14 @@ class SqlSession:
             raise _shifted(exc, stmt.body_offset) from None
         for st in statements:
             try:
-                parsed = [p for p in self.parse(st.sql) if not p.empty]
-                prepared = await self.prepare(parsed[0], body_param_oids(st, table))
+                await self._prepare_one(
+                    st.sql,
+                    body_param_oids(st, table),
+                    BODY_STATEMENT_KINDS,
+                    "in an observer body (SELECT, INSERT, UPDATE and DELETE are allowed)",
+                )
             except SqlError as exc:
                 raise _shifted(exc, stmt.body_offset + st.offset) from None
-            if _plan_kind(prepared) not in BODY_STATEMENT_KINDS:
-                raise unsupported(
-                    f"{st.sql.split(None, 1)[0].upper()} in an observer body "
-                    "(SELECT, INSERT, UPDATE and DELETE are allowed)"
-                )
 
     async def _begin(self, modes: utility.TransactionModes) -> Any:
         if self.block:
@@ -1186,7 +1192,7 @@ class SqlSession:
                     replace(role, name=stmt.rename_to, scram_verifier=None, md5_hash=None)
                 )
                 notices = [Notice("00000", "MD5 password cleared because of role rename")]
-                self._stage_catalog(txn, base, catalog)
+                await self._stage_catalog(txn, base, catalog)
                 return _done(self, "ALTER ROLE", notices)
             opts = stmt.options
             if opts.password is not None:
@@ -1220,9 +1226,9 @@ class SqlSession:
                     raise SqlError(UNDEFINED_OBJECT, f'role "{name}" does not exist')
                 catalog = catalog.without_role(name)
             if catalog is not base:
-                self._stage_catalog(txn, base, catalog)
+                await self._stage_catalog(txn, base, catalog)
             return _done(self, "DROP ROLE", notices)
-        self._stage_catalog(txn, base, catalog)
+        await self._stage_catalog(txn, base, catalog)
         return _done(self, tag)
 
 

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
 
+from percolator.server.config import add_metrics_argument
+from percolator.server.metrics.http import MetricsServer
+from percolator.server.runtime import start_process_metrics
+from percolator.server.status.service import StatusService, start_status_page
 from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.embedded import EmbeddedPostgres
 from percolator.server.storage.errors import StoreError
@@ -73,6 +78,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_coordinator_arguments(p, "--listen")
     add_store_arguments(p)
+    add_metrics_argument(p, os.environ.get("PERCOLATOR_METRICS_LISTEN"))
     p.set_defaults(run=run)
 
 
@@ -98,7 +104,8 @@ def run(args: argparse.Namespace, banner: str = "percolator coordinator listenin
 
 
 async def serve_coordinator(args: argparse.Namespace, dsns: list[str], banner: str) -> int:
-    """Open the store, start the coordinator with GC, print ``banner``, wait for a signal."""
+    """Open the store, start the coordinator with GC, print ``banner`` (and the metrics URL
+    with ``--metrics-listen``), wait for a signal."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -112,10 +119,25 @@ async def serve_coordinator(args: argparse.Namespace, dsns: list[str], banner: s
             gc_store=store,
             gc_interval_s=args.gc_interval,
         )
-        print(banner.format(handle.address), flush=True)
+        metrics: MetricsServer | None = None
+        status: StatusService | None = None
         try:
+            listen = getattr(args, "metrics_listen", None)
+            if listen:
+                metrics = await start_process_metrics(listen, store)
+                # /status and /status.json on the same endpoint (docs/status.md).
+                status = await start_status_page(
+                    metrics, handle, dsns, store, gc_lifetime_ms=int(args.gc_lifetime * 1000)
+                )
+            print(banner.format(handle.address), flush=True)
+            if metrics is not None:
+                print(f"metrics: {metrics.url('/metrics')}", flush=True)
             await stop.wait()
         finally:
+            if status is not None:
+                await status.close()
+            if metrics is not None:
+                await metrics.close()
             await handle.stop()
     finally:
         await store.close()

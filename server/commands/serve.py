@@ -28,7 +28,8 @@ BANNER = """percolator is running
   SQL:          psql "host={host} port={port} user={user} dbname={database}"
   auth:         {auth}
   coordinator:  {coordinator}
-  Python:       db = await percolator.clients.connect(coordinator="{coordinator}", store=...)"""
+  Python:       db = await percolator.clients.connect(coordinator="{coordinator}", store=...)
+  metrics:      {metrics}"""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -86,6 +87,7 @@ async def _serve(config: server_config.ServerConfig, dsns: list[str]) -> int:
             database=config.database,
             auth=config.auth_method,
             coordinator=server.coordinator_address,
+            metrics=server.metrics_url or "off (--metrics-listen HOST:PORT)",
         ),
         flush=True,
     )

@@ -3,7 +3,8 @@
 It joins the ``workers`` group at the coordinator under a lease and scans its slice of the
 notifications (the slices are re-split whenever a worker joins or its lease ends), running the
 observers of the catalog it reads from the store. SIGTERM or SIGINT: runs in flight finish,
-the worker leaves the group, and the others take over its slice at once.
+the worker leaves the group, and the others take over its slice at once. With
+``--metrics-listen`` it serves Prometheus metrics (docs/metrics.md).
 """
 
 from __future__ import annotations
@@ -14,14 +15,18 @@ import os
 import signal
 import sys
 
+from percolator.server.config import add_metrics_argument
 from percolator.server.engine import Engine, EngineConfig
-from percolator.server.runtime import start_observer_worker
+from percolator.server.metrics.http import MetricsServer
+from percolator.server.runtime import start_observer_worker, start_process_metrics
 from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.errors import StoreError
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.txn import eventloop
 from percolator.server.txn.client import TransactionClient
+from percolator.server.txn.coordinator import DEFAULT_COORDINATOR_ADDRESS
 from percolator.server.txn.liveness import LivenessReporter
+from percolator.server.txn.observers.slices import DEFAULT_WORKER_LEASE_MS
 from percolator.server.txn.observers.worker import WorkerConfig
 from percolator.server.txn.timestamp_client import CoordinatorClient, GrpcTimestampSource
 
@@ -43,15 +48,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument(
         "--coordinator",
         metavar="HOST:PORT",
-        default=os.environ.get("PERCOLATOR_COORDINATOR", "127.0.0.1:7470"),
-        help="the coordinator (or PERCOLATOR_COORDINATOR; default 127.0.0.1:7470)",
+        default=os.environ.get("PERCOLATOR_COORDINATOR", DEFAULT_COORDINATOR_ADDRESS),
+        help=f"the coordinator (or PERCOLATOR_COORDINATOR; default {DEFAULT_COORDINATOR_ADDRESS})",
     )
     p.add_argument("--concurrency", type=int, default=8, help="observer runs in flight (default 8)")
     p.add_argument(
         "--lease-ms",
         type=int,
-        default=10_000,
-        help="membership lease: how soon others take over if this worker dies (default 10000)",
+        default=DEFAULT_WORKER_LEASE_MS,
+        help="membership lease: how soon others take over if this worker dies "
+        f"(default {DEFAULT_WORKER_LEASE_MS})",
     )
     p.add_argument(
         "--catalog-poll",
@@ -60,6 +66,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="how often to look for new, changed or dropped observers (default 1)",
     )
+    add_metrics_argument(p, os.environ.get("PERCOLATOR_METRICS_LISTEN"))
     p.set_defaults(run=run)
 
 
@@ -88,9 +95,12 @@ async def _work(args: argparse.Namespace) -> int:
     client = TransactionClient(store, clock)
     reporter = LivenessReporter(control, client.min_running_start_ts)
     engine = Engine(client, EngineConfig(catalog_poll_s=args.catalog_poll))
+    metrics: MetricsServer | None = None
     try:
         reporter.start()
         await engine.start()
+        if args.metrics_listen:
+            metrics = await start_process_metrics(args.metrics_listen, store, engine)
         worker = await start_observer_worker(
             client,
             engine,
@@ -99,9 +109,13 @@ async def _work(args: argparse.Namespace) -> int:
             lease_ms=args.lease_ms,
         )
         print(f"percolator worker running ({worker.name})", flush=True)
+        if metrics is not None:
+            print(f"metrics: {metrics.url('/metrics')}", flush=True)
         await stop.wait()
         await worker.stop()
     finally:
+        if metrics is not None:
+            await metrics.close()
         await engine.close()
         await client.close()
         await reporter.stop()

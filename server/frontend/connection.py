@@ -43,6 +43,7 @@ from percolator.server.frontend.responses import (
 )
 from percolator.server.frontend.startup import negotiation_for, read_startup, session_options
 from percolator.server.frontend.transport import WireProtocol
+from percolator.server.metrics import definitions as metrics
 from percolator.server.sql.errors import (
     ADMIN_SHUTDOWN,
     DUPLICATE_CURSOR,
@@ -333,6 +334,7 @@ class Connection:
         if isinstance(exc, ClientGone | ProtocolViolation) or self.protocol.closed:
             raise exc
         error = from_exception(exc)
+        metrics.STATEMENT_ERRORS.labels(error.sqlstate).inc()  # errors only: off the hot path
         if not isinstance(exc, SqlError):
             logger.error(
                 "statement failed unexpectedly: pid=%d user=%s", self.pid, self.user, exc_info=exc

@@ -19,6 +19,7 @@ from percolator.server.frontend.config import FrontendConfig
 from percolator.server.frontend.connection import Connection
 from percolator.server.frontend.tls import server_context
 from percolator.server.frontend.transport import WireProtocol
+from percolator.server.metrics import definitions as metrics
 
 logger = logging.getLogger(__name__)
 
@@ -103,11 +104,18 @@ class Server:
         logger.debug("connection received: pid=%d peer=%s", connection.pid, protocol.peer)
         task = asyncio.get_running_loop().create_task(connection.run())
         self._tasks[connection] = task
-        task.add_done_callback(lambda _: self._tasks.pop(connection, None))
+        metrics.CONNECTIONS_ACCEPTED.inc()
+        metrics.CONNECTIONS_OPEN.inc()
+        task.add_done_callback(lambda _: self._connection_ended(connection))
+
+    def _connection_ended(self, connection: Connection) -> None:
+        self._tasks.pop(connection, None)
+        metrics.CONNECTIONS_OPEN.dec()
 
     def admit(self, connection: Connection) -> bool:
         """Count ``connection`` against the limit; False when the server is full."""
         if self._shutting_down or len(self._admitted) >= self.config.max_connections:
+            metrics.CONNECTIONS_REJECTED.inc()
             return False
         self._admitted[connection.pid] = connection
         return True

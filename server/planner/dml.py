@@ -88,7 +88,8 @@ def format_row(table: TableDef, row: Row) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-def _key_detail(table: TableDef, column_ids: Sequence[int], row: Row) -> str:
+def key_detail(table: TableDef, column_ids: Sequence[int], row: Row) -> str:
+    """The DETAIL of a unique violation: ``Key (a, b)=(1, x) already exists.``"""
     from percolator.server.sql.textio import text_out
 
     cols = [table.column_by_id(c) for c in column_ids]
@@ -100,11 +101,14 @@ def _key_detail(table: TableDef, column_ids: Sequence[int], row: Row) -> str:
     return f"Key ({names})=({values}) already exists."
 
 
-def _duplicate(table: TableDef, constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
+def duplicate_key(
+    table: TableDef, constraint: str, column_ids: Sequence[int], row: Row
+) -> SqlError:
+    """The 23505 error for ``row`` colliding on ``constraint``."""
     return SqlError(
         UNIQUE_VIOLATION,
         f'duplicate key value violates unique constraint "{constraint}"',
-        detail=_key_detail(table, column_ids, row),
+        detail=key_detail(table, column_ids, row),
     )
 
 
@@ -166,7 +170,7 @@ def _check_batch_duplicates(
     else:
 
         def duplicate(constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
-            return _duplicate(writer.table, constraint, column_ids, row)
+            return duplicate_key(writer.table, constraint, column_ids, row)
 
     for constraint, column_ids, key_of in unique_key_groups(writer, rows, keys):
         seen: set[bytes] = set()
@@ -245,11 +249,11 @@ async def insert_rows(
                 if c is None or skip[i]:
                     continue
                 if on_conflict is None:
-                    raise _duplicate(writer.table, c.constraint, c.column_ids, chunk[i])
+                    raise duplicate_key(writer.table, c.constraint, c.column_ids, chunk[i])
                 if on_conflict.target_columns is not None and tuple(
                     sorted(on_conflict.target_columns)
                 ) != tuple(sorted(c.column_ids)):
-                    raise _duplicate(writer.table, c.constraint, c.column_ids, chunk[i])
+                    raise duplicate_key(writer.table, c.constraint, c.column_ids, chunk[i])
                 skip[i] = True
                 if on_conflict.do_update and conflict_update is not None:
                     (existing,) = await writer.codec.get_rows(ctx.txn, [c.existing_key])
@@ -279,7 +283,7 @@ async def update_row(writer: TableWriter, ctx: Any, key: bytes, old: Row, new: R
     if new_key != key:
         (present,) = await txn.get_many([CellKey(codec.storage, new_key, MARKER)])
         if present is not None:
-            raise _duplicate(writer.table, pk_name(writer.table), writer.table.primary_key, new)
+            raise duplicate_key(writer.table, pk_name(writer.table), writer.table.primary_key, new)
         codec.write_delete(txn, key, old)
         codec.write_new(txn, new_key, new)
     else:
@@ -293,7 +297,7 @@ async def update_row(writer: TableWriter, ctx: Any, key: bytes, old: Row, new: R
             ek = ix.entry_key(new, new_key)
             (owner,) = await txn.get_many([CellKey(ix.storage, ek, MARKER)])
             if owner is not None and owner != new_key and owner != key:
-                raise _duplicate(writer.table, ix.index.name, ix.index.column_ids, new)
+                raise duplicate_key(writer.table, ix.index.name, ix.index.column_ids, new)
         ix.write(txn, new, new_key)
 
 

@@ -211,13 +211,6 @@ class Catalog:
                 return o
         return None
 
-    def observers_of(self, table_id: int) -> list[ObserverDef]:
-        """The observers of a table, by name."""
-        return sorted(
-            (o for o in self.observers.values() if o.table_id == table_id),
-            key=lambda o: o.name,
-        )
-
     def table_by_oid(self, oid: int) -> TableDef | None:
         for t in self.tables.values():
             if t.oid == oid:

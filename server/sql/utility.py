@@ -26,9 +26,6 @@ _TOKEN = re.compile(
 )
 
 
-_KINDS = ("str", "dollar", "ident", "num", "word", "punct")
-
-
 @dataclass(frozen=True)
 class Token:
     kind: str
@@ -62,7 +59,7 @@ def tokenize(sql: str) -> list[Token]:
         m = _TOKEN.match(sql, pos)
         if m is None or m.end() == pos:
             break
-        kind = next(k for k in _KINDS if m.group(k) is not None)
+        kind = m.lastgroup or "punct"  # the outermost group: "dollar", not its "tag"
         tokens.append(Token(kind, m.group(kind), m.start(kind)))
         pos = m.end()
     return tokens

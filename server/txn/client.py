@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.config import TxnConfig, retry_delay_s
 from percolator.server.txn.distributed import DistributedTxn, PartPrewriter
@@ -53,7 +54,7 @@ class TransactionClient:
 
     async def _begin(self) -> Transaction:
         start_ts = await self.clock.get_timestamp()
-        self._running[start_ts] += 1
+        self._started(start_ts)
         return Transaction(self._services, start_ts)
 
     def begin_at(self, ts: int) -> Transaction:
@@ -68,7 +69,7 @@ class TransactionClient:
         """
         if ts <= 0:
             raise ValueError(f"a snapshot timestamp must be positive, got {ts}")
-        self._running[ts] += 1
+        self._started(ts)
         return Transaction(self._services, ts, read_ts=ts, writable=False)
 
     def begin_part(self, token: DistributedTxn) -> Transaction:
@@ -81,7 +82,7 @@ class TransactionClient:
         task reads what its first attempt read. Writes are conflict-checked from start_ts.
         See :mod:`percolator.server.txn.distributed`.
         """
-        self._running[token.start_ts] += 1
+        self._started(token.start_ts)
         return Transaction(
             self._services,
             token.start_ts,
@@ -90,6 +91,10 @@ class TransactionClient:
             read_ts=token.start_ts - 1,
             sink=PartPrewriter(self, token),
         )
+
+    def _started(self, start_ts: int) -> None:
+        self._running[start_ts] += 1
+        metrics.TXN_STARTED.inc()
 
     def _finished(self, start_ts: int) -> None:
         self._running[start_ts] -= 1

@@ -19,6 +19,7 @@ import contextlib
 import time
 from collections.abc import Sequence
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.storage.cells import (
     CellKey,
     LockInfo,
@@ -69,6 +70,7 @@ class TwoPhaseCommitter:
 
     async def commit(self) -> int:
         """Run both phases; returns commit_ts or raises (and leaves no lock behind)."""
+        started = time.monotonic()
         heartbeat = asyncio.get_running_loop().call_later(self.ttl_ms / 3000, self._start_heartbeat)
         try:
             await self._prewrite_all()
@@ -79,6 +81,7 @@ class TwoPhaseCommitter:
             heartbeat.cancel()
             if self._heartbeat_task is not None:
                 self._heartbeat_task.cancel()
+        metrics.TXN_COMMIT_SECONDS.observe(time.monotonic() - started)
         secondaries = [m.key for m in self._mutations[1:]]
         await self._secondaries.submit(self.start_ts, commit_ts, secondaries)
         return commit_ts

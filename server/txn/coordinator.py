@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import grpc
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.gc import run_gc_loop
 from percolator.server.txn.liveness import DEFAULT_GC_LIFETIME_MS, LivenessRegistry
@@ -77,9 +79,12 @@ class CoordinatorService(pb_grpc.CoordinatorServicer):
                 f"count must be between 1 and {MAX_TIMESTAMPS_PER_REQUEST}, got {count}",
             )
         # The fast path does not wait; only a request that reaches the persisted mark does.
+        started = time.monotonic()
         first = self._oracle.try_allocate(count)
         if first is None:
             first = await self._allocate(count, context)
+        metrics.ORACLE_REQUEST_BATCH_SIZE.observe(count)
+        metrics.ORACLE_REQUEST_SECONDS.observe(time.monotonic() - started)
         return pb.GetTimestampsResponse(first=first, count=count)
 
     async def _allocate(self, count: int, context: grpc.aio.ServicerContext) -> int:

@@ -14,6 +14,7 @@ import asyncio
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.storage.cells import CellKey, LockInfo, TxnState
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.timestamps import TimestampSource
@@ -57,10 +58,13 @@ class LockResolver:
             if secondaries:
                 await self._store.commit(start_ts, status.commit_ts, secondaries)
             self.counts["roll_forward"] += len(locks)
+            metrics.LOCKS_ROLLED_FORWARD.inc(len(locks))
             return []
         if status.state == TxnState.ROLLED_BACK:
             if secondaries:
                 await self._store.rollback(start_ts, secondaries, leave_marker=False)
             self.counts["roll_back"] += len(locks)
+            metrics.LOCKS_ROLLED_BACK.inc(len(locks))
             return []
+        metrics.LOCKS_HELD.inc(len(locks))
         return locks

@@ -13,16 +13,23 @@ overlapping slices, or leave a slice unscanned until their next renewal. The wor
 therefore tolerate a notification that two of them take at once (observers run in transactions).
 
 The coordinator keeps the :class:`GroupRegistry` in memory: after a coordinator restart it is
-empty, and every worker is back in it at its next renewal.
+empty, and every worker is back in it at its next renewal. A member keeps its place with a
+:class:`GroupLease`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from percolator.server.txn.liveness import MAX_LEASE_MS
+
+log = logging.getLogger(__name__)
 
 HASH_MIN = -(2**63)
 """The smallest notification hash (:func:`~percolator.server.storage.sharding.row_hash`)."""
@@ -132,6 +139,77 @@ class GroupRegistry:
             )
             for member_id, lease in sorted(members.items())
         ]
+
+
+class MembershipService(Protocol):
+    """The coordinator's JoinGroup (a CoordinatorClient, or an in-process registry)."""
+
+    async def join_group(
+        self, group: str, member_id: str, lease_ms: int, info: str = ""
+    ) -> list[GroupMember]: ...
+
+
+class GroupLease:
+    """Keeps ``member_id`` in ``group`` with ``info``: joins, renews every third of the lease
+    until :meth:`stop`, then leaves.
+
+    A failed renewal is logged and retried at the next tick: the member stays listed until its
+    lease ends, and nothing that relies on the group should stop over one missed renewal.
+    ``on_members`` is called with the live members after every successful renewal.
+    """
+
+    def __init__(
+        self,
+        membership: MembershipService,
+        group: str,
+        member_id: str,
+        info: str,
+        *,
+        lease_ms: int,
+        on_members: Callable[[list[GroupMember]], None] | None = None,
+    ) -> None:
+        self.group = group
+        self.member_id = member_id
+        self.info = info
+        self._membership = membership
+        self._lease_ms = lease_ms
+        self._on_members = on_members
+        self._task: asyncio.Task[None] | None = None
+
+    async def renew(self) -> list[GroupMember] | None:
+        """Join or renew now; the live members, or None (and a log line) when the coordinator
+        did not answer."""
+        try:
+            members = await self._membership.join_group(
+                self.group, self.member_id, self._lease_ms, self.info
+            )
+        except Exception as exc:
+            log.warning("%s %s: membership not renewed: %s", self.group, self.member_id, exc)
+            return None
+        if self._on_members is not None:
+            self._on_members(members)
+        return members
+
+    async def start(self) -> None:
+        """Join once now (without raising), then renew in the background."""
+        await self.renew()
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease_ms / 3000)
+            await self.renew()
+
+    async def stop(self) -> None:
+        """Stop renewing and leave the group (best effort), so the others see it gone at once."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(2.0):
+                await self._membership.join_group(self.group, self.member_id, 0)
 
 
 def _check_id(name: str, value: str) -> None:

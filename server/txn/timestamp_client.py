@@ -21,11 +21,13 @@ timestamp: one future and one ``set_result`` per RPC rather than per request.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 import grpc
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.txn.errors import TxnError
 from percolator.server.txn.membership import GroupMember
 from percolator.server.txn.proto import coordinator_pb2 as pb
@@ -35,7 +37,15 @@ DEFAULT_TIMEOUT_S = 5.0
 """How long one RPC may take, including waiting for the connection (a coordinator restart)."""
 
 _UNREACHABLE = frozenset(
-    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+        # grpc core reports a stream cut by a dying peer (a SIGKILLed coordinator resets the
+        # connection mid-stream) as INTERNAL "Internal error from Core"; our own handlers
+        # never answer INTERNAL (an unexpected exception there becomes UNKNOWN).
+        grpc.StatusCode.INTERNAL,
+    }
 )
 
 
@@ -59,6 +69,8 @@ def _translate(target: str, timeout_s: float, exc: grpc.aio.AioRpcError) -> Coor
     code = exc.code()
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return CoordinatorUnavailable(target, f"no answer within {timeout_s:g}s")
+    if code == grpc.StatusCode.INTERNAL:
+        return CoordinatorUnavailable(target, "the connection was cut")
     if code in _UNREACHABLE:
         return CoordinatorUnavailable(target, f"{code.name}: {exc.details()}")
     return CoordinatorError(f"coordinator at {target} failed: {code.name}: {exc.details()}")
@@ -186,14 +198,18 @@ class BatchingTimestampSource:
     async def _send(self, batch: _Batch) -> None:
         count = batch.count
         self.rpc_count += 1
+        metrics.TS_CLIENT_BATCH_SIZE.observe(count)
+        started = time.monotonic()
         try:
             first = await self._fetch(count)
         except Exception as exc:
+            metrics.TS_CLIENT_RPC_ERRORS.inc()
             batch.fail(exc)
             return
         except BaseException as exc:
             batch.fail(CoordinatorError(f"timestamp request to {self.name} failed: {exc!r}"))
             raise
+        metrics.TS_CLIENT_RPC_SECONDS.observe(time.monotonic() - started)
         batch.resolve(first)
 
     async def close(self) -> None:

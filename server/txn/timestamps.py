@@ -29,6 +29,7 @@ from typing import Protocol, runtime_checkable
 
 import asyncpg
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.storage.cells import ts_from_physical_ms
 from percolator.server.storage.errors import redact_dsn
 
@@ -147,6 +148,7 @@ class TimestampOracle:
             first = self.try_allocate(count)
             if first is not None:
                 return first
+            metrics.ORACLE_PERSIST_WAITS.inc()
             await self._persist(max(self._last + 1, self._now_ts()) + count)
 
     def try_allocate(self, count: int) -> int | None:
@@ -162,6 +164,7 @@ class TimestampOracle:
         if end > limit:
             return None
         self._last = end - 1
+        metrics.ORACLE_TIMESTAMPS.inc(count)
         # Renew ahead of need so that a steady stream of requests never waits for Postgres.
         if limit - (end if end > now else now) < self._renew_below and self._renewal is None:
             self._renewal = asyncio.get_running_loop().create_task(self._renew())
@@ -189,6 +192,7 @@ class TimestampOracle:
                 return
             mark = max(at_least, self._now_ts()) + self._window
             conn = await self._connection()
+            started = time.monotonic()
             try:
                 stored = await conn.fetchval(
                     f"UPDATE {self._table} SET high_water = GREATEST(high_water, $1) "
@@ -202,6 +206,7 @@ class TimestampOracle:
                     f"cannot persist the timestamp high-water mark in {redact_dsn(self._dsn)}: "
                     f"{exc}"
                 ) from exc
+            metrics.ORACLE_PERSIST_SECONDS.observe(time.monotonic() - started)
             if stored != mark:
                 # Only another writer can have put a larger mark there: never go below it.
                 self._last = max(self._last, stored)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.storage.cells import (
     MAX_COLUMN_NAME_BYTES,
     MAX_ROW_KEY_BYTES,
@@ -39,6 +40,7 @@ from percolator.server.txn.errors import (
     TransactionTooLarge,
     TransactionTooOld,
     TxnError,
+    WriteConflict,
 )
 from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
@@ -227,12 +229,16 @@ class Transaction:
             return results
         started = time.monotonic()
         backoff = _FIRST_BACKOFF_S
+        waiting = False  # met a live lock: this read is a lock wait (dead ones resolve at once)
         while blocked:
             locks = [results[i].lock for i in blocked]
             held = await self._s.resolver.resolve([lk for lk in locks if lk is not None])
             if held:
+                waiting = True
                 waited = time.monotonic() - started
                 if waited >= self._s.config.lock_wait_timeout_s:
+                    metrics.LOCK_WAIT_SECONDS.observe(waited)
+                    metrics.LOCK_WAIT_TIMEOUTS.inc()
                     raise LockWaitTimeout(held[0].key, held[0].start_ts, waited)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
@@ -240,6 +246,8 @@ class Transaction:
             for i, result in zip(blocked, again, strict=True):
                 results[i] = result
             blocked = [i for i in blocked if results[i].lock is not None]
+        if waiting:
+            metrics.LOCK_WAIT_SECONDS.observe(time.monotonic() - started)
         return results
 
     # -- writes --------------------------------------------------------------------------------
@@ -330,8 +338,12 @@ class Transaction:
                 )
                 self.commit_ts = await committer.commit()
             self.state = TransactionState.COMMITTED
-        except BaseException:
+            metrics.TXN_COMMITTED.inc()
+        except BaseException as exc:
             self.state = TransactionState.ROLLED_BACK
+            metrics.TXN_ROLLED_BACK.inc()
+            if isinstance(exc, WriteConflict):
+                metrics.TXN_CONFLICTS.inc()
             raise
         finally:
             self._s.on_finish(self.start_ts)
@@ -343,6 +355,7 @@ class Transaction:
             return
         self._writes = {}
         self.state = TransactionState.ROLLED_BACK
+        metrics.TXN_ROLLED_BACK.inc()
         self._s.on_finish(self.start_ts)
 
     def _check_active(self) -> None:

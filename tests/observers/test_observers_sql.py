@@ -158,7 +158,8 @@ def test_weak_observer_runs_without_ack(conn: psycopg.Connection) -> None:
     conn.execute("INSERT INTO events SELECT g, 'k' || (g % 3) FROM generate_series(1, 30) g")
     wait_for(lambda: q(conn, "SELECT sum(n) FROM counts") == [(30,)], what="counts")
     assert status(conn, "tally")["mode"] == "weak"
-    # A weak observer writes no ack cells: nothing of it is stored besides its effects.
+    # One run per event here (a single worker); that a weak observer writes no ack cells is
+    # checked on the runtime (test_worker.py::test_weak_observer_writes_no_ack).
     assert q(conn, "SELECT kind, n FROM counts ORDER BY kind") == [
         ("k0", 10),
         ("k1", 10),

@@ -9,9 +9,10 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
+from percolator.server.storage.cells import Notification
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.client import TransactionClient
-from percolator.server.txn.membership import GroupRegistry
+from percolator.server.txn.membership import HASH_MAX, HASH_MIN, GroupRegistry
 from percolator.server.txn.observers.slices import GroupSlices
 from percolator.server.txn.observers.worker import ObserverWorker, RunOutcome, WorkerConfig
 from percolator.server.txn.transaction import Transaction
@@ -67,6 +68,11 @@ async def write(client: TransactionClient, rows: list[bytes], value: bytes) -> i
 async def log_entries(client: TransactionClient) -> list[tuple[bytes, bytes]]:
     async with client.begin() as txn:
         return [(key.split(b"@")[0], cols["seen"]) async for key, cols in txn.scan(LOG)]
+
+
+async def notifications(store: CellStore) -> list[Notification]:
+    """Every notification in the store, retry delays ignored."""
+    return await store.find_notifications(HASH_MIN, HASH_MAX, now_ms=2**62, limit=10)
 
 
 async def wait_idle(store: CellStore, limit_s: float = 20.0) -> None:
@@ -131,7 +137,7 @@ async def test_a_run_already_acked_is_not_repeated(
     await store.watch(program.key, DATA, ["v"])
     await write(client, [b"x"], b"a")
     worker = ObserverWorker(client, Source(program), config=FAST)
-    (n,) = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=2**62, limit=10)
+    (n,) = await notifications(store)
     assert await worker.process(program, n) == RunOutcome.COMMITTED
     # The same notification again (a second worker holding a stale copy): the ack stops it.
     assert await worker.process(program, n) == RunOutcome.ALREADY_ACKED
@@ -155,13 +161,13 @@ async def test_a_write_during_a_run_keeps_the_notification(
     await store.watch(program.key, DATA, ["v"])
     await write(client, [b"x"], b"first")
     worker = ObserverWorker(client, Source(program), config=FAST)
-    (n,) = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=2**62, limit=10)
+    (n,) = await notifications(store)
     run = asyncio.create_task(worker.process(program, n))
     await started.wait()
     await write(client, [b"x"], b"second")  # commits after the run's snapshot
     release.set()
     assert await run == RunOutcome.COMMITTED
-    (again,) = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=2**62, limit=10)
+    (again,) = await notifications(store)
     assert again.ts > n.ts
     assert await worker.process(program, again) == RunOutcome.COMMITTED
     assert sorted(seen for _, seen in await log_entries(client)) == [b"first", b"second"]
@@ -205,7 +211,7 @@ async def test_weak_observer_writes_no_ack(client: TransactionClient, store: Cel
     await store.watch(program.key, DATA, ["v"])
     await write(client, [b"x"], b"a")
     worker = ObserverWorker(client, Source(program), config=FAST)
-    (n,) = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=2**62, limit=10)
+    (n,) = await notifications(store)
     assert await worker.process(program, n) == RunOutcome.COMMITTED
     # No ack: processing the same (stale) notification again runs again (at-least-once).
     assert await worker.process(program, n) == RunOutcome.COMMITTED

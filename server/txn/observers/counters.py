@@ -1,12 +1,16 @@
 """Per-observer run counts kept in memory by a worker and added to the store's totals
-periodically (one round trip per flush, whatever the number of runs)."""
+periodically (one round trip per flush, whatever the number of runs). The same events also
+move the process's Prometheus counters (``percolator_observer_*_total``)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from percolator.server.metrics import definitions as metrics
+from percolator.server.metrics.definitions import ObserverMetrics
 from percolator.server.storage.cells import ObserverCounters
 from percolator.server.storage.store import CellStore
 
@@ -28,8 +32,19 @@ class _Delta:
 class RunCounters:
     """Counts since the last flush, per observer key."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: Callable[[str], str] = str) -> None:
+        """``label(key)`` names an observer in the metrics (its name rather than its key)."""
         self._deltas: dict[str, _Delta] = {}
+        self._label = label
+        # The metrics' children per key, bound once: runs are per changed row.
+        self._metrics: dict[str, ObserverMetrics] = {}
+
+    def metrics_of(self, key: str) -> ObserverMetrics:
+        """The Prometheus counters of the observer with this key."""
+        m = self._metrics.get(key)
+        if m is None:
+            m = self._metrics[key] = metrics.observer_metrics(self._label(key))
+        return m
 
     def _delta(self, key: str) -> _Delta:
         d = self._deltas.get(key)
@@ -39,14 +54,22 @@ class RunCounters:
 
     def run(self, key: str) -> None:
         self._delta(key).runs += 1
+        self.metrics_of(key).runs.inc()
 
     def commit(self, key: str) -> None:
         self._delta(key).commits += 1
+        self.metrics_of(key).commits.inc()
 
     def conflict(self, key: str) -> None:
         self._delta(key).conflicts += 1
+        self.metrics_of(key).conflicts.inc()
+
+    def parked(self, key: str) -> None:
+        """A change was parked (a metric only: the store counts parked changes itself)."""
+        self.metrics_of(key).parked.inc()
 
     def failure(self, key: str, error: str) -> None:
+        self.metrics_of(key).failures.inc()
         d = self._delta(key)
         d.failures += 1
         d.last_error = error[:MAX_ERROR_CHARS]

@@ -8,27 +8,24 @@ notifications, and when a worker dies its lease ends and the others' slices grow
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 import socket
 from typing import Protocol
 
-from percolator.server.txn.membership import HASH_MAX, HASH_MIN, GroupMember, hash_slice
+from percolator.server.txn.membership import (
+    HASH_MAX,
+    HASH_MIN,
+    GroupLease,
+    GroupMember,
+    MembershipService,
+    hash_slice,
+)
 
 log = logging.getLogger(__name__)
 
 WORKERS_GROUP = "workers"
 DEFAULT_WORKER_LEASE_MS = 10_000
-
-
-class MembershipService(Protocol):
-    """The coordinator's JoinGroup (a CoordinatorClient, or an in-process registry)."""
-
-    async def join_group(
-        self, group: str, member_id: str, lease_ms: int, info: str = ""
-    ) -> list[GroupMember]: ...
 
 
 class SliceSource(Protocol):
@@ -56,7 +53,8 @@ class WholeSpace:
 
 
 class GroupSlices:
-    """Membership of the workers group, renewed every third of the lease.
+    """Membership of the workers group (a :class:`GroupLease`, renewed every third of the
+    lease), and the slice this worker's rank among the live members gives it.
 
     If the coordinator cannot be reached, the worker keeps its last slice: a stale split only
     duplicates or delays work (acks keep runs exactly-once), and stopping would stall everything.
@@ -70,36 +68,29 @@ class GroupSlices:
         lease_ms: int = DEFAULT_WORKER_LEASE_MS,
         group: str = WORKERS_GROUP,
     ) -> None:
-        self._coordinator = coordinator
         self.member_id = member_id
-        self._lease_ms = lease_ms
-        self._group = group
-        self._info = f"{socket.gethostname()} pid {os.getpid()}"
+        self._lease = GroupLease(
+            coordinator,
+            group,
+            member_id,
+            f"{socket.gethostname()} pid {os.getpid()}",
+            lease_ms=lease_ms,
+            on_members=self._split,
+        )
         self._slice: tuple[int, int] | None = None
         self.members: list[GroupMember] = []
-        self._task: asyncio.Task[None] | None = None
 
     def slice(self) -> tuple[int, int] | None:
         return self._slice
 
     async def start(self) -> None:
-        await self.renew()
-        self._task = asyncio.create_task(self._loop())
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._lease_ms / 3000)
-            await self.renew()
+        await self._lease.start()
 
     async def renew(self) -> None:
         """Renew the membership now and recompute the slice from the live members."""
-        try:
-            members = await self._coordinator.join_group(
-                self._group, self.member_id, self._lease_ms, self._info
-            )
-        except Exception as exc:
-            log.warning("worker %s: membership not renewed: %s", self.member_id, exc)
-            return
+        await self._lease.renew()
+
+    def _split(self, members: list[GroupMember]) -> None:
         ids = [m.member_id for m in members]
         if self.member_id not in ids:
             return
@@ -110,9 +101,4 @@ class GroupSlices:
 
     async def stop(self) -> None:
         """Leave the group, so the others take over this slice at once."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        with contextlib.suppress(Exception):
-            await self._coordinator.join_group(self._group, self.member_id, 0)
+        await self._lease.stop()

@@ -98,7 +98,7 @@ class ObserverWorker:
         self._slices = slices or WholeSpace()
         self.config = config or WorkerConfig()
         self.name = name
-        self.counters = RunCounters()
+        self.counters = RunCounters(label=self._observer_name)
         self._slots = asyncio.Semaphore(self.config.concurrency)
         self._in_flight: set[tuple[str, str, bytes]] = set()
         # Completions counted, and when each notification last completed: a page read before a
@@ -136,6 +136,11 @@ class ObserverWorker:
             await asyncio.gather(*self._runs, return_exceptions=True)
         await self.counters.flush(self._store)
         await self._slices.stop()
+
+    def _observer_name(self, key: str) -> str:
+        """An observer's name for the metrics (its key while the catalog does not know it)."""
+        program = self._source.program(key)
+        return key if program is None else program.name
 
     def wake(self) -> None:
         """Scan now (a local commit set a notification, or a test wants it)."""
@@ -285,6 +290,7 @@ class ObserverWorker:
         delay = min(self.config.retry_max_s, self.config.retry_base_s * 2 ** (attempts - 1))
         delay *= random.uniform(0.8, 1.2)
         if park:
+            self.counters.parked(program.key)
             log.warning(
                 "%s: observer %s parked a change after %d failures: %s",
                 self.name,
