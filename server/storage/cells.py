@@ -16,6 +16,7 @@ storage layer needs the physical part only to decide whether a lock's TTL has ex
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
@@ -32,6 +33,14 @@ MAX_VALUE_BYTES = 16 * 1024 * 1024
 def ts_physical_ms(ts: int) -> int:
     """The wall-clock milliseconds encoded in a timestamp."""
     return ts >> TS_LOGICAL_BITS
+
+
+def ttl_from_now(start_ts: int, ttl_ms: int) -> int:
+    """A lock TTL that ends ``ttl_ms`` from now: TTLs count from the start_ts's wall clock, so a
+    transaction that read for a while before prewriting must add that time, or its fresh locks
+    would already have expired and a reader could roll it back."""
+    elapsed_ms = int(time.time() * 1000) - ts_physical_ms(start_ts)
+    return max(elapsed_ms, 0) + ttl_ms
 
 
 def ts_from_physical_ms(ms: int) -> int:

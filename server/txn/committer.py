@@ -26,7 +26,7 @@ from percolator.server.storage.cells import (
     Mutation,
     PrewriteFailure,
     PrewriteStatus,
-    ts_physical_ms,
+    ttl_from_now,
 )
 from percolator.server.storage.errors import StoreError
 from percolator.server.storage.store import CellStore
@@ -92,7 +92,7 @@ class TwoPhaseCommitter:
         while True:
             try:
                 failures = await self._store.prewrite(
-                    self.start_ts, self.primary, self.ttl_ms, pending
+                    self.start_ts, self.primary, ttl_from_now(self.start_ts, self.ttl_ms), pending
                 )
             except BaseException:
                 await self._abort()
@@ -164,9 +164,8 @@ class TwoPhaseCommitter:
     async def _heartbeat(self) -> None:
         """Keep the primary lock's TTL ahead of the time this commit has taken."""
         while True:
-            elapsed_ms = int(time.time() * 1000) - ts_physical_ms(self.start_ts)
             alive = await self._store.heartbeat(
-                self.primary, self.start_ts, elapsed_ms + self.ttl_ms
+                self.primary, self.start_ts, ttl_from_now(self.start_ts, self.ttl_ms)
             )
             if not alive and self._prewritten:
                 return  # committed or rolled back: nothing left to keep alive

@@ -48,7 +48,7 @@ from percolator.server.storage.cells import (
     TxnState,
     TxnStatus,
     WriteKind,
-    ts_physical_ms,
+    ttl_from_now,
 )
 from percolator.server.storage.errors import StoreError
 from percolator.server.txn.config import retry_delay_s
@@ -109,8 +109,7 @@ def primary_of(start_ts: int) -> CellKey:
 
 def _ttl_from_now(token: DistributedTxn) -> int:
     """A TTL (counted, like every lock's, from start_ts) that ends ``ttl_ms`` from now."""
-    elapsed_ms = int(time.time() * 1000) - ts_physical_ms(token.start_ts)
-    return min(max(elapsed_ms, 0) + token.ttl_ms, _MAX_TTL_MS)
+    return min(ttl_from_now(token.start_ts, token.ttl_ms), _MAX_TTL_MS)
 
 
 async def begin_distributed(

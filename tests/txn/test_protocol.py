@@ -225,6 +225,30 @@ async def test_heartbeats_keep_a_slow_committers_locks(store: CellStore, clock: 
     await reader.close()
 
 
+async def test_a_transaction_that_read_long_gets_live_locks(
+    store: CellStore, clock: WallClock
+) -> None:
+    """Lock TTLs count from start_ts: a transaction that read for longer than its TTL before
+    committing must still prewrite locks that a reader treats as live, not roll back."""
+    slow = SlowPrimaryCommit(store, delay_s=0.5)
+    writer = TransactionClient(slow, clock, FAST_CONFIG)  # type: ignore[arg-type]
+    reader = TransactionClient(store, clock, FAST_CONFIG)
+    txn = await writer.begin()
+    slow.slow_start_ts = txn.start_ts
+    await asyncio.sleep(0.6)  # twice the 300 ms TTL, "reading"
+    txn.set("acct", b"p", "v", b"1")
+    txn.set("acct", b"s", "v", b"2")
+    committing = asyncio.create_task(txn.commit())
+    while not await store.scan_locks(1 << 62, limit=1):  # noqa: ASYNC110 (polls the store)
+        await asyncio.sleep(0.001)
+    async with reader.begin() as r:
+        assert await r.get("acct", b"s", "v") == b"2"  # waited for the commit
+    assert await committing is not None
+    assert reader.resolver.counts["roll_back"] == 0
+    await writer.close()
+    await reader.close()
+
+
 async def test_lock_wait_timeout(store: CellStore, clock: WallClock) -> None:
     client = TransactionClient(store, clock, TxnConfig(lock_wait_timeout_s=0.3))
     await crashed_committer(store, clock, {"a": b"x"}, commit_primary=False, ttl_ms=60_000)
