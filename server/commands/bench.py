@@ -47,6 +47,18 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "Spark connector reads and writes (rows/s) beside Spark's JDBC source on one Postgres",
     ),
     Benchmark(
+        "webindex",
+        "percolator.bench.webindex",
+        "the paper's Figure 7: time from a re-crawl to an up-to-date web index, Spark batch "
+        "recompute vs observers, for 0.1/1/10 %% re-crawls",
+    ),
+    Benchmark(
+        "cluster",
+        "percolator.bench.cluster",
+        "throughput of a local cluster with 1/2 shards, 1/2 SQL servers and 1/4 observer "
+        "workers: transfers per second and observer runs per second",
+    ),
+    Benchmark(
         "txn",
         "percolator.bench.txn",
         "transactions per second against raw Postgres (the paper's Figure 8), multi-cell commits",
