@@ -14,15 +14,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from percolator.connectors.spark import partitioning, snapshot
+from percolator.connectors.spark import columns, partitioning, snapshot
 from percolator.connectors.spark.errors import PercolatorSparkError
 from percolator.connectors.spark.options import ReadOptions
 from percolator.connectors.spark.runtime import iterate, open_database, run
@@ -30,6 +30,12 @@ from percolator.connectors.spark.types import to_spark
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.sql.catalog import TableDef
 from percolator.server.txn.errors import TransactionTooOld
+
+T = TypeVar("T")
+
+SCAN_PAGE_CELLS = 4096
+"""Cells per shard and round trip of a partition's scan: big pages for a bulk read (a few
+hundred kilobytes per page for rows of small values), memory still bounded."""
 
 
 class PercolatorReader(DataSourceReader):
@@ -85,17 +91,22 @@ class PercolatorReader(DataSourceReader):
             try:
                 txn = await snapshot.begin_at(db, self.start_ts)
                 try:
-                    rows: list[tuple[Any, ...]] = []
+                    rows: list[tuple[bytes, dict[str, bytes]]] = []
                     for r in ranges:
-                        async for key, cells in txn.scan(
-                            self.table.storage, r.start, r.end, encoder.codec.cell_names
+                        async for page in txn.scan_pages(
+                            self.table.storage,
+                            r.start,
+                            r.end,
+                            encoder.codec.cell_names,
+                            page_size=SCAN_PAGE_CELLS,
+                            prefetch=True,
                         ):
-                            rows.append(encoder.codec.decode(key, cells))
-                            if len(rows) >= limit:
-                                yield encoder.batch(rows)
-                                rows = []
+                            rows += page
+                            while len(rows) >= limit:
+                                yield encoder.batch_of_cells(rows[:limit])
+                                rows = rows[limit:]
                     if rows:
-                        yield encoder.batch(rows)
+                        yield encoder.batch_of_cells(rows)
                 except TransactionTooOld as exc:
                     raise snapshot.too_old(self.start_ts, exc) from exc
                 finally:
@@ -149,6 +160,37 @@ class BatchEncoder:
         self.width = len(table.columns)
         self.converters = [to_spark(c.type) for c in table.columns]
         self.types = [self.arrow_schema.field(i).type for i in range(self.width)]
+        self.keys = columns.key_decoder(table, self.types)
+        self.value_decoders = [
+            (i, name, columns.value_decoder(table.columns[i], self.types[i]))
+            for i, name, _, _ in self.codec.value_columns
+        ]
+
+    def batch_of_cells(self, rows: Sequence[tuple[bytes, dict[str, bytes]]]) -> pa.RecordBatch:
+        """A batch of scanned rows (row key, cells), decoded a column at a time."""
+        arrays: list[pa.Array | None] = [None] * self.width
+        if self.keys.positions:
+            key_arrays = self._converting(
+                self.keys.positions[0], lambda: self.keys.columns([key for key, _ in rows])
+            )
+            for p, array in zip(self.keys.positions, key_arrays, strict=True):
+                arrays[p] = array
+        for i, name, decode in self.value_decoders:
+            raw = [cells.get(name) for _, cells in rows]
+            arrays[i] = self._converting(i, lambda: decode(raw))  # noqa: B023 (called at once)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
+
+    def _converting(self, i: int, build: Callable[[], T]) -> T:
+        try:
+            return build()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+            raise self._cannot_convert(i, exc) from exc
+
+    def _cannot_convert(self, i: int, exc: Exception) -> PercolatorSparkError:
+        return PercolatorSparkError(
+            "22003",
+            f'column "{self.table_column(i)}": a value cannot be converted for Spark: {exc}',
+        )
 
     def batch(self, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
         columns = list(zip(*rows, strict=False)) if rows else [() for _ in range(self.width)]
@@ -161,10 +203,7 @@ class BatchEncoder:
             try:
                 arrays.append(pa.array(values, type=self.types[i]))
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-                column = self.table_column(i)
-                raise PercolatorSparkError(
-                    "22003", f'column "{column}": a value cannot be converted for Spark: {exc}'
-                ) from exc
+                raise self._cannot_convert(i, exc) from exc
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
     def table_column(self, i: int) -> str:

@@ -30,6 +30,8 @@ from decimal import Decimal
 from enum import Enum
 
 _VALUE = 0x01
+VALUE_TAG = _VALUE
+"""The byte before each non-NULL value of a key (bulk decoders check it)."""
 _NULL = 0x02
 
 _INT = struct.Struct(">Q")

@@ -151,6 +151,17 @@ class CellRead:
     lock: LockInfo | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RowRead:
+    """One row as a scan found it at a timestamp: the values of its cells that have one, and
+    the locks that block the reading of others (almost always none); a locked cell has no
+    value here, as in :meth:`CellStore.scan`, until its lock is resolved."""
+
+    row: bytes
+    values: dict[str, bytes]
+    locks: tuple[LockInfo, ...] = ()
+
+
 class TxnState(Enum):
     """The state of a transaction, as its primary cell tells it."""
 

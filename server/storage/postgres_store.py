@@ -15,8 +15,10 @@ LISTENs on one dedicated connection per shard, outside the pools.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import itertools
+import operator
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ from percolator.server.storage.cells import (
     ParkedNotification,
     PrewriteFailure,
     PrewriteStatus,
+    RowRead,
     TxnState,
     TxnStatus,
     Watch,
@@ -242,8 +245,8 @@ FROM percolator_observer_stats ORDER BY observer"""
 
 _COMMIT_LOCKS = "SELECT * FROM percolator_commit_locks($1, $2, $3, $4, $5)"
 _ROLLBACK_LOCKS = "SELECT * FROM percolator_rollback_locks($1, $2, $3, $4)"
-_BEFORE_EVERY_LOCK = ("", -(2**63))
-"""The bulk moves' first cursor (tbl, hash): before every lock of a table with a name."""
+_BEFORE_EVERY_LOCK = ("", b"")
+"""The bulk moves' first cursor (tbl, rkey): before every lock of a table with a name."""
 _OLDEST_LOCK = "SELECT * FROM percolator_oldest_lock($1)"
 _SAMPLE_ROW_KEYS = "SELECT * FROM percolator_sample_row_keys($1, $2, $3, $4)"
 
@@ -753,22 +756,107 @@ class PostgresCellStore(CellStore):
         cursor: tuple[bytes, str] | None = None
         cols = list(columns) if columns is not None else None
         while True:
-            sql = _SCAN_SQL[(cursor is None, end is not None)]
-            args: list[Any] = [table, cols, ts, page_size]
-            args += [start or b""] if cursor is None else list(cursor)
-            if end is not None:
-                args.append(end)
-            records = await self._call(
-                "scan", shard, lambda conn, sql=sql, args=args: conn.fetch(sql, *args)
+            records = await self._scan_records(
+                shard, ts, table, start, end, cols, page_size, cursor
             )
-            safe_point = next(r["start_ts"] for r in records if r["is_lock"] is None)
-            if ts < safe_point:
-                raise SnapshotTooOld(ts, safe_point)
             cells, cursor = _scan_page(table, records, page_size)
             for cell in cells:
                 yield cell
             if cursor is None:
                 return
+
+    async def _scan_records(
+        self,
+        shard: _Shard,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        cols: list[str] | None,
+        page_size: int,
+        cursor: tuple[bytes, str] | None,
+    ) -> list[asyncpg.Record]:
+        """One page of a shard's scan: write records and locks after the cursor (one round
+        trip); SnapshotTooOld if GC has passed ``ts``."""
+        sql = _SCAN_SQL[(cursor is None, end is not None)]
+        args: list[Any] = [table, cols, ts, page_size]
+        args += [start or b""] if cursor is None else list(cursor)
+        if end is not None:
+            args.append(end)
+        records = await self._call("scan", shard, lambda conn: conn.fetch(sql, *args))
+        safe_point = next(r[_SCAN_START_TS] for r in records if r[_SCAN_IS_LOCK] is None)
+        if ts < safe_point:
+            raise SnapshotTooOld(ts, safe_point)
+        return records
+
+    async def scan_rows(
+        self,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None = None,
+        *,
+        page_size: int = 1000,
+        prefetch: bool = False,
+    ) -> AsyncIterator[list[RowRead]]:
+        streams = [
+            self._scan_shard_rows(s, ts, table, start, end, columns, page_size, prefetch)
+            for s in self._shards
+        ]
+        if len(streams) == 1:
+            async for page in streams[0]:
+                yield page
+            return
+        async for page in _merge_row_pages(streams, page_size):
+            yield page
+
+    async def _scan_shard_rows(
+        self,
+        shard: _Shard,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None,
+        page_size: int,
+        prefetch: bool,
+    ) -> AsyncIterator[list[RowRead]]:
+        """One shard's rows, a page per round trip. The last row of a page may go on in the
+        next page, so it is held back and completed from there. With ``prefetch``, the next
+        page is asked for before this one is handed on, so Postgres works on it meanwhile."""
+        cols = list(columns) if columns is not None else None
+
+        def fetch(cursor: tuple[bytes, str] | None) -> Awaitable[list[asyncpg.Record]]:
+            return self._scan_records(shard, ts, table, start, end, cols, page_size, cursor)
+
+        held: RowRead | None = None
+        following: asyncio.Future[list[asyncpg.Record]] | None = None
+        records = await fetch(None)
+        try:
+            while True:
+                rows, cursor = _rows_of_page(table, records, page_size)
+                if prefetch and cursor is not None:
+                    following = asyncio.ensure_future(fetch(cursor))
+                if held is not None:
+                    if rows and rows[0].row == held.row:
+                        rows[0] = _joined(held, rows[0])
+                    else:
+                        rows.insert(0, held)
+                    held = None
+                if cursor is not None and rows:
+                    held = rows.pop()
+                if rows:
+                    yield rows
+                if cursor is None:
+                    return
+                if following is not None:
+                    records, following = await following, None
+                else:
+                    records = await fetch(cursor)
+        finally:
+            if following is not None:
+                following.cancel()
 
     async def check_txn_status(
         self, primary: CellKey, start_ts: int, now_ts: int, *, rollback_if_missing: bool
@@ -860,7 +948,7 @@ class PostgresCellStore(CellStore):
 
         async def one(shard: _Shard) -> int:
             total = 0
-            cursor: tuple[str, int] | None = _BEFORE_EVERY_LOCK
+            cursor: tuple[str, bytes] | None = _BEFORE_EVERY_LOCK
             while cursor is not None:
                 r = await self._call(
                     op,
@@ -869,7 +957,7 @@ class PostgresCellStore(CellStore):
                 )
                 assert r is not None
                 total += r["moved"]
-                cursor = None if r["next_tbl"] is None else (r["next_tbl"], r["next_hash"])
+                cursor = None if r["next_tbl"] is None else (r["next_tbl"], r["next_row"])
             return total
 
         return sum(await asyncio.gather(*(one(s) for s in self._shards)))
@@ -1224,6 +1312,131 @@ def _scan_page(
             )
             cells[pos] = CellRead(key, None, lock=lock)
     return [cells[pos] for pos in sorted(cells)], bound
+
+
+_SCAN_IS_LOCK, _SCAN_RKEY, _SCAN_COL, _SCAN_KIND, _SCAN_VALUE, _SCAN_START_TS = 0, 1, 2, 4, 5, 6
+"""Positions of the columns of :func:`_scan_sql`'s records (read by index: the row scan's
+per-cell work is the cost of a bulk read)."""
+_SCAN_POSITION = operator.itemgetter(_SCAN_RKEY, _SCAN_COL)
+_PUT = int(WriteKind.PUT)
+_DELETE = int(WriteKind.DELETE)
+
+
+def _rows_of_page(
+    table: str, records: list[asyncpg.Record], page_size: int
+) -> tuple[list[RowRead], tuple[bytes, str] | None]:
+    """A scan page's records as rows, and the cursor after the page (None at the end); the
+    row-wise twin of :func:`_scan_page`, with the same bound."""
+    writes = [r for r in records if r[_SCAN_IS_LOCK] is False]
+    locks = [r for r in records if r[_SCAN_IS_LOCK]]
+    if not _in_order(writes):
+        # Each list comes out of Postgres in (row, column) order, but a plan is free to
+        # interleave UNION ALL's branches: sort when the check finds it did.
+        writes.sort(key=_SCAN_POSITION)
+    locks.sort(key=_SCAN_POSITION)
+    full = [_SCAN_POSITION(rs[-1]) for rs in (writes, locks) if len(rs) >= page_size]
+    bound: tuple[bytes, str] | None = min(full) if full else None
+    if bound is not None:
+        writes = writes[: bisect.bisect_right(writes, bound, key=_SCAN_POSITION)]
+        locks = locks[: bisect.bisect_right(locks, bound, key=_SCAN_POSITION)]
+    rows: list[RowRead] = []
+    row: bytes | None = None
+    values: dict[str, bytes] = {}
+    for r in writes:
+        kind = r[_SCAN_KIND]
+        if kind != _PUT:
+            if kind != _DELETE:
+                _kind(kind)  # raises: an unknown record kind
+            continue
+        if r[_SCAN_RKEY] != row:
+            row, values = r[_SCAN_RKEY], {}
+            rows.append(RowRead(row, values))
+        values[r[_SCAN_COL]] = r[_SCAN_VALUE]
+    if locks:
+        rows = _with_locks(table, rows, locks)
+    return rows, bound
+
+
+def _in_order(records: list[asyncpg.Record]) -> bool:
+    """Whether the records are in strictly increasing (row, column) order: one comparison of
+    columns per cell and of row keys per row, cheaper than sorting."""
+    row: bytes | None = None
+    col = ""
+    for r in records:
+        rkey = r[_SCAN_RKEY]
+        if rkey != row:
+            if row is not None and rkey < row:
+                return False
+            row, col = rkey, r[_SCAN_COL]
+        elif r[_SCAN_COL] <= col:
+            return False
+        else:
+            col = r[_SCAN_COL]
+    return True
+
+
+def _with_locks(table: str, rows: list[RowRead], locks: list[asyncpg.Record]) -> list[RowRead]:
+    """``rows`` with the page's locks added to theirs (a locked row may have no value yet)."""
+    by_row: dict[bytes, list[LockInfo]] = defaultdict(list)
+    for r in locks:
+        by_row[r[_SCAN_RKEY]].append(
+            LockInfo(
+                CellKey(table, r[_SCAN_RKEY], r[_SCAN_COL]),
+                r["start_ts"],
+                CellKey(r["primary_tbl"], r["primary_rkey"], r["primary_col"]),
+                r["ttl_ms"],
+                _kind(r[_SCAN_KIND]),
+            )
+        )
+    merged = {row.row: row for row in rows}
+    for rkey, infos in by_row.items():
+        found = merged.get(rkey)
+        values = found.values if found else {}
+        for info in infos:
+            values.pop(info.key.column, None)  # what the lock's owner may have changed
+        merged[rkey] = RowRead(rkey, values, tuple(infos))
+    return [merged[k] for k in sorted(merged)]
+
+
+def _joined(first: RowRead, rest: RowRead) -> RowRead:
+    """One row whose cells came in two pages."""
+    return RowRead(first.row, {**first.values, **rest.values}, (*first.locks, *rest.locks))
+
+
+async def _merge_row_pages(
+    streams: list[AsyncIterator[list[RowRead]]], page_size: int
+) -> AsyncIterator[list[RowRead]]:
+    """Merge per-shard pages of rows, each stream in row order, into pages in row order (a row
+    lives on one shard)."""
+    pages: list[list[RowRead]] = []
+    positions: list[int] = []
+    heap: list[tuple[bytes, int]] = []
+    for i, stream in enumerate(streams):
+        page = await anext(stream, [])
+        pages.append(page)
+        positions.append(0)
+        if page:
+            heap.append((page[0].row, i))
+    heapq.heapify(heap)
+    out: list[RowRead] = []
+    while heap:
+        _, i = heap[0]
+        page, at = pages[i], positions[i]
+        out.append(page[at])
+        at += 1
+        if at == len(page):
+            page, at = await anext(streams[i], []), 0
+            pages[i] = page
+        positions[i] = at
+        if page:
+            heapq.heapreplace(heap, (page[at].row, i))
+        else:
+            heapq.heappop(heap)
+        if len(out) >= page_size:
+            yield out
+            out = []
+    if out:
+        yield out
 
 
 async def _merge(streams: list[AsyncIterator[CellRead]]) -> AsyncIterator[CellRead]:

@@ -28,6 +28,7 @@ from percolator.server.storage.cells import (
     CellKey,
     CellRead,
     Mutation,
+    RowRead,
     WriteKind,
 )
 from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
@@ -154,8 +155,64 @@ class Transaction:
         columns: Sequence[str] | None = None,
     ) -> AsyncIterator[Row]:
         """Rows with row key in [start, end) in key order, with this transaction's writes."""
+        async for page in self.scan_pages(table, start, end, columns):
+            for row in page:
+                yield row
+
+    async def scan_pages(
+        self,
+        table: str,
+        start: bytes | None = None,
+        end: bytes | None = None,
+        columns: Sequence[str] | None = None,
+        *,
+        page_size: int = 1000,
+        prefetch: bool = False,
+    ) -> AsyncIterator[list[Row]]:
+        """The rows of :meth:`scan`, a page at a time: about ``page_size`` cells per shard
+        and round trip (larger pages suit bulk reads, smaller ones a scan with a LIMIT).
+        ``prefetch``: the caller reads to the end, so the next page may be fetched early."""
         self._check_active()
         own = self._own_writes_in(table, start, end, columns)
+        if own:
+            page: list[Row] = []
+            async for row in self._scan_merged(table, start, end, columns, own):
+                page.append(row)
+                if len(page) >= page_size:
+                    yield page
+                    page = []
+            if page:
+                yield page
+            return
+        store = self._s.store
+        try:
+            async for rows in store.scan_rows(
+                self.read_ts, table, start, end, columns, page_size=page_size, prefetch=prefetch
+            ):
+                found = [(r.row, await self._resolved(r) if r.locks else r.values) for r in rows]
+                yield [row for row in found if row[1]]
+        except SnapshotTooOld as exc:
+            raise self._too_old(exc) from exc
+
+    async def _resolved(self, row: RowRead) -> dict[str, bytes]:
+        """The values of a scanned row once the locks on its cells are resolved."""
+        values = dict(row.values)
+        for cell in await self._read([lock.key for lock in row.locks]):
+            if cell.value is None:
+                values.pop(cell.key.column, None)
+            else:
+                values[cell.key.column] = cell.value
+        return values
+
+    async def _scan_merged(
+        self,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None,
+        own: list[Mutation],
+    ) -> AsyncIterator[Row]:
+        """The rows of a range in which this transaction has written, cell by cell."""
         current: bytes | None = None
         values: dict[str, bytes] = {}
         try:

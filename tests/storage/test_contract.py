@@ -258,6 +258,41 @@ async def test_scan_yields_locks(store: CellStore) -> None:
     ]
 
 
+async def test_scan_rows_groups_what_scan_finds(store: CellStore) -> None:
+    rows = [f"r{i:03d}" for i in range(30)]
+    muts = [put(key(r, col), f"{r}{col}".encode()) for r in rows for col in ("c", "b", "a")]
+    assert await store.prewrite(ts(1), muts[0].key, 3000, muts) == []
+    assert await store.commit(ts(1), ts(2), [m.key for m in muts]) == []
+    for col in ("a", "b", "c"):
+        await write(store, key("r005", col), None, ts(3), ts(4))  # the whole row deleted
+    await write(store, key("r006", "a"), None, ts(3), ts(4))
+    locked = [put(key("r010", "b"), b"new"), put(key("r100", "a"), b"new row")]
+    assert await store.prewrite(ts(5), locked[0].key, 3000, locked) == []
+
+    def expected(row: str) -> tuple[bytes, dict[str, bytes], list[CellKey]]:
+        values = {c: f"{row}{c}".encode() for c in ("a", "b", "c")}
+        if row == "r006":
+            del values["a"]
+        if row == "r010":
+            del values["b"]
+            return row.encode(), values, [key("r010", "b")]
+        return row.encode(), values, []
+
+    want = [expected(r) for r in rows if r != "r005"]
+    want.append((b"r100", {}, [key("r100", "a")]))
+    for page_size in (1, 2, 3, 4, 1000):  # pages that cut rows in two, and one page
+        pages = [p async for p in store.scan_rows(ts(6), "t", None, None, page_size=page_size)]
+        assert all(pages)
+        got = [(r.row, r.values, [lk.key for lk in r.locks]) for p in pages for r in p]
+        assert got == want, page_size
+    ranged = [
+        (r.row, sorted(r.values))
+        async for p in store.scan_rows(ts(6), "t", b"r004", b"r008", ["a"], page_size=2)
+        for r in p
+    ]
+    assert ranged == [(b"r004", ["a"]), (b"r007", ["a"])]
+
+
 async def test_scan_locks_lists_old_locks(store: CellStore) -> None:
     assert await store.prewrite(ts(1), key("a"), 3000, [put(key("a"), b"1")]) == []
     assert await store.prewrite(ts(9), key("b"), 3000, [put(key("b"), b"2")]) == []

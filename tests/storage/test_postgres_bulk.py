@@ -51,7 +51,7 @@ async def test_version_3_shard_migrates_to_the_current_version(fresh_dsns) -> No
         )
         defs = {r["indexname"]: r["indexdef"] for r in indexes}
         assert "(tbl, commit_ts, rkey, col) WHERE (kind = ANY" in defs["percolator_write_changes"]
-        assert "(start_ts, tbl, hash)" in defs["percolator_lock_start_ts"]
+        assert "(start_ts, tbl, rkey)" in defs["percolator_lock_start_ts"]
 
         # Records written before the upgrade are changes like any other.
         changes = await store.scan_changes("t", 0, ts(100), limit=10)
@@ -141,6 +141,34 @@ async def test_commit_locks_chunks_walk_the_start_ts_index(fresh_dsns) -> None:
         # About two index tuples per moved lock; the bad plan read every remaining lock per
         # chunk (8.5 * n here).
         assert n <= after - before < 3 * n
+    finally:
+        await conn.close()
+        await store.close()
+
+
+async def test_commit_locks_writes_records_in_key_order(fresh_dsns) -> None:
+    """A bulk commit inserts the write records in (tbl, rkey, col) order, whatever order the
+    locks came in, so a later range scan reads the heap in order (schema version 6)."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    conn = await asyncpg.connect(dsn)
+    try:
+        p = CellKey("__txn", b"job", "p")
+        assert await store.prewrite(ts(1), p, 60_000, [put(p, b"")]) == []
+        n = 3 * LOCKS_PER_STATEMENT + 7
+        rows = [f"r{i:05d}".encode() for i in range(n)]
+        shuffled = sorted(rows, key=lambda r: row_hash("t", r))  # hash order: not key order
+        for start in range(0, n, 500):
+            batch = [
+                put(CellKey("t", r, c), b"v") for r in shuffled[start : start + 500] for c in "ba"
+            ]
+            assert await store.prewrite(ts(1), p, 60_000, batch) == []
+        assert await store.commit(ts(1), ts(2), [p]) == []
+        assert await store.commit_locks(ts(1), ts(2)) == 2 * n
+        stored = await conn.fetch(
+            "SELECT rkey, col FROM percolator_write WHERE tbl = 't' ORDER BY ctid"
+        )
+        assert [(r["rkey"], r["col"]) for r in stored] == [(r, c) for r in rows for c in "ab"]
     finally:
         await conn.close()
         await store.close()
