@@ -111,6 +111,7 @@ class ObserverWorker:
         self._stopping = asyncio.Event()
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     # -- life ------------------------------------------------------------------------------
 
@@ -119,9 +120,9 @@ class ObserverWorker:
         await self._slices.start()
         self._tasks = [
             asyncio.create_task(self._scan_loop(), name=f"{self.name}-scan"),
-            asyncio.create_task(self._flush_loop(), name=f"{self.name}-counters"),
             asyncio.create_task(self._reap_loop(), name=f"{self.name}-reaper"),
         ]
+        self._flusher = asyncio.create_task(self._flush_loop(), name=f"{self.name}-counters")
 
     async def stop(self) -> None:
         """Stop scanning, let the runs in flight finish, save the counters, leave the group."""
@@ -134,6 +135,9 @@ class ObserverWorker:
                 await task
         if self._runs:
             await asyncio.gather(*self._runs, return_exceptions=True)
+        if self._flusher is not None:
+            # Not cancelled: a flush cut off mid-statement would lose the counts it carried.
+            await self._flusher
         await self.counters.flush(self._store)
         await self._slices.stop()
 
@@ -315,9 +319,12 @@ class ObserverWorker:
     # -- counters --------------------------------------------------------------------------
 
     async def _flush_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.counters_flush_s)
-            await self.counters.flush(self._store)
+        """Flush every interval until the worker stops (stop() flushes the rest)."""
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.config.counters_flush_s)
+            if not self._stopping.is_set():
+                await self.counters.flush(self._store)
 
     async def _reap_loop(self) -> None:
         while True:
