@@ -429,7 +429,14 @@ class PostgresCellStore(CellStore):
             # No timeout on acquiring: waiting for a busy pool is load, not an outage; opening a
             # new connection is bounded by the pool's connect timeout.
             async with shard.pool.acquire() as conn:
-                return await fn(conn)
+                try:
+                    return await fn(conn)
+                except asyncpg.exceptions.InternalClientError as exc:
+                    # asyncpg can leave a connection whose server died mid-statement in a
+                    # corrupt protocol state ("cannot switch to state 12; another operation
+                    # is in progress", MagicStack/asyncpg#1069): drop it, never reuse it.
+                    conn.terminate()
+                    raise StoreUnavailable(shard.dsn, f"the connection broke: {exc}") from exc
         except (
             TimeoutError,
             OSError,

@@ -74,6 +74,35 @@ async def test_unreachable_postgres_fails_fast_naming_the_dsn() -> None:
     assert "secret" not in str(err.value)
 
 
+async def test_a_corrupt_connection_is_a_shard_outage_and_is_dropped(
+    fresh_dsns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """asyncpg may leave a connection in a corrupt state when its server dies mid-statement
+    (InternalClientError): that is 08006 like any outage, and the connection is not reused."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    try:
+        await write(store, key("a"), b"1", ts(1), ts(2))
+        broken: list[asyncpg.Connection] = []
+        fetch = asyncpg.Connection.fetch
+
+        async def corrupt_once(self: asyncpg.Connection, *args: object, **kw: object) -> object:
+            if not broken:
+                broken.append(self)
+                raise asyncpg.exceptions.InternalClientError(
+                    "cannot switch to state 12; another operation (2) is in progress"
+                )
+            return await fetch(self, *args, **kw)
+
+        monkeypatch.setattr(asyncpg.Connection, "fetch", corrupt_once)
+        with pytest.raises(StoreUnavailable, match="the connection broke"):
+            [c async for c in store.scan(ts(3), "t", None, None)]
+        assert broken[0].is_closed()
+        assert [c.value async for c in store.scan(ts(3), "t", None, None)] == [b"1"]
+    finally:
+        await store.close()
+
+
 async def test_unknown_record_kind_is_an_error_not_a_crash(fresh_dsns) -> None:
     (dsn,) = await fresh_dsns(1)
     store = await PostgresCellStore.connect([dsn])
