@@ -55,13 +55,8 @@ def value_decoder(column: ColumnDef, arrow_type: pa.DataType) -> ColumnDecoder:
     return slow
 
 
-def key_decoder(table: TableDef, arrow_types: Sequence[pa.DataType]) -> KeyDecoder:
-    """How row keys become the Arrow arrays of the table's primary-key columns."""
-    return KeyDecoder(table, arrow_types)
-
-
 class KeyDecoder:
-    """The primary-key columns of a batch, from its row keys."""
+    """How row keys become the Arrow arrays of the table's primary-key columns."""
 
     def __init__(self, table: TableDef, arrow_types: Sequence[pa.DataType]) -> None:
         self.positions = [table.position(cid) for cid in table.primary_key]

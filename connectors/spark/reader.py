@@ -160,7 +160,7 @@ class BatchEncoder:
         self.width = len(table.columns)
         self.converters = [to_spark(c.type) for c in table.columns]
         self.types = [self.arrow_schema.field(i).type for i in range(self.width)]
-        self.keys = columns.key_decoder(table, self.types)
+        self.keys = columns.KeyDecoder(table, self.types)
         self.value_decoders = [
             (i, name, columns.value_decoder(table.columns[i], self.types[i]))
             for i, name, _, _ in self.codec.value_columns
