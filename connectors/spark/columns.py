@@ -82,9 +82,7 @@ class KeyDecoder:
             from_key = storage_codec.from_key_value_fn(t)
             convert = self.converters[i]
             values = [None if v[i] is None else from_key(v[i]) for v in decoded]
-            if convert is not None:
-                values = [None if v is None else convert(v) for v in values]
-            arrays.append(pa.array(values, type=arrow_type))
+            arrays.append(to_arrow(values, convert, arrow_type))
         return arrays
 
 
@@ -120,14 +118,20 @@ def _utf8(raw: Raw, arrow_type: pa.DataType) -> pa.Array:
     return pa.array(raw, type=pa.binary()).cast(arrow_type)
 
 
+def to_arrow(
+    values: Sequence[Any], convert: Callable[[Any], Any] | None, arrow_type: pa.DataType
+) -> pa.Array:
+    """Decoded SQL values (None: NULL) as an Arrow array, through their Spark conversion."""
+    if convert is not None:
+        values = [None if v is None else convert(v) for v in values]
+    return pa.array(values, type=arrow_type)
+
+
 def _per_value(column: ColumnDef, arrow_type: pa.DataType) -> ColumnDecoder:
     decode = storage_codec.decoder_for(column.type)
     convert = to_spark(column.type)
 
     def decoder(raw: Raw) -> pa.Array:
-        values = [None if v is None else decode(v) for v in raw]
-        if convert is not None:
-            values = [None if v is None else convert(v) for v in values]
-        return pa.array(values, type=arrow_type)
+        return to_arrow([None if v is None else decode(v) for v in raw], convert, arrow_type)
 
     return decoder

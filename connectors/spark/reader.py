@@ -193,15 +193,11 @@ class BatchEncoder:
         )
 
     def batch(self, rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
-        columns = list(zip(*rows, strict=False)) if rows else [() for _ in range(self.width)]
+        values_of = list(zip(*rows, strict=False)) if rows else [() for _ in range(self.width)]
         arrays = []
         for i in range(self.width):
-            values = columns[i]
-            convert = self.converters[i]
-            if convert is not None:
-                values = [None if v is None else convert(v) for v in values]
             try:
-                arrays.append(pa.array(values, type=self.types[i]))
+                arrays.append(columns.to_arrow(values_of[i], self.converters[i], self.types[i]))
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
                 raise self._cannot_convert(i, exc) from exc
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)

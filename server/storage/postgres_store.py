@@ -1285,42 +1285,6 @@ def _combine_counters(deltas: Sequence[ObserverCounters]) -> list[ObserverCounte
     return [totals[o] for o in sorted(totals)]
 
 
-def _scan_page(
-    table: str, records: list[asyncpg.Record], page_size: int
-) -> tuple[list[CellRead], tuple[bytes, str] | None]:
-    """Merge a page's write records and locks; returns the cells up to the page's bound and
-    the cursor after it (None at the end of the range).
-
-    Writes and locks are each limited to ``page_size``; where one list was cut short, cells past
-    its last key are not yet known, so the page ends there and the next starts after it.
-    """
-    writes = [r for r in records if r["is_lock"] is False]
-    locks = [r for r in records if r["is_lock"]]
-    bounds = [(rs[-1]["rkey"], rs[-1]["col"]) for rs in (writes, locks) if len(rs) >= page_size]
-    bound = min(bounds) if bounds else None
-    cells: dict[tuple[bytes, str], CellRead] = {}
-    for r in writes:
-        pos = (r["rkey"], r["col"])
-        if bound is None or pos <= bound:
-            key = CellKey(table, pos[0], pos[1])
-            value = r["value"] if _kind(r["kind"]) == WriteKind.PUT else None
-            if value is not None:
-                cells[pos] = CellRead(key, value, r["commit_ts"])
-    for r in locks:
-        pos = (r["rkey"], r["col"])
-        if bound is None or pos <= bound:
-            key = CellKey(table, pos[0], pos[1])
-            lock = LockInfo(
-                key,
-                r["start_ts"],
-                CellKey(r["primary_tbl"], r["primary_rkey"], r["primary_col"]),
-                r["ttl_ms"],
-                _kind(r["kind"]),
-            )
-            cells[pos] = CellRead(key, None, lock=lock)
-    return [cells[pos] for pos in sorted(cells)], bound
-
-
 _SCAN_IS_LOCK, _SCAN_RKEY, _SCAN_COL, _SCAN_KIND, _SCAN_VALUE, _SCAN_START_TS = 0, 1, 2, 4, 5, 6
 """Positions of the columns of :func:`_scan_sql`'s records (read by index: the row scan's
 per-cell work is the cost of a bulk read)."""
@@ -1329,11 +1293,15 @@ _PUT = int(WriteKind.PUT)
 _DELETE = int(WriteKind.DELETE)
 
 
-def _rows_of_page(
-    table: str, records: list[asyncpg.Record], page_size: int
-) -> tuple[list[RowRead], tuple[bytes, str] | None]:
-    """A scan page's records as rows, and the cursor after the page (None at the end); the
-    row-wise twin of :func:`_scan_page`, with the same bound."""
+def _split_page(
+    records: list[asyncpg.Record], page_size: int
+) -> tuple[list[asyncpg.Record], list[asyncpg.Record], tuple[bytes, str] | None]:
+    """A scan page's write records and locks, each in (row, column) order and cut at the
+    page's bound, and that bound: the cursor after the page, None at the end of the range.
+
+    Writes and locks are each limited to ``page_size``; where one list was cut short, cells past
+    its last key are not yet known, so the page ends there and the next starts after it.
+    """
     writes = [r for r in records if r[_SCAN_IS_LOCK] is False]
     locks = [r for r in records if r[_SCAN_IS_LOCK]]
     if not _in_order(writes):
@@ -1346,19 +1314,66 @@ def _rows_of_page(
     if bound is not None:
         writes = writes[: bisect.bisect_right(writes, bound, key=_SCAN_POSITION)]
         locks = locks[: bisect.bisect_right(locks, bound, key=_SCAN_POSITION)]
+    return writes, locks, bound
+
+
+def _scan_lock(table: str, r: asyncpg.Record) -> LockInfo:
+    """The lock of a scan record whose ``is_lock`` is true."""
+    return LockInfo(
+        CellKey(table, r[_SCAN_RKEY], r[_SCAN_COL]),
+        r["start_ts"],
+        CellKey(r["primary_tbl"], r["primary_rkey"], r["primary_col"]),
+        r["ttl_ms"],
+        _kind(r[_SCAN_KIND]),
+    )
+
+
+def _put_value(r: asyncpg.Record) -> bytes | None:
+    """The value of a write record: None for a DELETE; an unknown kind raises."""
+    kind = r[_SCAN_KIND]
+    if kind == _PUT:
+        return r[_SCAN_VALUE]
+    if kind != _DELETE:
+        _kind(kind)  # raises: an unknown record kind
+    return None
+
+
+def _scan_page(
+    table: str, records: list[asyncpg.Record], page_size: int
+) -> tuple[list[CellRead], tuple[bytes, str] | None]:
+    """A scan page's cells up to its bound (a lock hides the value of its cell), and the
+    cursor after it."""
+    writes, locks, bound = _split_page(records, page_size)
+    cells: dict[tuple[bytes, str], CellRead] = {}
+    for r in writes:
+        value = _put_value(r)
+        if value is not None:
+            cells[_SCAN_POSITION(r)] = CellRead(
+                CellKey(table, r[_SCAN_RKEY], r[_SCAN_COL]), value, r["commit_ts"]
+            )
+    for r in locks:
+        lock = _scan_lock(table, r)
+        cells[_SCAN_POSITION(r)] = CellRead(lock.key, None, lock=lock)
+    return [cells[pos] for pos in sorted(cells)], bound
+
+
+def _rows_of_page(
+    table: str, records: list[asyncpg.Record], page_size: int
+) -> tuple[list[RowRead], tuple[bytes, str] | None]:
+    """A scan page's records as rows, and the cursor after the page (None at the end); the
+    row-wise twin of :func:`_scan_page`, with no object per cell."""
+    writes, locks, bound = _split_page(records, page_size)
     rows: list[RowRead] = []
     row: bytes | None = None
     values: dict[str, bytes] = {}
     for r in writes:
-        kind = r[_SCAN_KIND]
-        if kind != _PUT:
-            if kind != _DELETE:
-                _kind(kind)  # raises: an unknown record kind
+        value = _put_value(r)
+        if value is None:
             continue
         if r[_SCAN_RKEY] != row:
             row, values = r[_SCAN_RKEY], {}
             rows.append(RowRead(row, values))
-        values[r[_SCAN_COL]] = r[_SCAN_VALUE]
+        values[r[_SCAN_COL]] = value
     if locks:
         rows = _with_locks(table, rows, locks)
     return rows, bound
@@ -1386,15 +1401,7 @@ def _with_locks(table: str, rows: list[RowRead], locks: list[asyncpg.Record]) ->
     """``rows`` with the page's locks added to theirs (a locked row may have no value yet)."""
     by_row: dict[bytes, list[LockInfo]] = defaultdict(list)
     for r in locks:
-        by_row[r[_SCAN_RKEY]].append(
-            LockInfo(
-                CellKey(table, r[_SCAN_RKEY], r[_SCAN_COL]),
-                r["start_ts"],
-                CellKey(r["primary_tbl"], r["primary_rkey"], r["primary_col"]),
-                r["ttl_ms"],
-                _kind(r[_SCAN_KIND]),
-            )
-        )
+        by_row[r[_SCAN_RKEY]].append(_scan_lock(table, r))
     merged = {row.row: row for row in rows}
     for rkey, infos in by_row.items():
         found = merged.get(rkey)
