@@ -20,7 +20,7 @@ import heapq
 import itertools
 import operator
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -153,6 +153,10 @@ _PREWRITE_EACH = (
     "SELECT * FROM percolator_prewrite_each($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
 _COMMIT_EACH = "SELECT * FROM percolator_commit_each($1, $2, $3, $4, $5, $6)"
+_PREWRITE_MANY = (
+    "SELECT * FROM percolator_prewrite_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+)
+_COMMIT_MANY = "SELECT * FROM percolator_commit_many($1, $2, $3, $4, $5, $6)"
 _ROLLBACK = "SELECT * FROM percolator_rollback($1, $2, $3, $4, $5, $6)"
 _CHECK_TXN_STATUS = "SELECT * FROM percolator_check_txn_status($1, $2, $3, $4, $5, $6, $7)"
 _HEARTBEAT = "SELECT percolator_heartbeat($1, $2, $3, $4, $5, $6)"
@@ -306,6 +310,16 @@ _SCAN_SQL = {
     for first in (True, False)
     for bounded in (True, False)
 }
+
+
+def _distinct(keys: Iterable[CellKey]) -> bool:
+    """Whether no cell occurs twice: the set-based prewrite and commit need that."""
+    seen: set[CellKey] = set()
+    for k in keys:
+        if k in seen:
+            return False
+        seen.add(k)
+    return True
 
 
 def _kind(code: int) -> WriteKind:
@@ -564,8 +578,9 @@ class PostgresCellStore(CellStore):
             [it.mutation.value for it in ordered],
             [hashes[i] for i in order],
         )
+        statement = _PREWRITE_MANY if _distinct(it.mutation.key for it in items) else _PREWRITE_EACH
         records = await self._call(
-            "prewrite", self._shards[shard], lambda conn: conn.fetch(_PREWRITE_EACH, *args)
+            "prewrite", self._shards[shard], lambda conn: conn.fetch(statement, *args)
         )
         results: list[PrewriteFailure | None] = [None] * len(items)
         for r in records:
@@ -636,8 +651,9 @@ class PostgresCellStore(CellStore):
             [it.key.column for it in ordered],
             [hashes[i] for i in order],
         )
+        statement = _COMMIT_MANY if _distinct(it.key for it in items) else _COMMIT_EACH
         records = await self._call(
-            "commit", self._shards[shard], lambda conn: conn.fetch(_COMMIT_EACH, *args)
+            "commit", self._shards[shard], lambda conn: conn.fetch(statement, *args)
         )
         results: list[CommitFailure | None] = [None] * len(items)
         for r in records:

@@ -343,3 +343,46 @@ async def test_reads_below_the_safe_point_are_refused(store: CellStore) -> None:
             await store.read(ts(4), keys)
     with pytest.raises(SnapshotTooOld):
         [c async for c in store.scan(ts(4), "t", None, None)]
+
+
+async def test_a_batch_reports_each_cells_own_outcome(store: CellStore) -> None:
+    """Many cells in one prewrite and one commit: each succeeds or fails as it would alone."""
+    locked, newer, rolled, mine = key("locked"), key("newer"), key("rolled"), key("mine")
+    fresh = [key(f"fresh{i:02}") for i in range(20)]
+    assert await store.prewrite(ts(1), locked, 3000, [put(locked, b"other")]) == []
+    await write(store, newer, b"v", ts(2), ts(12))
+    await store.rollback(ts(10), [rolled], leave_marker=True)
+    assert await store.prewrite(ts(10), mine, 3000, [put(mine, b"m")]) == []
+
+    cells = [locked, newer, rolled, mine, *fresh]
+    failures = await store.prewrite(ts(10), mine, 3000, [put(k, b"m") for k in cells])
+    by_key = {f.key: f for f in failures}
+    assert set(by_key) == {locked, newer, rolled}
+    assert by_key[locked].status == PrewriteStatus.LOCKED
+    assert by_key[locked].lock is not None and by_key[locked].lock.start_ts == ts(1)
+    assert by_key[newer].status == PrewriteStatus.WRITE_CONFLICT
+    assert by_key[newer].conflict_ts == ts(12)
+    assert by_key[rolled].status == PrewriteStatus.ROLLED_BACK
+
+    # Our own lock holding another value is a duplicate, the same value is a retry.
+    failures = await store.prewrite(ts(10), mine, 3000, [put(mine, b"other"), put(fresh[0], b"m")])
+    assert [(f.key, f.status) for f in failures] == [(mine, PrewriteStatus.DUPLICATE)]
+
+    never = key("never")
+    failures = await store.commit(ts(10), ts(11), [mine, *fresh, never, rolled])
+    assert {(f.key, f.status) for f in failures} == {
+        (never, CommitStatus.LOCK_MISSING),
+        (rolled, CommitStatus.ROLLED_BACK),
+    }
+    reads = await store.read(ts(11), [mine, *fresh])
+    assert [r.value for r in reads] == [b"m"] * 21
+    assert await store.commit(ts(10), ts(11), [mine, *fresh]) == []
+
+
+async def test_a_cell_twice_in_one_batch_is_written_once(store: CellStore) -> None:
+    a, b = key("a"), key("b")
+    assert await store.prewrite(ts(1), a, 3000, [put(a, b"x"), put(b, b"y"), put(a, b"x")]) == []
+    failures = await store.prewrite(ts(1), a, 3000, [put(b, b"y"), put(b, b"other")])
+    assert [(f.key, f.status) for f in failures] == [(b, PrewriteStatus.DUPLICATE)]
+    assert await store.commit(ts(1), ts(2), [a, b, a]) == []
+    assert [r.value for r in await store.read(ts(3), [a, b])] == [b"x", b"y"]
