@@ -482,18 +482,18 @@ _BULK_DECLARE = """    last_tbl text;
     k_hash bigint[];
     n_moved integer;"""
 _BULK_CHUNK = """    SELECT l.tbl, l.rkey INTO last_tbl, last_row FROM percolator_lock l
-        WHERE l.start_ts = p_start_ts AND (l.tbl, l.rkey) > (p_after_tbl, p_after_row)
-        AND l.hash IS NOT NULL
+        WHERE l.start_ts = p_start_ts AND l.start_ts > 0
+        AND (l.tbl, l.rkey) > (p_after_tbl, p_after_row) AND l.hash IS NOT NULL
         ORDER BY l.tbl, l.rkey OFFSET p_limit - 1 LIMIT 1;
     IF last_tbl IS NULL THEN
         SELECT array_agg(l.tbl), array_agg(l.rkey), array_agg(l.col), array_agg(l.hash)
             INTO k_tbl, k_row, k_col, k_hash FROM percolator_lock l
-            WHERE l.start_ts = p_start_ts AND (l.tbl, l.rkey) > (p_after_tbl, p_after_row)
-            AND l.hash IS NOT NULL;
+            WHERE l.start_ts = p_start_ts AND l.start_ts > 0
+            AND (l.tbl, l.rkey) > (p_after_tbl, p_after_row) AND l.hash IS NOT NULL;
     ELSE
         SELECT array_agg(l.tbl), array_agg(l.rkey), array_agg(l.col), array_agg(l.hash)
             INTO k_tbl, k_row, k_col, k_hash FROM percolator_lock l
-            WHERE l.start_ts = p_start_ts
+            WHERE l.start_ts = p_start_ts AND l.start_ts > 0
             AND (l.start_ts, l.tbl, l.rkey) > (p_start_ts, p_after_tbl, p_after_row)
             AND (l.start_ts, l.tbl, l.rkey) <= (p_start_ts, last_tbl, last_row)
             AND l.hash IS NOT NULL;
@@ -571,6 +571,35 @@ GET DIAGNOSTICS n_moved = ROW_COUNT;
 RETURN QUERY SELECT n_moved, last_tbl, last_row;
 END $$"""
 
+# The lock of the table with the smallest start_ts (LOCK-kind locks excluded: they never
+# commit a change), by a skip scan of the (start_ts, tbl, ...) index: walk the distinct
+# start_ts of all locks upwards, one probe each, until one has a lock in the table. Cheap
+# whatever the number of locks a transaction holds; the steps are the transactions older
+# than the answer. One statement: one snapshot, in which each cell is a lock or a write
+# record (closed timestamps rely on it).
+_OLDEST_LOCK_FUNCTION = """CREATE OR REPLACE FUNCTION percolator_oldest_lock(p_tbl text)
+RETURNS TABLE (start_ts bigint, rkey bytea, col text, primary_tbl text, primary_rkey bytea,
+    primary_col text, ttl_ms integer, kind smallint)
+LANGUAGE sql STABLE
+SET enable_seqscan = off SET enable_bitmapscan = off
+AS $$
+WITH RECURSIVE t(ts, hit) AS (
+    SELECT s.ts, EXISTS (SELECT 1 FROM percolator_lock l
+        WHERE l.start_ts = s.ts AND l.start_ts > 0 AND l.tbl = p_tbl AND l.kind <> 4)
+    FROM (SELECT min(l.start_ts) AS ts FROM percolator_lock l WHERE l.start_ts > 0) s
+    UNION ALL
+    SELECT n.ts, EXISTS (SELECT 1 FROM percolator_lock l
+        WHERE l.start_ts = n.ts AND l.start_ts > 0 AND l.tbl = p_tbl AND l.kind <> 4)
+    FROM t, LATERAL (SELECT min(l.start_ts) AS ts FROM percolator_lock l
+        WHERE l.start_ts > t.ts AND l.start_ts > 0) n
+    WHERE NOT t.hit AND t.ts IS NOT NULL
+)
+SELECT l.start_ts, l.rkey, l.col, l.primary_tbl, l.primary_rkey, l.primary_col, l.ttl_ms, l.kind
+FROM t, LATERAL (SELECT * FROM percolator_lock l
+    WHERE l.start_ts = t.ts AND l.start_ts > 0 AND l.tbl = p_tbl AND l.kind <> 4 LIMIT 1) l
+WHERE t.hit
+$$"""
+
 _V4_FUNCTIONS = [
     # As in version 1, but the lock keeps the row's hash, and our own lock holding another
     # write (kind or value) is DUPLICATE: the parts of a distributed transaction prewrite
@@ -623,34 +652,7 @@ BEGIN
 END $$""",
     _COMMIT_LOCKS_FUNCTION,
     _ROLLBACK_LOCKS_FUNCTION,
-    # The lock of the table with the smallest start_ts (LOCK-kind locks excluded: they never
-    # commit a change), by a skip scan of the (start_ts, tbl, ...) index: walk the distinct
-    # start_ts of all locks upwards, one probe each, until one has a lock in the table. Cheap
-    # whatever the number of locks a transaction holds; the steps are the transactions older
-    # than the answer. One statement: one snapshot, in which each cell is a lock or a write
-    # record (closed timestamps rely on it).
-    """CREATE OR REPLACE FUNCTION percolator_oldest_lock(p_tbl text)
-RETURNS TABLE (start_ts bigint, rkey bytea, col text, primary_tbl text, primary_rkey bytea,
-    primary_col text, ttl_ms integer, kind smallint)
-LANGUAGE sql STABLE
-SET enable_seqscan = off SET enable_bitmapscan = off
-AS $$
-WITH RECURSIVE t(ts, hit) AS (
-    SELECT s.ts, EXISTS (SELECT 1 FROM percolator_lock l
-        WHERE l.start_ts = s.ts AND l.tbl = p_tbl AND l.kind <> 4)
-    FROM (SELECT min(l.start_ts) AS ts FROM percolator_lock l) s
-    UNION ALL
-    SELECT n.ts, EXISTS (SELECT 1 FROM percolator_lock l
-        WHERE l.start_ts = n.ts AND l.tbl = p_tbl AND l.kind <> 4)
-    FROM t, LATERAL (SELECT min(l.start_ts) AS ts FROM percolator_lock l
-        WHERE l.start_ts > t.ts) n
-    WHERE NOT t.hit AND t.ts IS NOT NULL
-)
-SELECT l.start_ts, l.rkey, l.col, l.primary_tbl, l.primary_rkey, l.primary_col, l.ttl_ms, l.kind
-FROM t, LATERAL (SELECT * FROM percolator_lock l
-    WHERE l.start_ts = t.ts AND l.tbl = p_tbl AND l.kind <> 4 LIMIT 1) l
-WHERE t.hit
-$$""",
+    _OLDEST_LOCK_FUNCTION,
     # Split points of a table's rows on this shard: percentile_disc over its distinct row keys
     # (p_n - 1 points), and how many row keys they stand for. Up to p_exact_cells write records
     # the keys are read exactly (an index-only walk of the table's part of the key index);
@@ -698,8 +700,9 @@ _V6_BULK_IN_KEY_ORDER = [
     _ROLLBACK_LOCKS_FUNCTION,
 ]
 
-# Version 7: set-based prewrite and commit of many cells (of one transaction, or of several
-# coalesced by statement_batcher.py). The loops of version 1 call the single-cell function per
+# Version 7: the lock table's start_ts index becomes partial (below), and set-based prewrite
+# and commit of many cells (of one transaction, or of several coalesced by
+# statement_batcher.py). The loops of version 1 call the single-cell function per
 # cell, and each call reads its arguments out of the arrays, which costs more the longer the
 # arrays: 90 us a cell in a batch of 64, 400 us in a batch of 4,096. These cost 15-25 us a
 # cell from 8 cells up. The cells of one call must be distinct (the caller falls back to the
@@ -713,6 +716,16 @@ _V6_BULK_IN_KEY_ORDER = [
 # by ctid: between the statements it holds the rows' advisory locks, which every writer of a
 # lock takes first.
 _V7_SET_BASED = [
+    # Partial, so that only statements naming "start_ts > 0" (a transaction's locks, the
+    # oldest lock) can use it. A probe of one cell's lock by (tbl, rkey, col) otherwise could
+    # too, as a walk of the whole index: with the lock table's statistics saying "empty" (it
+    # churns) a generic plan took it, and each probe read every lock.
+    "DROP INDEX percolator_lock_start_ts",
+    """CREATE INDEX percolator_lock_start_ts ON percolator_lock (start_ts, tbl, rkey)
+    WHERE start_ts > 0""",
+    _COMMIT_LOCKS_FUNCTION,
+    _ROLLBACK_LOCKS_FUNCTION,
+    _OLDEST_LOCK_FUNCTION,
     f"""CREATE OR REPLACE FUNCTION percolator_prewrite_many(
     p_start_ts bigint[], p_ptbl text[], p_prow bytea[], p_pcol text[], p_ttl integer[],
     p_tbl text[], p_row bytea[], p_col text[], p_kind smallint[], p_value bytea[],
