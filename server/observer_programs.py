@@ -21,6 +21,7 @@ from percolator.server.sql import types as T
 from percolator.server.sql.catalog import Catalog, ObserverDef, TableDef
 from percolator.server.sql.errors import SqlError
 from percolator.server.sql.observer_body import BodyRef, BodyStatement, parse_body
+from percolator.server.storage.cells import CellKey
 from percolator.server.txn.observers import admin as observer_admin
 from percolator.server.txn.transaction import Transaction
 
@@ -120,6 +121,11 @@ class ObserverProgram:
     @property
     def paused(self) -> bool:
         return self.observer.paused
+
+    def row_cells(self, table: str, row: bytes) -> list[CellKey]:
+        if self._broken is not None or table != self.table.storage:
+            return []
+        return self._codec.cell_keys(row)
 
     async def run(self, txn: Transaction, table: str, row: bytes) -> None:
         if self._broken is not None:

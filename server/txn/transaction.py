@@ -67,6 +67,11 @@ _FIRST_BACKOFF_S = 0.002
 _MAX_BACKOFF_S = 0.1
 # Fixed cost assumed per buffered cell when accounting a transaction's size.
 _CELL_OVERHEAD_BYTES = 64
+READ_CACHE_CELLS = 4096
+"""Cells a transaction remembers from its point reads (get, get_many). A snapshot never
+changes, so a cell read again at the same read_ts (an INSERT's existence check of a row the
+transaction has just selected, an observer's row read together with its ack) costs no round
+trip. Beyond this many, further reads are not remembered."""
 
 
 @dataclass(frozen=True)
@@ -126,26 +131,48 @@ class Transaction:
         self._writes: dict[CellKey, Mutation] = {}
         self._bytes = 0
         self._sink = sink
+        self._cache: dict[CellKey, bytes | None] = {}
+        self._cache_ts = self.read_ts
 
     # -- reads ---------------------------------------------------------------------------------
 
     async def get(self, table: str, row: bytes, column: str) -> bytes | None:
         """The value of one cell in this transaction's snapshot (None if absent)."""
-        key = CellKey(table, row, column)
-        own = self._writes.get(key)
-        if own is not None and own.kind != WriteKind.LOCK:
-            return own.value
-        self._check_active()
-        return (await self._read([key]))[0].value
+        (value,) = await self.get_many([CellKey(table, row, column)])
+        return value
 
     async def get_many(self, keys: Sequence[CellKey]) -> list[bytes | None]:
-        """Several cells in one batch (one round trip per shard)."""
+        """Several cells in one batch (one round trip per shard; none for cells written or
+        already read by this transaction)."""
         self._check_active()
+        writes = self._writes
+        cache = self._snapshot_cache()
         remote = [
-            k for k in keys if k not in self._writes or self._writes[k].kind == WriteKind.LOCK
+            k
+            for k in keys
+            if (k not in writes or writes[k].kind == WriteKind.LOCK) and k not in cache
         ]
-        found = {r.key: r.value for r in await self._read(remote)} if remote else {}
-        return [found[k] if k in found else self._writes[k].value for k in keys]
+        found: dict[CellKey, bytes | None] = {}
+        if remote:
+            found = {r.key: r.value for r in await self._read(remote)}
+            room = READ_CACHE_CELLS - len(cache)
+            if room > 0:
+                cache.update(found if len(found) <= room else list(found.items())[:room])
+        out: list[bytes | None] = []
+        for k in keys:
+            own = writes.get(k)
+            if own is not None and own.kind != WriteKind.LOCK:
+                out.append(own.value)
+            else:
+                out.append(found[k] if k in found else cache[k])
+        return out
+
+    def _snapshot_cache(self) -> dict[CellKey, bytes | None]:
+        """The cells read at the current read_ts (emptied when READ COMMITTED moves it)."""
+        if self._cache_ts != self.read_ts:
+            self._cache = {}
+            self._cache_ts = self.read_ts
+        return self._cache
 
     async def scan(
         self,

@@ -9,7 +9,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from percolator.server.storage.cells import Notification
+from percolator.server.storage.cells import CellKey, Notification
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.client import TransactionClient
 from percolator.server.txn.membership import HASH_MAX, HASH_MIN, GroupRegistry
@@ -35,6 +35,9 @@ class Program:
     delay_s: float = 0.0
     fail_on: set[bytes] = field(default_factory=set)
     attempts: int = 0
+
+    def row_cells(self, table: str, row: bytes) -> list[CellKey]:
+        return [CellKey(table, row, "v")]
 
     async def run(self, txn: Transaction, table: str, row: bytes) -> None:
         self.attempts += 1

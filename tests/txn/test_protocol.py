@@ -306,3 +306,26 @@ async def test_a_dropped_transaction_stops_holding_gc_back(client: TransactionCl
     del txn
     gc.collect()
     assert client.min_running_start_ts() is None
+
+
+async def test_a_cell_read_again_in_one_snapshot_costs_no_round_trip(
+    client: TransactionClient,
+) -> None:
+    await put_committed(client, a=b"1", b=b"2")
+    txn = await client.begin()
+    assert await txn.get_many([k("a"), k("b")]) == [b"1", b"2"]
+    trips = client.store.stats.snapshot()
+    await put_committed(client, a=b"changed")
+    assert await txn.get("acct", b"a", "v") == b"1"
+    assert await txn.get_many([k("b"), k("a")]) == [b"2", b"1"]
+    assert client.store.stats.snapshot() != trips  # only the other transaction's round trips
+    reads = client.store.stats.snapshot().get("read", 0) - trips.get("read", 0)
+    assert reads == 0
+    # Own writes still come first; a cell not read before is read.
+    txn.set("acct", b"a", "v", b"mine")
+    assert await txn.get_many([k("a"), k("c")]) == [b"mine", None]
+    # A new snapshot (READ COMMITTED) reads again.
+    await client.renew_snapshot(txn)
+    assert await txn.get("acct", b"b", "v") == b"2"
+    assert client.store.stats.snapshot().get("read", 0) - trips.get("read", 0) == 2
+    await txn.rollback()

@@ -8,8 +8,10 @@ an :class:`ObserverSource`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
+from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import Transaction
 
 ACK_COLUMN = "ts"
@@ -40,6 +42,10 @@ class ObserverProgram(Protocol):
     @property
     def paused(self) -> bool:
         """True: its notifications stay pending and nothing runs."""
+
+    def row_cells(self, table: str, row: bytes) -> Sequence[CellKey]:
+        """The cells ``run`` reads first (the changed row): the runtime reads them in the same
+        round trip as the ack cell, and the transaction serves run's read from that."""
 
     async def run(self, txn: Transaction, table: str, row: bytes) -> None:
         """Do the observer's work for ``row`` of store table ``table`` inside ``txn``; the

@@ -4,14 +4,16 @@ For each notification (observer, row) in its slice of the hash space the worker 
 transaction of its own:
 
 1. STRONG observers first read their ack cell (the start_ts of their last committed run for the
-   row). If that run started after the notification's newest write committed, it already saw
-   the change: nothing runs and the notification is cleared.
+   row), in one round trip with the changed row (``ObserverProgram.row_cells``). If that run
+   started after the notification's newest write committed, it already saw the change:
+   nothing runs and the notification is cleared.
 2. The observer's program runs for the row inside the transaction.
 3. STRONG observers write the ack cell with this run's start_ts, and the transaction commits.
    Two runs for the same change both write the ack cell, so at most one of them commits; the
    other gets a write conflict, runs again, finds the ack and stops.
 4. The notification is cleared if no write newer than this run's snapshot has set it since
-   (several writes before a run collapse into it; a write during it leaves it set).
+   (several writes before a run collapse into it; a write during it leaves it set). Runs that
+   end while a clear is in flight share the next one.
 
 A run that raises rolls back; its notification is held back with exponential backoff and, after
 ``max_failures`` attempts, parked until ``ALTER OBSERVER ... RETRY PARKED`` (or a new write).
@@ -28,11 +30,13 @@ import time
 from dataclasses import dataclass
 
 from percolator.server.storage.cells import (
+    CellKey,
     ClearNotification,
     DeferNotification,
     Notification,
     NotifyCursor,
 )
+from percolator.server.storage.statement_batcher import StatementBatcher
 from percolator.server.txn.client import TransactionClient
 from percolator.server.txn.config import retry_delay_s
 from percolator.server.txn.errors import Retryable
@@ -112,6 +116,11 @@ class ObserverWorker:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._flusher: asyncio.Task[None] | None = None
+        # Clears of committed runs go one statement at a time: those that finish meanwhile
+        # share the next statement (a round trip per batch instead of per run).
+        self._clears: StatementBatcher[ClearNotification, None] = StatementBatcher(
+            self._clear_batch, max_in_flight=1
+        )
 
     # -- life ------------------------------------------------------------------------------
 
@@ -266,7 +275,8 @@ class ObserverWorker:
     async def _attempt(self, program: ObserverProgram, n: Notification, txn: Transaction) -> str:
         acks = ack_table(program.key)
         if not program.weak:
-            raw = await txn.get(acks, n.row, ACK_COLUMN)
+            ack = CellKey(acks, n.row, ACK_COLUMN)
+            raw, *_ = await txn.get_many([ack, *program.row_cells(n.table, n.row)])
             if raw is not None and int(raw) > n.ts:
                 # The last committed run started after the newest write committed: it saw it.
                 await txn.rollback()
@@ -282,9 +292,11 @@ class ObserverWorker:
         return RunOutcome.COMMITTED
 
     async def _clear(self, n: Notification, below_ts: int) -> None:
-        await self._store.clear_notifications(
-            [ClearNotification(n.observer, n.table, n.row, below_ts)]
-        )
+        await self._clears.submit(ClearNotification(n.observer, n.table, n.row, below_ts))
+
+    async def _clear_batch(self, items: list[ClearNotification]) -> list[None]:
+        await self._store.clear_notifications(items)
+        return [None] * len(items)
 
     async def _failed(self, program: ObserverProgram, n: Notification, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
