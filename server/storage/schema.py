@@ -473,13 +473,16 @@ _V4_TABLES = [
 # NULL in second place can still be true, hence the explicit test. The bounds of the second
 # query name all three index columns: from `(tbl, rkey) > (...)` the planner derives a range of
 # tbl, and a generic plan then walks the primary key over every lock of the table (seen: 200 ms
-# a chunk with 600,000 locks; the index walk takes 2 ms).
+# a chunk with 600,000 locks; the index walk takes 2 ms). Under the row locks, each named lock
+# is found again by a probe per cell and deleted by ctid (version 7): a join of the lock table
+# with the cells could walk the whole lock table per cell in a generic plan.
 _BULK_DECLARE = """    last_tbl text;
     last_row bytea;
     k_tbl text[];
     k_row bytea[];
     k_col text[];
     k_hash bigint[];
+    k_ctid tid[];
     n_moved integer;"""
 _BULK_CHUNK = """    SELECT l.tbl, l.rkey INTO last_tbl, last_row FROM percolator_lock l
         WHERE l.start_ts = p_start_ts AND l.start_ts > 0
@@ -502,7 +505,12 @@ _BULK_CHUNK = """    SELECT l.tbl, l.rkey INTO last_tbl, last_row FROM percolato
         RETURN QUERY SELECT 0, NULL::text, NULL::bytea;
         RETURN;
     END IF;
-    PERFORM pg_advisory_xact_lock(h) FROM (SELECT DISTINCT unnest(k_hash) AS h ORDER BY 1) s;"""
+    PERFORM pg_advisory_xact_lock(h) FROM (SELECT DISTINCT unnest(k_hash) AS h ORDER BY 1) s;
+    SELECT array_agg(x.ctid) INTO k_ctid
+        FROM unnest(k_tbl, k_row, k_col) AS k(tbl, rkey, col)
+        JOIN LATERAL (SELECT l.ctid FROM percolator_lock l
+            WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
+            AND l.start_ts = p_start_ts LIMIT 1) x ON true;"""
 
 # Commit every lock of a transaction (its secondaries, after the primary's commit), one
 # chunk per call: _BULK_CHUNK picks it, then as percolator_commit_one does
@@ -524,8 +532,7 @@ n_notified integer;
 BEGIN
 {_BULK_CHUNK}
 WITH del AS (
-    DELETE FROM percolator_lock l USING unnest(k_tbl, k_row, k_col) AS k(tbl, rkey, col)
-    WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts = p_start_ts
+    DELETE FROM percolator_lock l WHERE l.ctid = ANY (k_ctid) AND l.start_ts = p_start_ts
     RETURNING l.tbl, l.rkey, l.col, l.kind, l.value, l.hash
 ), ins AS (
     INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
@@ -565,8 +572,7 @@ DECLARE
 {_BULK_DECLARE}
 BEGIN
 {_BULK_CHUNK}
-DELETE FROM percolator_lock l USING unnest(k_tbl, k_row, k_col) AS k(tbl, rkey, col)
-WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col AND l.start_ts = p_start_ts;
+DELETE FROM percolator_lock l WHERE l.ctid = ANY (k_ctid) AND l.start_ts = p_start_ts;
 GET DIAGNOSTICS n_moved = ROW_COUNT;
 RETURN QUERY SELECT n_moved, last_tbl, last_row;
 END $$"""
@@ -755,8 +761,9 @@ BEGIN{_LOCK_ROWS}
             p_value, p_hash) WITH ORDINALITY
             AS k(start_ts, ptbl, prow, pcol, ttl, tbl, rkey, col, kind, value, hash, i)
         LEFT JOIN LATERAL (
+            -- LIMIT: a probe per cell; flattened into a join, it scanned every lock per cell.
             SELECT * FROM percolator_lock l
-            WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
+            WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col LIMIT 1
         ) l ON true
         LEFT JOIN LATERAL (
             SELECT bool_or(w.kind = 3 AND w.start_ts = k.start_ts
@@ -808,7 +815,7 @@ BEGIN{_LOCK_ROWS}
         JOIN LATERAL (
             SELECT l.ctid, l.kind, l.value FROM percolator_lock l
             WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
-            AND l.start_ts = k.start_ts
+            AND l.start_ts = k.start_ts LIMIT 1
         ) l ON true;
     IF tids IS NOT NULL THEN
         DELETE FROM percolator_lock WHERE ctid = ANY (tids);
