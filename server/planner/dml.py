@@ -245,6 +245,7 @@ async def insert_rows(
         if needs_check:
             _check_batch_duplicates(writer, chunk, keys, skip, on_conflict)
             conflicts = await find_conflicts(writer, ctx, chunk, keys)
+            updates: list[tuple[Row, Conflict]] = []
             for i, c in enumerate(conflicts):
                 if c is None or skip[i]:
                     continue
@@ -256,14 +257,10 @@ async def insert_rows(
                     raise duplicate_key(writer.table, c.constraint, c.column_ids, chunk[i])
                 skip[i] = True
                 if on_conflict.do_update and conflict_update is not None:
-                    (existing,) = await writer.codec.get_rows(ctx.txn, [c.existing_key])
-                    if existing is None:
-                        continue
-                    updated = await conflict_update(existing, chunk[i])
-                    if updated is not None:
-                        await update_row(writer, ctx, c.existing_key, existing, updated)
-                        written.append(updated)
-                        count += 1
+                    updates.append((chunk[i], c))
+            for updated in await _update_conflicting(writer, ctx, updates, conflict_update):
+                written.append(updated)
+                count += 1
         for i, row in enumerate(chunk):
             if skip[i]:
                 continue
@@ -273,6 +270,35 @@ async def insert_rows(
             written.append(row)
             count += 1
     return InsertResult(count, written)
+
+
+async def _update_conflicting(
+    writer: TableWriter,
+    ctx: Any,
+    updates: list[tuple[Row, Conflict]],
+    conflict_update: Callable[[Row, Row], Any] | None,
+) -> list[Row]:
+    """ON CONFLICT DO UPDATE: update each existing row a proposed row collided with; returns
+    the updated rows. The existing rows are read in one batch, unless two proposed rows hit
+    the same row (through different constraints): then each must see the other's update."""
+    if not updates or conflict_update is None:
+        return []
+    keys = [c.existing_key for _, c in updates]
+    batched = len(set(keys)) == len(keys)
+    existing_rows = await writer.codec.get_rows(ctx.txn, keys) if batched else []
+    out: list[Row] = []
+    for j, (proposed, c) in enumerate(updates):
+        if batched:
+            existing = existing_rows[j]
+        else:
+            (existing,) = await writer.codec.get_rows(ctx.txn, [c.existing_key])
+        if existing is None:
+            continue
+        updated = await conflict_update(existing, proposed)
+        if updated is not None:
+            await update_row(writer, ctx, c.existing_key, existing, updated)
+            out.append(updated)
+    return out
 
 
 async def update_row(writer: TableWriter, ctx: Any, key: bytes, old: Row, new: Row) -> None:

@@ -17,6 +17,7 @@ storage layer needs the physical part only to decide whether a lock's TTL has ex
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 
@@ -125,6 +126,15 @@ class CommitStatus(Enum):
     """Neither our lock nor our commit record is there: the transaction was rolled back."""
     ROLLED_BACK = "rolled_back"
     """A rollback record for our start_ts is there."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest:
+    """Cells of one transaction to commit (see :meth:`CellStore.commit_batch`)."""
+
+    start_ts: int
+    commit_ts: int
+    keys: Sequence[CellKey]
 
 
 @dataclass(frozen=True, slots=True)

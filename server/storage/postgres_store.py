@@ -33,6 +33,7 @@ from percolator.server.storage.cells import (
     ChangeCursor,
     ClearNotification,
     CommitFailure,
+    CommitRequest,
     CommitStatus,
     DeferNotification,
     GcResult,
@@ -609,11 +610,19 @@ class PostgresCellStore(CellStore):
                 (failure,) = await self._commit_cells(shard, [item])
             return [failure] if failure is not None else []
 
-        items = [_CommitItem(start_ts, commit_ts, k) for k in keys]
+        return await self._commit_items([_CommitItem(start_ts, commit_ts, k) for k in keys])
+
+    async def commit_batch(self, requests: Sequence[CommitRequest]) -> list[CommitFailure]:
+        return await self._commit_items(
+            [_CommitItem(r.start_ts, r.commit_ts, k) for r in requests for k in r.keys]
+        )
+
+    async def _commit_items(self, items: list[_CommitItem]) -> list[CommitFailure]:
+        """Commit cells of any transactions: a statement per shard and chunk, in parallel."""
         results = await asyncio.gather(
             *(
                 self._commit_cells(shard, [items[i] for i in idx])
-                for shard, shard_chunks in self._group(keys).items()
+                for shard, shard_chunks in self._group([it.key for it in items]).items()
                 for idx in shard_chunks
             )
         )

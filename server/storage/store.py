@@ -61,6 +61,7 @@ from percolator.server.storage.cells import (
     ChangeCursor,
     ClearNotification,
     CommitFailure,
+    CommitRequest,
     DeferNotification,
     GcResult,
     LockInfo,
@@ -120,6 +121,14 @@ class CellStore(abc.ABC):
         self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
     ) -> list[CommitFailure]:
         """Turn our locks into write records at commit_ts. Returns the cells that failed."""
+
+    async def commit_batch(self, requests: Sequence[CommitRequest]) -> list[CommitFailure]:
+        """:meth:`commit` for the cells of several transactions, sharing statements where the
+        store can (the secondaries of transactions that committed at about the same time)."""
+        failures: list[CommitFailure] = []
+        for r in requests:
+            failures += await self.commit(r.start_ts, r.commit_ts, r.keys)
+        return failures
 
     @abc.abstractmethod
     async def rollback(

@@ -3,8 +3,10 @@
 Once the primary is committed the transaction is committed; its secondary locks only need to be
 turned into write records. A bounded queue carries that work to a few background tasks so that
 ``commit()`` returns at the commit point, while a flood of commits slows down (the queue is full)
-instead of growing memory. A secondary that is never committed here (the process dies) is rolled
-forward by the first reader that meets it.
+instead of growing memory. A task takes every job waiting in the queue (up to
+``MAX_BATCH_CELLS`` cells) and commits them together: under load, the secondaries of many small
+transactions share one statement per shard. A secondary that is never committed here (the
+process dies) is rolled forward by the first reader that meets it.
 """
 
 from __future__ import annotations
@@ -12,19 +14,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from percolator.server.storage.cells import CellKey
+from percolator.server.storage.cells import CellKey, CommitRequest
 from percolator.server.storage.store import CellStore
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class _Job:
-    start_ts: int
-    commit_ts: int
-    keys: Sequence[CellKey]
+MAX_BATCH_CELLS = 1024
+"""Cells one background commit gathers from the queue (a job larger than that goes alone)."""
 
 
 class SecondaryCommitter:
@@ -34,11 +32,11 @@ class SecondaryCommitter:
         self._store = store
         self._max_pending = max_pending
         self._workers = workers
-        self._queue: asyncio.Queue[_Job] | None = None
+        self._queue: asyncio.Queue[CommitRequest] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.failures = 0
 
-    def _ensure_started(self) -> asyncio.Queue[_Job]:
+    def _ensure_started(self) -> asyncio.Queue[CommitRequest]:
         if self._queue is None:
             self._queue = asyncio.Queue(self._max_pending)
             self._tasks = [asyncio.create_task(self._run()) for _ in range(self._workers)]
@@ -47,20 +45,33 @@ class SecondaryCommitter:
     async def submit(self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]) -> None:
         """Queue the secondaries of a committed transaction; waits while the queue is full."""
         if keys:
-            await self._ensure_started().put(_Job(start_ts, commit_ts, keys))
+            await self._ensure_started().put(CommitRequest(start_ts, commit_ts, keys))
 
     async def _run(self) -> None:
         assert self._queue is not None
+        queue = self._queue
+        carried: CommitRequest | None = None  # taken from the queue, too big for the last batch
         while True:
-            job = await self._queue.get()
+            jobs = [carried if carried is not None else await queue.get()]
+            carried = None
+            cells = len(jobs[0].keys)
+            while not queue.empty():
+                job = queue.get_nowait()
+                if cells + len(job.keys) > MAX_BATCH_CELLS:
+                    carried = job
+                    break
+                jobs.append(job)
+                cells += len(job.keys)
             try:
-                await self._store.commit(job.start_ts, job.commit_ts, job.keys)
+                await self._store.commit_batch(jobs)
             except Exception:
                 # Not fatal: the locks stay and readers roll them forward from the primary.
-                self.failures += 1
-                log.warning("secondary commit of start_ts %d failed", job.start_ts, exc_info=True)
+                self.failures += len(jobs)
+                starts = ", ".join(str(j.start_ts) for j in jobs)
+                log.warning("secondary commit of start_ts %s failed", starts, exc_info=True)
             finally:
-                self._queue.task_done()
+                for _ in jobs:
+                    queue.task_done()
 
     async def drain(self) -> None:
         """Wait until every queued secondary commit has been attempted."""

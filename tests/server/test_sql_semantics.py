@@ -644,6 +644,9 @@ SCRIPTS: dict[str, Script] = {
             " DO UPDATE SET name = excluded.name, qty = dm.qty + excluded.qty RETURNING id, name, qty",
             "INSERT INTO dm (id, name) VALUES (2, 'cond') ON CONFLICT (id) DO UPDATE SET name = excluded.name"
             " WHERE dm.qty > 100 RETURNING id",
+            "INSERT INTO dm (id, name, qty) VALUES (3, 'm3', 1), (40, 'm40', 2), (4, 'm4', 3)"
+            " ON CONFLICT (id) DO UPDATE SET name = excluded.name, qty = dm.qty + excluded.qty"
+            " RETURNING id, name, qty",
             "INSERT INTO dm (id, name, code) VALUES (17, 'c3', 'X') ON CONFLICT (code) DO UPDATE"
             " SET name = 'was X' RETURNING id, name",
             "INSERT INTO dm (id, name) VALUES (18, 'a'), (18, 'b') ON CONFLICT (id) DO UPDATE SET name = 'c'",

@@ -7,6 +7,7 @@ import pytest
 
 from percolator.server.storage.cells import (
     CellKey,
+    CommitRequest,
     CommitStatus,
     Mutation,
     PrewriteStatus,
@@ -386,3 +387,17 @@ async def test_a_cell_twice_in_one_batch_is_written_once(store: CellStore) -> No
     assert [(f.key, f.status) for f in failures] == [(b, PrewriteStatus.DUPLICATE)]
     assert await store.commit(ts(1), ts(2), [a, b, a]) == []
     assert [r.value for r in await store.read(ts(3), [a, b])] == [b"x", b"y"]
+
+
+async def test_commit_batch_commits_several_transactions(store: CellStore) -> None:
+    a = [key(f"a{i}") for i in range(12)]
+    b = [key(f"b{i}") for i in range(12)]
+    assert await store.prewrite(ts(1), a[0], 3000, [put(k, b"from 1") for k in a]) == []
+    assert await store.prewrite(ts(2), b[0], 3000, [put(k, b"from 2") for k in b]) == []
+    never = key("never")
+    failures = await store.commit_batch(
+        [CommitRequest(ts(1), ts(5), a), CommitRequest(ts(2), ts(6), [*b, never])]
+    )
+    assert [(f.key, f.status) for f in failures] == [(never, CommitStatus.LOCK_MISSING)]
+    assert [r.value for r in await store.read(ts(5), a + b)] == [b"from 1"] * 12 + [None] * 12
+    assert [r.value for r in await store.read(ts(6), b)] == [b"from 2"] * 12
