@@ -71,7 +71,8 @@ READ_CACHE_CELLS = 4096
 """Cells a transaction remembers from its point reads (get, get_many). A snapshot never
 changes, so a cell read again at the same read_ts (an INSERT's existence check of a row the
 transaction has just selected, an observer's row read together with its ack) costs no round
-trip. Beyond this many, further reads are not remembered."""
+trip. Beyond this many, or ``READ_CACHE_BYTES`` of values, further reads are not remembered."""
+READ_CACHE_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class Transaction:
         self._sink = sink
         self._cache: dict[CellKey, bytes | None] = {}
         self._cache_ts = self.read_ts
+        self._cache_bytes = 0
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -155,9 +157,7 @@ class Transaction:
         found: dict[CellKey, bytes | None] = {}
         if remote:
             found = {r.key: r.value for r in await self._read(remote)}
-            room = READ_CACHE_CELLS - len(cache)
-            if room > 0:
-                cache.update(found if len(found) <= room else list(found.items())[:room])
+            self._remember(cache, found)
         out: list[bytes | None] = []
         for k in keys:
             own = writes.get(k)
@@ -172,7 +172,19 @@ class Transaction:
         if self._cache_ts != self.read_ts:
             self._cache = {}
             self._cache_ts = self.read_ts
+            self._cache_bytes = 0
         return self._cache
+
+    def _remember(
+        self, cache: dict[CellKey, bytes | None], found: dict[CellKey, bytes | None]
+    ) -> None:
+        """Keep what a read found, within the cache's bounds."""
+        for key, value in found.items():
+            size = len(value) if value is not None else 0
+            if len(cache) >= READ_CACHE_CELLS or self._cache_bytes + size > READ_CACHE_BYTES:
+                return
+            cache[key] = value
+            self._cache_bytes += size
 
     async def scan(
         self,
