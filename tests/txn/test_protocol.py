@@ -329,3 +329,20 @@ async def test_a_cell_read_again_in_one_snapshot_costs_no_round_trip(
     assert await txn.get("acct", b"b", "v") == b"2"
     assert client.store.stats.snapshot().get("read", 0) - trips.get("read", 0) == 2
     await txn.rollback()
+
+
+async def test_the_read_cache_keeps_within_its_byte_budget(
+    client: TransactionClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from percolator.server.txn import transaction as transaction_module
+
+    monkeypatch.setattr(transaction_module, "READ_CACHE_BYTES", 10)
+    await put_committed(client, small=b"12345", big=b"0123456789")
+    txn = await client.begin()
+    assert await txn.get_many([k("small"), k("big")]) == [b"12345", b"0123456789"]
+    trips = client.store.stats.snapshot().get("read", 0)
+    assert await txn.get("acct", b"small", "v") == b"12345"  # remembered
+    assert client.store.stats.snapshot().get("read", 0) == trips
+    assert await txn.get("acct", b"big", "v") == b"0123456789"  # over the budget: read again
+    assert client.store.stats.snapshot().get("read", 0) == trips + 1
+    await txn.rollback()
