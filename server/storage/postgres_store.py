@@ -323,6 +323,17 @@ def _distinct(keys: Iterable[CellKey]) -> bool:
     return True
 
 
+def _one_if_same(values: list[T]) -> list[T]:
+    """An argument of the set-based functions: one element when every cell has the same value
+    (the functions read an array of one as that value for all), else the values."""
+    return values[:1] if values.count(values[0]) == len(values) else values
+
+
+def _each(values: list[T]) -> list[T]:
+    """An argument of the per-cell loops: always one value per cell."""
+    return values
+
+
 def _kind(code: int) -> WriteKind:
     try:
         return WriteKind(code)
@@ -566,20 +577,22 @@ class PostgresCellStore(CellStore):
         hashes = [row_hash(it.mutation.key.table, it.mutation.key.row) for it in items]
         order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
         ordered = [items[i] for i in order]
+        many = _distinct(it.mutation.key for it in items)
+        shared = _one_if_same if many else _each
         args = (
-            [it.start_ts for it in ordered],
-            [it.primary.table for it in ordered],
-            [it.primary.row for it in ordered],
-            [it.primary.column for it in ordered],
-            [it.ttl_ms for it in ordered],
-            [it.mutation.key.table for it in ordered],
+            shared([it.start_ts for it in ordered]),
+            shared([it.primary.table for it in ordered]),
+            shared([it.primary.row for it in ordered]),
+            shared([it.primary.column for it in ordered]),
+            shared([it.ttl_ms for it in ordered]),
+            shared([it.mutation.key.table for it in ordered]),
             [it.mutation.key.row for it in ordered],
             [it.mutation.key.column for it in ordered],
-            [int(it.mutation.kind) for it in ordered],
+            shared([int(it.mutation.kind) for it in ordered]),
             [it.mutation.value for it in ordered],
             [hashes[i] for i in order],
         )
-        statement = _PREWRITE_MANY if _distinct(it.mutation.key for it in items) else _PREWRITE_EACH
+        statement = _PREWRITE_MANY if many else _PREWRITE_EACH
         records = await self._call(
             "prewrite", self._shards[shard], lambda conn: conn.fetch(statement, *args)
         )
@@ -652,15 +665,17 @@ class PostgresCellStore(CellStore):
         hashes = [row_hash(it.key.table, it.key.row) for it in items]
         order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
         ordered = [items[i] for i in order]
+        many = _distinct(it.key for it in items)
+        shared = _one_if_same if many else _each
         args = (
-            [it.start_ts for it in ordered],
-            [it.commit_ts for it in ordered],
-            [it.key.table for it in ordered],
+            shared([it.start_ts for it in ordered]),
+            shared([it.commit_ts for it in ordered]),
+            shared([it.key.table for it in ordered]),
             [it.key.row for it in ordered],
             [it.key.column for it in ordered],
             [hashes[i] for i in order],
         )
-        statement = _COMMIT_MANY if _distinct(it.key for it in items) else _COMMIT_EACH
+        statement = _COMMIT_MANY if many else _COMMIT_EACH
         records = await self._call(
             "commit", self._shards[shard], lambda conn: conn.fetch(statement, *args)
         )

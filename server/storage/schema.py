@@ -463,18 +463,19 @@ _V4_TABLES = [
 ]
 
 # The chunk of a bulk move (commit_locks, rollback_locks): the locks of p_start_ts after the
-# cursor (p_after_tbl, p_after_row) in the order of the (start_ts, tbl, rkey) index (version 6;
-# (start_ts, tbl, hash) before), p_limit of them completed to whole rows, so that the next chunk
-# starts after the returned cursor (last_tbl, last_row), NULL when none is left. Keyset paging keeps
-# each chunk a short index walk, whatever number of locks came before it. The chunk's cells
+# cursor (p_after_tbl, p_after_row) in key order, p_limit of them completed to whole rows, so
+# that the next chunk starts after the returned cursor (last_tbl, last_row), NULL when none is
+# left. Keyset paging keeps each chunk a short walk of the primary key from the cursor, whatever
+# number of locks came before it (version 7). The (start_ts, tbl, rkey) index of version 6 was
+# meant for this walk, but with "start_ts = p" among the conditions a generic plan started every
+# chunk at the transaction's first entry and walked the dead entries of every earlier chunk:
+# quadratic (a 3-million-lock commit slowed to 16,000 locks/s). The subqueries fence the walk
+# (OFFSET 0: the start_ts test stays outside, so no other index applies). The chunk's cells
 # are named exactly, then their rows' advisory locks taken (ascending, a statement of their
 # own), so a lock prewritten meanwhile is never moved without its row lock; it is left to
 # readers. So are locks without a hash (prewritten before version 4): a row comparison with a
-# NULL in second place can still be true, hence the explicit test. The bounds of the second
-# query name all three index columns: from `(tbl, rkey) > (...)` the planner derives a range of
-# tbl, and a generic plan then walks the primary key over every lock of the table (seen: 200 ms
-# a chunk with 600,000 locks; the index walk takes 2 ms). Under the row locks, each named lock
-# is found again by a probe per cell and deleted by ctid (version 7): a join of the lock table
+# NULL in second place can still be true, hence the explicit test. Under the row locks, each
+# named lock is found again by a probe per cell and deleted by ctid: a join of the lock table
 # with the cells could walk the whole lock table per cell in a generic plan.
 _BULK_DECLARE = """    last_tbl text;
     last_row bytea;
@@ -484,22 +485,24 @@ _BULK_DECLARE = """    last_tbl text;
     k_hash bigint[];
     k_ctid tid[];
     n_moved integer;"""
-_BULK_CHUNK = """    SELECT l.tbl, l.rkey INTO last_tbl, last_row FROM percolator_lock l
-        WHERE l.start_ts = p_start_ts AND l.start_ts > 0
-        AND (l.tbl, l.rkey) > (p_after_tbl, p_after_row) AND l.hash IS NOT NULL
-        ORDER BY l.tbl, l.rkey OFFSET p_limit - 1 LIMIT 1;
-    IF last_tbl IS NULL THEN
-        SELECT array_agg(l.tbl), array_agg(l.rkey), array_agg(l.col), array_agg(l.hash)
-            INTO k_tbl, k_row, k_col, k_hash FROM percolator_lock l
-            WHERE l.start_ts = p_start_ts AND l.start_ts > 0
-            AND (l.tbl, l.rkey) > (p_after_tbl, p_after_row) AND l.hash IS NOT NULL;
+_BULK_CHUNK = """    SELECT s.tbl, s.rkey INTO last_tbl, last_row FROM (
+        SELECT l.tbl, l.rkey, l.start_ts, l.hash FROM percolator_lock l
+        WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row) ORDER BY l.tbl, l.rkey OFFSET 0
+    ) s WHERE s.start_ts = p_start_ts AND s.hash IS NOT NULL
+    ORDER BY s.tbl, s.rkey OFFSET p_limit - 1 LIMIT 1;
+    IF last_tbl IS NULL THEN  -- the rest fits in this chunk
+        SELECT array_agg(s.tbl), array_agg(s.rkey), array_agg(s.col), array_agg(s.hash)
+            INTO k_tbl, k_row, k_col, k_hash FROM (
+                SELECT l.tbl, l.rkey, l.col, l.start_ts, l.hash FROM percolator_lock l
+                WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row) OFFSET 0
+            ) s WHERE s.start_ts = p_start_ts AND s.hash IS NOT NULL;
     ELSE
-        SELECT array_agg(l.tbl), array_agg(l.rkey), array_agg(l.col), array_agg(l.hash)
-            INTO k_tbl, k_row, k_col, k_hash FROM percolator_lock l
-            WHERE l.start_ts = p_start_ts AND l.start_ts > 0
-            AND (l.start_ts, l.tbl, l.rkey) > (p_start_ts, p_after_tbl, p_after_row)
-            AND (l.start_ts, l.tbl, l.rkey) <= (p_start_ts, last_tbl, last_row)
-            AND l.hash IS NOT NULL;
+        SELECT array_agg(s.tbl), array_agg(s.rkey), array_agg(s.col), array_agg(s.hash)
+            INTO k_tbl, k_row, k_col, k_hash FROM (
+                SELECT l.tbl, l.rkey, l.col, l.start_ts, l.hash FROM percolator_lock l
+                WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row)
+                AND (l.tbl, l.rkey) <= (last_tbl, last_row) OFFSET 0
+            ) s WHERE s.start_ts = p_start_ts AND s.hash IS NOT NULL;
     END IF;
     IF k_tbl IS NULL THEN
         RETURN QUERY SELECT 0, NULL::text, NULL::bytea;
@@ -714,6 +717,11 @@ _V6_BULK_IN_KEY_ORDER = [
 # cell from 8 cells up. The cells of one call must be distinct (the caller falls back to the
 # loops otherwise: the loops see a cell's earlier occurrence, one statement cannot).
 #
+# Arguments that are the same for every cell (a transaction's start_ts, primary and TTL, often
+# its table and kind) may come as arrays of one element: the driver encodes each array element
+# on its own, so that halves the work of sending a transaction's cells. (An element of a
+# longer array is never NULL in those columns, so coalesce tells the two apart.)
+#
 # Plans are generic (plan_cache_mode): a custom plan per call costs about 0.2 ms of planning,
 # more than the whole statement for a few cells. A generic plan does not know the arrays'
 # length and the lock table churns, so its statistics may say it is empty: a join of the lock
@@ -757,9 +765,16 @@ BEGIN{_LOCK_ROWS}
                         ELSE 0 END
                 WHEN w.newer IS NOT NULL THEN CASE WHEN w.rolled THEN 3 ELSE 1 END
             END AS status
-        FROM unnest(p_start_ts, p_ptbl, p_prow, p_pcol, p_ttl, p_tbl, p_row, p_col, p_kind,
-            p_value, p_hash) WITH ORDINALITY
-            AS k(start_ts, ptbl, prow, pcol, ttl, tbl, rkey, col, kind, value, hash, i)
+        FROM (
+            SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
+                coalesce(u.ptbl, p_ptbl[1]) AS ptbl, coalesce(u.prow, p_prow[1]) AS prow,
+                coalesce(u.pcol, p_pcol[1]) AS pcol, coalesce(u.ttl, p_ttl[1]) AS ttl,
+                coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col,
+                coalesce(u.kind, p_kind[1]) AS kind, u.value, u.hash, u.i
+            FROM unnest(p_start_ts, p_ptbl, p_prow, p_pcol, p_ttl, p_tbl, p_row, p_col, p_kind,
+                p_value, p_hash) WITH ORDINALITY
+                AS u(start_ts, ptbl, prow, pcol, ttl, tbl, rkey, col, kind, value, hash, i)
+        ) k
         LEFT JOIN LATERAL (
             -- LIMIT: a probe per cell; flattened into a join, it scanned every lock per cell.
             SELECT * FROM percolator_lock l
@@ -810,8 +825,13 @@ BEGIN{_LOCK_ROWS}
         array_agg(k.start_ts), array_agg(k.commit_ts), array_agg(l.kind), array_agg(l.value),
         array_agg(k.hash)
         INTO tids, c_tbl, c_row, c_col, c_start, c_commit, c_kind, c_value, c_hash
-        FROM unnest(p_start_ts, p_commit_ts, p_tbl, p_row, p_col, p_hash)
-            AS k(start_ts, commit_ts, tbl, rkey, col, hash)
+        FROM (
+            SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
+                coalesce(u.commit_ts, p_commit_ts[1]) AS commit_ts,
+                coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col, u.hash
+            FROM unnest(p_start_ts, p_commit_ts, p_tbl, p_row, p_col, p_hash)
+                AS u(start_ts, commit_ts, tbl, rkey, col, hash)
+        ) k
         JOIN LATERAL (
             SELECT l.ctid, l.kind, l.value FROM percolator_lock l
             WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
@@ -838,10 +858,14 @@ BEGIN{_LOCK_ROWS}
             PERFORM pg_notify('percolator_notify', '');
         END IF;
     END IF;
-    IF coalesce(cardinality(tids), 0) < cardinality(p_tbl) THEN
+    IF coalesce(cardinality(tids), 0) < cardinality(p_row) THEN
         RETURN QUERY SELECT k.i::integer, CASE WHEN f.kind IS NULL THEN 1 ELSE 2 END
-            FROM unnest(p_start_ts, p_tbl, p_row, p_col) WITH ORDINALITY
-                AS k(start_ts, tbl, rkey, col, i)
+            FROM (
+                SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
+                    coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col, u.i
+                FROM unnest(p_start_ts, p_tbl, p_row, p_col) WITH ORDINALITY
+                    AS u(start_ts, tbl, rkey, col, i)
+            ) k
             LEFT JOIN LATERAL (
                 SELECT w.kind FROM percolator_write w
                 WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col
