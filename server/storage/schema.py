@@ -7,7 +7,8 @@ Per shard:
     cell, TTL, the kind of write, the value to be written (Percolator's ``data`` at start_ts,
     kept in the lock until commit) and, from version 4, the row's lock key (``hash``), so that
     server-side bulk operations on a transaction's locks take the same row locks as the rest.
-    Indexed by (start_ts, tbl, rkey): a transaction's locks, and the oldest lock of a table.
+    Indexed by (start_ts, tbl, rkey) where start_ts > 0 (every lock; version 7 made it partial
+    so that only statements saying so use it): the oldest lock of a table.
 ``percolator_write``
     Write records (unique (tbl, rkey, col, commit_ts DESC), so the newest version at or before a
     timestamp is the first index entry): start_ts, kind, and for a PUT the value, copied from the
@@ -462,47 +463,54 @@ _V4_TABLES = [
     WHERE kind IN (1, 2)""",
 ]
 
-# The chunk of a bulk move (commit_locks, rollback_locks): the locks of p_start_ts after the
-# cursor (p_after_tbl, p_after_row) in key order, p_limit of them completed to whole rows, so
-# that the next chunk starts after the returned cursor (last_tbl, last_row), NULL when none is
-# left. Keyset paging keeps each chunk a short walk of the primary key from the cursor, whatever
-# number of locks came before it (version 7). The (start_ts, tbl, rkey) index of version 6 was
-# meant for this walk, but with "start_ts = p" among the conditions a generic plan started every
-# chunk at the transaction's first entry and walked the dead entries of every earlier chunk:
-# quadratic (a 3-million-lock commit slowed to 16,000 locks/s). The subqueries fence the walk
-# (OFFSET 0: the start_ts test stays outside, so no other index applies). The chunk's cells
-# are named exactly, then their rows' advisory locks taken (ascending, a statement of their
-# own), so a lock prewritten meanwhile is never moved without its row lock; it is left to
-# readers. So are locks without a hash (prewritten before version 4): a row comparison with a
-# NULL in second place can still be true, hence the explicit test. Under the row locks, each
-# named lock is found again by a probe per cell and deleted by ctid: a join of the lock table
-# with the cells could walk the whole lock table per cell in a generic plan.
+# The chunk of a bulk move (commit_locks, rollback_locks): the first p_limit locks of
+# p_start_ts after the cursor (p_after_tbl, p_after_row) in key order, completed to whole rows,
+# so that the next chunk starts after the returned cursor (last_tbl, last_row), NULL when none
+# is left. Version 7 walks the primary key from the cursor and stops after p_limit locks of the
+# transaction (LIMIT), then completes the last row (equality on tbl and rkey): each chunk reads
+# about its own locks, whatever number came before. The (start_ts, tbl, rkey) index of version
+# 6 was meant for this, but a generic plan with "start_ts = p" started every chunk at the
+# transaction's first entry, and an upper bound given as a row comparison ((tbl, rkey) <= ...)
+# does not stop a btree scan whose first column is equal throughout: both re-read the entries
+# of every earlier or later chunk, quadratic (a 3-million-lock commit slowed to 16,000 locks/s).
+# The subquery fences the walk (OFFSET 0: the start_ts test stays outside it, so no other index
+# applies). The chunk's cells are named exactly, then their rows' advisory locks taken
+# (ascending, a statement of their own), so a lock prewritten meanwhile is never moved without
+# its row lock; it is left to readers. So are locks without a hash (prewritten before version
+# 4). Under the row locks, each named lock is found again by a probe per cell and deleted by
+# ctid: a join of the lock table with the cells could walk the whole lock table per cell in a
+# generic plan.
 _BULK_DECLARE = """    last_tbl text;
     last_row bytea;
+    last_col text;
     k_tbl text[];
     k_row bytea[];
     k_col text[];
     k_hash bigint[];
     k_ctid tid[];
     n_moved integer;"""
-_BULK_CHUNK = """    SELECT s.tbl, s.rkey INTO last_tbl, last_row FROM (
-        SELECT l.tbl, l.rkey, l.start_ts, l.hash FROM percolator_lock l
-        WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row) ORDER BY l.tbl, l.rkey OFFSET 0
-    ) s WHERE s.start_ts = p_start_ts AND s.hash IS NOT NULL
-    ORDER BY s.tbl, s.rkey OFFSET p_limit - 1 LIMIT 1;
-    IF last_tbl IS NULL THEN  -- the rest fits in this chunk
-        SELECT array_agg(s.tbl), array_agg(s.rkey), array_agg(s.col), array_agg(s.hash)
-            INTO k_tbl, k_row, k_col, k_hash FROM (
-                SELECT l.tbl, l.rkey, l.col, l.start_ts, l.hash FROM percolator_lock l
-                WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row) OFFSET 0
-            ) s WHERE s.start_ts = p_start_ts AND s.hash IS NOT NULL;
-    ELSE
-        SELECT array_agg(s.tbl), array_agg(s.rkey), array_agg(s.col), array_agg(s.hash)
-            INTO k_tbl, k_row, k_col, k_hash FROM (
+_BULK_CHUNK = """    SELECT array_agg(s.tbl ORDER BY s.tbl, s.rkey, s.col),
+        array_agg(s.rkey ORDER BY s.tbl, s.rkey, s.col),
+        array_agg(s.col ORDER BY s.tbl, s.rkey, s.col),
+        array_agg(s.hash ORDER BY s.tbl, s.rkey, s.col)
+        INTO k_tbl, k_row, k_col, k_hash FROM (
+            SELECT w.tbl, w.rkey, w.col, w.hash FROM (
                 SELECT l.tbl, l.rkey, l.col, l.start_ts, l.hash FROM percolator_lock l
                 WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row)
-                AND (l.tbl, l.rkey) <= (last_tbl, last_row) OFFSET 0
-            ) s WHERE s.start_ts = p_start_ts AND s.hash IS NOT NULL;
+                ORDER BY l.tbl, l.rkey, l.col OFFSET 0
+            ) w WHERE w.start_ts = p_start_ts AND w.hash IS NOT NULL
+            ORDER BY w.tbl, w.rkey, w.col LIMIT p_limit
+        ) s;
+    IF cardinality(k_tbl) = p_limit THEN
+        -- The rest of the last row, so that the next chunk starts after it.
+        last_tbl := k_tbl[p_limit];
+        last_row := k_row[p_limit];
+        last_col := k_col[p_limit];
+        SELECT k_tbl || array_agg(l.tbl), k_row || array_agg(l.rkey),
+            k_col || array_agg(l.col), k_hash || array_agg(l.hash)
+            INTO k_tbl, k_row, k_col, k_hash FROM percolator_lock l
+            WHERE l.tbl = last_tbl AND l.rkey = last_row AND l.col > last_col
+            AND l.start_ts = p_start_ts AND l.hash IS NOT NULL;
     END IF;
     IF k_tbl IS NULL THEN
         RETURN QUERY SELECT 0, NULL::text, NULL::bytea;
@@ -730,10 +738,10 @@ _V6_BULK_IN_KEY_ORDER = [
 # by ctid: between the statements it holds the rows' advisory locks, which every writer of a
 # lock takes first.
 _V7_SET_BASED = [
-    # Partial, so that only statements naming "start_ts > 0" (a transaction's locks, the
-    # oldest lock) can use it. A probe of one cell's lock by (tbl, rkey, col) otherwise could
-    # too, as a walk of the whole index: with the lock table's statistics saying "empty" (it
-    # churns) a generic plan took it, and each probe read every lock.
+    # Partial, so that only statements naming "start_ts > 0" (the oldest lock) can use it. A
+    # probe of one cell's lock by (tbl, rkey, col) otherwise could too, as a walk of the whole
+    # index: with the lock table's statistics saying "empty" (it churns) a generic plan took
+    # it, and each probe read every lock.
     "DROP INDEX percolator_lock_start_ts",
     """CREATE INDEX percolator_lock_start_ts ON percolator_lock (start_ts, tbl, rkey)
     WHERE start_ts > 0""",
