@@ -23,6 +23,17 @@ class StoreUnavailable(StoreError):
         self.dsn = redact_dsn(dsn)
 
 
+class StoreResourceExhausted(StoreError):
+    """A shard refused a statement for want of resources: Postgres's class 53 (disk full, out
+    of memory, too many connections). ``sqlstate`` is the shard's own, so that a client sees
+    53100 disk_full rather than XX000 internal error; the statement did nothing."""
+
+    def __init__(self, dsn: str, sqlstate: str, reason: str) -> None:
+        super().__init__(f"Postgres shard {redact_dsn(dsn)} is out of resources: {reason}")
+        self.dsn = redact_dsn(dsn)
+        self.sqlstate = sqlstate
+
+
 class SchemaVersionError(StoreError):
     """The shard's schema was written by a newer version of Percolator than this code."""
 

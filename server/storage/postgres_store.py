@@ -57,6 +57,7 @@ from percolator.server.storage.errors import (
     SchemaVersionError,
     SnapshotTooOld,
     StoreError,
+    StoreResourceExhausted,
     StoreUnavailable,
     redact_dsn,
 )
@@ -475,6 +476,8 @@ class PostgresCellStore(CellStore):
             asyncpg.exceptions.CrashShutdownError,
         ) as exc:
             raise StoreUnavailable(shard.dsn, f"{type(exc).__name__}: {exc}") from exc
+        except asyncpg.exceptions.InsufficientResourcesError as exc:
+            raise StoreResourceExhausted(shard.dsn, exc.sqlstate, str(exc)) from exc
         except asyncpg.PostgresError as exc:
             raise StoreError(f"shard {redact_dsn(shard.dsn)}: {exc}") from exc
 

@@ -23,6 +23,7 @@ from percolator.server.storage.cells import (
 from percolator.server.storage.errors import (
     CorruptRecordError,
     SchemaVersionError,
+    StoreResourceExhausted,
     StoreUnavailable,
 )
 from percolator.server.storage.postgres_store import MAX_ROWS_PER_STATEMENT, PostgresCellStore
@@ -99,6 +100,33 @@ async def test_a_corrupt_connection_is_a_shard_outage_and_is_dropped(
             [c async for c in store.scan(ts(3), "t", None, None)]
         assert broken[0].is_closed()
         assert [c.value async for c in store.scan(ts(3), "t", None, None)] == [b"1"]
+    finally:
+        await store.close()
+
+
+async def test_a_full_disk_keeps_its_sqlstate(fresh_dsns, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard out of resources (Postgres class 53, here disk full as a full disk reports it)
+    is reported with the shard's SQLSTATE, not as an internal error; the store stays usable."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    try:
+        fetch = asyncpg.Connection.fetch
+        failed: list[bool] = []
+
+        async def full_once(self: asyncpg.Connection, *args: object, **kw: object) -> object:
+            if not failed:
+                failed.append(True)
+                raise asyncpg.exceptions.DiskFullError(
+                    'could not extend file "base/16385/16477.1": No space left on device'
+                )
+            return await fetch(self, *args, **kw)
+
+        monkeypatch.setattr(asyncpg.Connection, "fetch", full_once)
+        k = [key(f"r{i}") for i in range(3)]
+        with pytest.raises(StoreResourceExhausted, match="No space left on device") as err:
+            await store.prewrite(ts(1), k[0], 3000, [put(c, b"v") for c in k])
+        assert err.value.sqlstate == "53100"
+        assert await store.prewrite(ts(1), k[0], 3000, [put(c, b"v") for c in k]) == []
     finally:
         await store.close()
 
