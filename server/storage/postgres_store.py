@@ -163,8 +163,12 @@ _ROLLBACK = "SELECT * FROM percolator_rollback($1, $2, $3, $4, $5, $6)"
 _CHECK_TXN_STATUS = "SELECT * FROM percolator_check_txn_status($1, $2, $3, $4, $5, $6, $7)"
 _HEARTBEAT = "SELECT percolator_heartbeat($1, $2, $3, $4, $5, $6)"
 _SCAN_LOCKS = f"""
-SELECT l.tbl, l.rkey, l.col, {_LOCK_COLUMNS} FROM percolator_lock l
-WHERE l.start_ts < $1 ORDER BY l.tbl, l.rkey, l.col LIMIT $2"""
+SELECT l.tbl, l.rkey, l.col, {_LOCK_COLUMNS} FROM (
+    SELECT * FROM percolator_lock l WHERE l.start_ts > 0 AND l.start_ts < $1 OFFSET 0
+) l ORDER BY l.tbl, l.rkey, l.col LIMIT $2"""
+"""GC's old locks: a range of the (partial) start_ts index, then the first by key. The fence
+(OFFSET 0) keeps the planner from walking the primary key for the order instead, which reads
+every lock (millions while a Spark job's are there) to find the few old ones."""
 _SET_SAFE_POINT = """
 UPDATE percolator_gc SET safe_point = GREATEST(safe_point, $1) WHERE id = 1
 RETURNING safe_point"""
