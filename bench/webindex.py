@@ -119,6 +119,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--concurrency", type=int, default=16, help="observer runs in flight per worker (16)"
     )
     p.add_argument("--seed", type=int, default=0, help="crawl seed (default 0)")
+    p.add_argument(
+        "--gc-lifetime",
+        type=float,
+        default=60.0,
+        help="the servers' GC lifetime in seconds (default 60: every batch run overwrites the "
+        "whole index, and the storage it replaces is freed only after this)",
+    )
     p.add_argument("--chart", type=Path, help="write the figure as a PNG here (matplotlib)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
@@ -139,14 +146,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         base = pg.start()
         inc_dsn, batch_dsn = eventloop.run(create_databases(base, "wi_observers", "wi_batch"))
+        gc = ("--gc-lifetime", str(args.gc_lifetime))
         inc = ServerProcess(
             inc_dsn,
             "--observer-workers",
             str(args.workers),
             "--observer-concurrency",
             str(args.concurrency),
+            *gc,
         )
-        bat = ServerProcess(batch_dsn, "--observer-workers", "0")
+        bat = ServerProcess(batch_dsn, "--observer-workers", "0", *gc)
         servers += [inc, bat]
         for s in servers:
             s.start()

@@ -20,6 +20,7 @@ from percolator.server.sequences import SequenceAllocator
 from percolator.server.sql import catalog_store
 from percolator.server.sql.catalog import Catalog
 from percolator.server.sql.errors import INVALID_CATALOG_NAME, SqlError
+from percolator.server.storage_reclaimer import StorageReclaimer
 from percolator.server.txn.client import TransactionClient
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,9 @@ class EngineConfig:
     """A superuser that always exists (its password: ``bootstrap_password``)."""
     bootstrap_password: str | None = None
     catalog_poll_s: float = 1.0
+    reclaim_interval_s: float = 0.0
+    """How often to free the cells of dropped and truncated tables (0: never, as in
+    embedded clients; ``percolator serve`` runs it at its GC interval)."""
     parse_cache_size: int = 4096
     plan_cache_size: int = 4096
     settings: dict[str, str] = field(default_factory=dict)
@@ -75,7 +79,7 @@ class Engine:
         self.sequences = SequenceAllocator(client)
         self.parse_cache = LruCache(self.config.parse_cache_size)
         self.plan_cache = LruCache(self.config.plan_cache_size)
-        self._poller: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._bootstrap_verifier: str | None = None
         self._bootstrap_md5: str | None = None
         self.sessions: set[Any] = set()
@@ -91,13 +95,17 @@ class Engine:
             )
         await self.refresh_catalog(force=True)
         if self.config.catalog_poll_s > 0:
-            self._poller = asyncio.create_task(self._poll())
+            self._tasks.append(asyncio.create_task(self._poll()))
+        if self.config.reclaim_interval_s > 0:
+            reclaimer = StorageReclaimer(self.client)
+            self._tasks.append(asyncio.create_task(reclaimer.run(self.config.reclaim_interval_s)))
 
     async def close(self) -> None:
-        if self._poller is not None:
-            self._poller.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._poller
+                await task
+        self._tasks = []
 
     async def refresh_catalog(self, *, force: bool = False) -> Catalog:
         """Reload the catalog if the store holds a newer version (one read; a scan if so).

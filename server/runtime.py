@@ -155,6 +155,7 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 bootstrap_password=config.password,
                 settings={"statement_timeout": config.statement_timeout},
                 catalog_poll_s=config.catalog_poll,
+                reclaim_interval_s=config.gc_interval,
             ),
         )
         await engine.start()

@@ -7,7 +7,11 @@ Layout (one row per object, JSON documents in the ``d`` column):
 - ``r/<name>``: a role;
 - ``o/<name>``: an observer;
 - ``s/<name>``: a sequence definition; its counter lives in ``__sequences`` (see
-  :mod:`percolator.server.sql.sequences`).
+  :mod:`percolator.server.sql.sequences`);
+- ``g/<storage>``: a store table that DROP or TRUNCATE left behind (a table's or an index's
+  storage), written by the same transaction; its cells are reclaimed once no snapshot can read
+  them (:mod:`percolator.server.storage_reclaimer`), then the row is deleted. Not part of the
+  :class:`Catalog`.
 
 Every DDL transaction reads and rewrites ``meta.version``, so two concurrent DDL transactions
 conflict (one gets 40001) and a process sees another's DDL by polling one cell.
@@ -16,6 +20,7 @@ conflict (one gets 40001) and a process sees another's DDL by polling one cell.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from percolator.server.sql.catalog import (
     Catalog,
@@ -35,6 +40,8 @@ META_ROW = b"meta"
 DOC = "d"
 VERSION = "version"
 NEXT_ID = "next_id"
+RETIRED = b"g/"
+RETIRED_END = b"g0"  # the first key after every ``g/`` key ('0' follows '/')
 
 
 async def read_version(txn: Transaction) -> int:
@@ -56,8 +63,10 @@ async def load(txn: Transaction) -> Catalog:
             version = int(cols.get(VERSION, b"0"))
             next_id = int(cols.get(NEXT_ID, b"1"))
             continue
-        doc = json.loads(cols[DOC])
         kind = row[:2]
+        if kind == RETIRED:
+            continue
+        doc = json.loads(cols[DOC])
         if kind == b"t/":
             t = table_from_json(doc)
             tables[t.name] = t
@@ -96,8 +105,48 @@ def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
             txn.set(CATALOG_TABLE, b"o/" + name.encode(), DOC, _dump(observer_to_json(o)))
     for name in before.observers.keys() - after.observers.keys():
         txn.delete(CATALOG_TABLE, b"o/" + name.encode(), DOC)
+    kept = _storages(after)
+    for storage, table in sorted(_storages(before).items()):
+        if storage in kept:
+            continue
+        doc = {"storage": storage, "table": table}
+        txn.set(CATALOG_TABLE, RETIRED + storage.encode(), DOC, _dump(doc))
     txn.set(CATALOG_TABLE, META_ROW, VERSION, str(before.version + 1).encode())
     txn.set(CATALOG_TABLE, META_ROW, NEXT_ID, str(after.next_id).encode())
+
+
+@dataclass(frozen=True)
+class RetiredStorage:
+    """A store table no catalog after its DDL names: its cells are garbage once no snapshot
+    from before that DDL is left."""
+
+    storage: str
+    table: str
+    """The SQL table it belonged to (for logs)."""
+
+
+async def retired_storages(txn: Transaction) -> list[RetiredStorage]:
+    """The storages DDL retired, as of the transaction's snapshot (one scan)."""
+    out = []
+    async for _row, cols in txn.scan(CATALOG_TABLE, RETIRED, RETIRED_END):
+        doc = json.loads(cols[DOC])
+        out.append(RetiredStorage(str(doc["storage"]), str(doc["table"])))
+    return out
+
+
+def forget_retired(txn: Transaction, storage: str) -> None:
+    """Buffer the removal of a retired storage's row (its cells are gone)."""
+    txn.delete(CATALOG_TABLE, RETIRED + storage.encode(), DOC)
+
+
+def _storages(catalog: Catalog) -> dict[str, str]:
+    """Every store table the catalog's tables and indexes use, with the SQL table's name."""
+    out = {}
+    for t in catalog.tables.values():
+        out[t.storage] = t.name
+        for ix in t.indexes:
+            out[ix.storage] = t.name
+    return out
 
 
 def _dump(doc: dict[str, object]) -> bytes:

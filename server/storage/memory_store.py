@@ -40,7 +40,7 @@ from percolator.server.storage.cells import (
 from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.split_points import quantile_points
-from percolator.server.storage.store import CellStore, StoreStats
+from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
 
 _LOCKS_PER_STATEMENT = 1024
 """As the Postgres store's LOCKS_PER_STATEMENT, for counting round trips the same way."""
@@ -317,6 +317,20 @@ class MemoryCellStore(CellStore):
         for cell in self._cells.values():
             total = total + _gc_cell(cell, safe_point)
         return total
+
+    async def purge_table(self, table: str) -> int:
+        keys = [k for k in self._cells if k.table == table]
+        writes = sum(len(self._cells[k].writes) for k in keys)
+        locks = sum(self._cells[k].lock is not None for k in keys)
+        notes = [k for k in self._notify if k[1] == table]
+        for k in keys:
+            del self._cells[k]
+        for n in notes:
+            del self._notify[n]
+        # As the Postgres store counts: one statement per PURGE_ROWS of the largest kind.
+        largest = max(writes, locks, len(notes))
+        self.stats.round_trips["purge_table"] += self._shards * (1 + largest // PURGE_ROWS)
+        return writes + locks + len(notes)
 
     # -- distributed transactions, change streams, partitioning ----------------------------
 

@@ -65,7 +65,7 @@ from percolator.server.storage.schema import MIGRATION_LOCK_KEY, MIGRATIONS, SCH
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.split_points import merge_split_points
 from percolator.server.storage.statement_batcher import StatementBatcher
-from percolator.server.storage.store import CellStore, StoreStats
+from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
 
 T = TypeVar("T")
 
@@ -187,6 +187,23 @@ WITH newest AS (
 )
 SELECT (SELECT count(*) FROM versions) + (SELECT count(*) FROM markers WHERE kind = 4),
     (SELECT count(*) FROM markers WHERE kind = 3)"""
+
+_PURGE_TABLE = """
+WITH l AS (
+    DELETE FROM percolator_lock WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM percolator_lock WHERE tbl = $1 LIMIT $2)) RETURNING 1
+), w AS (
+    DELETE FROM percolator_write WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM percolator_write WHERE tbl = $1 LIMIT $2)) RETURNING 1
+), n AS (
+    DELETE FROM percolator_notify WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM percolator_notify WHERE tbl = $1 LIMIT $2)) RETURNING 1
+)
+SELECT greatest((SELECT count(*) FROM l), (SELECT count(*) FROM w), (SELECT count(*) FROM n)),
+    (SELECT count(*) FROM l) + (SELECT count(*) FROM w) + (SELECT count(*) FROM n)"""
+"""One chunk of a dead table's rows: (the most of one kind, all). Rows are taken by ctid
+from key ranges (the primary keys lead with tbl; notifications are few), so a chunk reads its
+own rows only."""
 
 _WATCH = """
 INSERT INTO percolator_watch (tbl, col, observer) SELECT $1, c, $2 FROM unnest($3::text[]) c
@@ -986,6 +1003,21 @@ class PostgresCellStore(CellStore):
         for r in results:
             total = total + GcResult(r[0], r[1])
         return total
+
+    async def purge_table(self, table: str) -> int:
+        async def one(shard: _Shard) -> int:
+            total = 0
+            while True:
+                most, rows = await self._call(
+                    "purge_table",
+                    shard,
+                    lambda conn: conn.fetchrow(_PURGE_TABLE, table, PURGE_ROWS),
+                )
+                total += rows
+                if most < PURGE_ROWS:
+                    return total
+
+        return sum(await asyncio.gather(*(one(s) for s in self._shards)))
 
     # -- distributed transactions, change streams, partitioning ----------------------------
 

@@ -77,6 +77,10 @@ from percolator.server.storage.cells import (
     Watch,
 )
 
+PURGE_ROWS = 10_000
+"""Rows of each kind (write records, locks, notifications) one statement of
+:meth:`CellStore.purge_table` removes."""
+
 
 @dataclass
 class StoreStats:
@@ -226,6 +230,14 @@ class CellStore(abc.ABC):
         with everything older); removes rollback and LOCK records below it. The caller must
         first resolve every lock below the safe point.
         """
+
+    @abc.abstractmethod
+    async def purge_table(self, table: str) -> int:
+        """Remove every write record, lock and notification of ``table`` on every shard;
+        returns how many rows went. For a table that no snapshot reads and no transaction
+        writes any more (a dropped or truncated table's storage, past the GC safe point): the
+        caller ensures it. Chunked: per shard, one round trip per PURGE_ROWS rows of each
+        kind, and one that finds fewer."""
 
     # -- distributed transactions, change streams, partitioning ----------------------------
 

@@ -401,3 +401,48 @@ async def test_commit_batch_commits_several_transactions(store: CellStore) -> No
     assert [(f.key, f.status) for f in failures] == [(never, CommitStatus.LOCK_MISSING)]
     assert [r.value for r in await store.read(ts(5), a + b)] == [b"from 1"] * 12 + [None] * 12
     assert [r.value for r in await store.read(ts(6), b)] == [b"from 2"] * 12
+
+
+async def test_purge_table_removes_every_row_of_that_table_only(store: CellStore) -> None:
+    await store.watch("obs", "t", ["c"])
+    rows = [key(f"r{i}") for i in range(6)]
+    for i, k in enumerate(rows):
+        await write(store, k, b"1", ts(1), ts(2))
+        await write(store, k, b"2" if i % 2 else None, ts(3), ts(4))
+    assert await store.prewrite(ts(5), rows[0], 3000, [put(rows[0], b"x")]) == []
+    assert await store.prewrite(ts(6), key("r9"), 3000, [put(key("r9"), b"y")]) == []
+    assert await store.rollback(ts(6), [key("r9")], leave_marker=True) == []
+    other = key("r0", table="u")
+    await write(store, other, b"kept", ts(1), ts(2))
+    assert await store.prewrite(ts(5), other, 3000, [put(other, b"x2")]) == []
+
+    # 12 write records, 1 rollback record, 1 lock, 6 notifications.
+    assert await store.purge_table("t") == 20
+    reads = await store.read(ts(9), [*rows, key("r9")])
+    assert [(r.value, r.lock) for r in reads] == [(None, None)] * 7
+    assert [lk.key for lk in await store.scan_locks(ts(9))] == [other]
+    found = await store.find_notifications(-(2**63), 2**63 - 1, now_ms=10**15, limit=100)
+    assert found == []
+    assert (await store.read(ts(3), [other]))[0].value == b"kept"
+    assert await store.purge_table("t") == 0
+
+
+async def test_purge_table_goes_in_chunks(
+    store: CellStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from percolator.server.storage import memory_store, postgres_store
+
+    monkeypatch.setattr(postgres_store, "PURGE_ROWS", 3)
+    monkeypatch.setattr(memory_store, "PURGE_ROWS", 3)
+    rows = [key(f"r{i}") for i in range(10)]
+    assert await store.prewrite(ts(1), rows[0], 3000, [put(k, b"v") for k in rows]) == []
+    assert await store.commit(ts(1), ts(2), rows) == []
+    before = store.stats.snapshot().get("purge_table", 0)
+    assert await store.purge_table("t") == 10
+    assert [r.value for r in await store.read(ts(3), rows)] == [None] * 10
+    # Per shard: a statement per 3 rows of the shard, and one that finds fewer.
+    per_shard = [
+        sum(store.shard_of(k.table, k.row) == s for k in rows) for s in range(store.shard_count)
+    ]
+    expected = sum(1 + n // 3 for n in per_shard)
+    assert store.stats.snapshot()["purge_table"] - before == expected
