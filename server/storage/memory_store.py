@@ -109,6 +109,7 @@ class MemoryCellStore(CellStore):
         self._shards = shards
         self._cells: dict[CellKey, _Cell] = defaultdict(_Cell)
         self._safe_point = 0
+        self._gc_cursor: CellKey | None = None
         self.stats = StoreStats()
         self._watches: set[Watch] = set()
         self._notify: dict[tuple[str, str, bytes], _Notify] = {}
@@ -311,11 +312,21 @@ class MemoryCellStore(CellStore):
         self._safe_point = max(self._safe_point, safe_point)
         return self._safe_point
 
-    async def gc(self, safe_point: int) -> GcResult:
+    async def gc(self, safe_point: int, *, max_records: int | None = None) -> GcResult:
         self.stats.round_trips["gc"] += self._shards
+        if max_records is None:
+            self._gc_cursor = None
+        keys = sorted(k for k in self._cells if self._gc_cursor is None or k > self._gc_cursor)
         total = GcResult()
-        for cell in self._cells.values():
+        seen = 0
+        for k in keys:
+            cell = self._cells[k]
+            seen += len(cell.writes)
             total = total + _gc_cell(cell, safe_point)
+            if max_records is not None and seen >= max_records:
+                self._gc_cursor = k
+                return total
+        self._gc_cursor = None
         return total
 
     async def purge_table(self, table: str) -> int:

@@ -172,21 +172,45 @@ every lock (millions while a Spark job's are there) to find the few old ones."""
 _SET_SAFE_POINT = """
 UPDATE percolator_gc SET safe_point = GREATEST(safe_point, $1) WHERE id = 1
 RETURNING safe_point"""
-_GC = """
-WITH newest AS (
-    SELECT DISTINCT ON (tbl, rkey, col) tbl, rkey, col, commit_ts, kind
-    FROM percolator_write WHERE commit_ts <= $1 AND kind IN (1, 2)
-    ORDER BY tbl, rkey, col, commit_ts DESC
-), versions AS (
-    DELETE FROM percolator_write w USING newest n
-    WHERE w.tbl = n.tbl AND w.rkey = n.rkey AND w.col = n.col AND w.kind IN (1, 2)
-    AND (w.commit_ts < n.commit_ts OR (w.commit_ts = n.commit_ts AND n.kind = 2))
-    RETURNING 1
-), markers AS (
-    DELETE FROM percolator_write WHERE commit_ts < $1 AND kind IN (3, 4) RETURNING kind
+_GC_CHUNK = """
+WITH head AS MATERIALIZED (
+    SELECT tbl, rkey, col, commit_ts, kind, ctid FROM percolator_write
+    WHERE (tbl, rkey, col) > ($2::text, $3::bytea, $4::text)
+    ORDER BY tbl, rkey, col, commit_ts DESC LIMIT $5
+), last AS MATERIALIZED (
+    SELECT tbl, rkey, col FROM head ORDER BY tbl DESC, rkey DESC, col DESC LIMIT 1
+), tail AS (
+    SELECT w.* FROM last l CROSS JOIN LATERAL (
+        SELECT w.tbl, w.rkey, w.col, w.commit_ts, w.kind, w.ctid FROM percolator_write w
+        WHERE w.tbl = l.tbl AND w.rkey = l.rkey AND w.col = l.col OFFSET 0
+    ) w
+), recs AS MATERIALIZED (
+    SELECT * FROM head UNION SELECT * FROM tail
+), newest AS (
+    SELECT DISTINCT ON (tbl, rkey, col) tbl, rkey, col, commit_ts, kind FROM recs
+    WHERE commit_ts <= $1 AND kind IN (1, 2) ORDER BY tbl, rkey, col, commit_ts DESC
+), doomed AS (
+    SELECT r.ctid FROM recs r JOIN newest n USING (tbl, rkey, col)
+    WHERE r.kind IN (1, 2)
+    AND (r.commit_ts < n.commit_ts OR (r.commit_ts = n.commit_ts AND n.kind = 2))
+    UNION ALL
+    SELECT ctid FROM recs WHERE kind IN (3, 4) AND commit_ts < $1
+), gone AS (
+    DELETE FROM percolator_write WHERE ctid = ANY(ARRAY(SELECT ctid FROM doomed)) RETURNING kind
 )
-SELECT (SELECT count(*) FROM versions) + (SELECT count(*) FROM markers WHERE kind = 4),
-    (SELECT count(*) FROM markers WHERE kind = 3)"""
+SELECT (SELECT count(*) FROM gone WHERE kind <> 3), (SELECT count(*) FROM gone WHERE kind = 3),
+    (SELECT count(*) FROM head), l.tbl, l.rkey, l.col
+FROM (SELECT 1) one LEFT JOIN last l ON true"""
+"""One chunk of a GC sweep at safe point $1: the next $5 write records after the cell ($2, $3,
+$4) in key order, and the rest of the last cell's (a cell's versions are judged together).
+Returns (versions and LOCK records removed, rollback records removed, records in the chunk,
+the last cell). Per cell, the newest PUT or DELETE at or below the safe point stays unless it is
+a DELETE; older ones go, as do ROLLBACK and LOCK records below it. A short statement per chunk:
+a pass never holds one snapshot (and vacuum's horizon) for the whole table."""
+GC_CHUNK_RECORDS = 10_000
+"""Write records one statement of a GC sweep looks at."""
+_GC_START = ("", b"", "")
+"""Before every cell key (table names are never empty)."""
 
 _PURGE_TABLE = """
 WITH l AS (
@@ -403,6 +427,8 @@ class _Shard:
     reads: StatementBatcher[tuple[CellKey, int], CellRead | SnapshotTooOld] = field(init=False)
     prewrites: StatementBatcher[_PrewriteItem, PrewriteFailure | None] = field(init=False)
     commits: StatementBatcher[_CommitItem, CommitFailure | None] = field(init=False)
+    gc_cursor: tuple[str, bytes, str] | None = None
+    """The last cell a GC sweep of this shard looked at (None: start from the first)."""
 
 
 class PostgresCellStore(CellStore):
@@ -992,16 +1018,32 @@ class PostgresCellStore(CellStore):
         )
         return min(points)
 
-    async def gc(self, safe_point: int) -> GcResult:
+    async def gc(self, safe_point: int, *, max_records: int | None = None) -> GcResult:
         results = await asyncio.gather(
-            *(
-                self._call("gc", s, lambda conn: conn.fetchrow(_GC, safe_point))
-                for s in self._shards
-            )
+            *(self._gc_shard(s, safe_point, max_records) for s in self._shards)
         )
+        return sum(results, GcResult())
+
+    async def _gc_shard(self, shard: _Shard, safe_point: int, max_records: int | None) -> GcResult:
+        """Chunks of the shard's sweep until ``max_records`` (or, with None, the whole
+        shard from its first cell)."""
+        if max_records is None:
+            shard.gc_cursor = None
         total = GcResult()
-        for r in results:
+        seen = 0
+        while max_records is None or seen < max_records:
+            after = shard.gc_cursor or _GC_START
+            r = await self._call(
+                "gc",
+                shard,
+                lambda conn, a=after: conn.fetchrow(_GC_CHUNK, safe_point, *a, GC_CHUNK_RECORDS),
+            )
             total = total + GcResult(r[0], r[1])
+            seen += r[2]
+            if r[2] < GC_CHUNK_RECORDS:
+                shard.gc_cursor = None  # the sweep is done: the next one starts over
+                break
+            shard.gc_cursor = (r[3], r[4], r[5])
         return total
 
     async def purge_table(self, table: str) -> int:

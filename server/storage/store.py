@@ -223,12 +223,18 @@ class CellStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def gc(self, safe_point: int) -> GcResult:
+    async def gc(self, safe_point: int, *, max_records: int | None = None) -> GcResult:
         """Remove versions that no snapshot at or after safe_point can read.
 
         Keeps, per cell, the newest PUT at or below the safe point (a DELETE there is removed
         with everything older); removes rollback and LOCK records below it. The caller must
         first resolve every lock below the safe point.
+
+        A sweep goes through the cells in key order. With ``max_records``, a call stops after
+        about that many write records per shard (whole cells), and the next call on this
+        store object continues after the last cell it looked at, starting over once a sweep
+        reaches the end: repeated calls bound each pass's cost and still visit every cell.
+        Without, the call sweeps everything from the first cell.
         """
 
     @abc.abstractmethod

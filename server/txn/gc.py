@@ -14,6 +14,10 @@ One pass, in an order that never loses a committed write:
    Locks of live transactions stay: they have no commit record to lose.
 3. Remove versions that no snapshot at or after the safe point can read, and old rollback
    records (no prewrite below the safe point can arrive any more).
+
+The periodic loop sweeps the cells a bounded part at a time (``RECORDS_PER_PASS`` per shard
+and pass), so that a pass costs about the same on a store of any size; ``percolator gc``
+sweeps everything at once.
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ from percolator.server.txn.lock_resolver import LockResolver
 log = logging.getLogger(__name__)
 
 LOCKS_PER_PASS = 10_000
+RECORDS_PER_PASS = 1_000_000
+"""Write records a periodic pass looks at per shard (about a second of Postgres time): a large
+store is swept over several passes instead of all at once every interval."""
 
 
 @dataclass(frozen=True)
@@ -43,12 +50,16 @@ class GcReport:
     removed: GcResult
 
 
-async def collect_garbage(store: CellStore, resolver: LockResolver, safe_point: int) -> GcReport:
-    """Run one GC pass at ``safe_point`` (raised to the highest one ever set)."""
+async def collect_garbage(
+    store: CellStore, resolver: LockResolver, safe_point: int, *, max_records: int | None = None
+) -> GcReport:
+    """Run one GC pass at ``safe_point`` (raised to the highest one ever set): over every
+    cell, or with ``max_records`` over the next part of the store's sweep
+    (:meth:`CellStore.gc`)."""
     safe_point = await store.set_gc_safe_point(safe_point)
     locks = await store.scan_locks(safe_point, limit=LOCKS_PER_PASS)
     held = await resolver.resolve(locks)
-    removed = await store.gc(safe_point)
+    removed = await store.gc(safe_point, max_records=max_records)
     report = GcReport(safe_point, len(locks) - len(held), len(held), removed)
     metrics.GC_PASSES_OK.inc()
     metrics.GC_SAFE_POINT_SECONDS.set(ts_physical_ms(safe_point) / 1000)
@@ -69,7 +80,7 @@ async def run_gc_loop(
     while True:
         await asyncio.sleep(interval_s)
         try:
-            await collect_garbage(store, resolver, await safe_point())
+            await collect_garbage(store, resolver, await safe_point(), max_records=RECORDS_PER_PASS)
         except asyncio.CancelledError:
             raise
         except Exception:

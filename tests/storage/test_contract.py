@@ -446,3 +446,30 @@ async def test_purge_table_goes_in_chunks(
     ]
     expected = sum(1 + n // 3 for n in per_shard)
     assert store.stats.snapshot()["purge_table"] - before == expected
+
+
+async def test_gc_sweeps_a_bounded_part_per_call_and_every_cell_in_turn(
+    store: CellStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from percolator.server.storage import postgres_store
+
+    # Chunks of 7 records cut cells of 3 versions apart: a chunk completes its last cell.
+    monkeypatch.setattr(postgres_store, "GC_CHUNK_RECORDS", 7)
+    rows = [key(f"r{i:02}") for i in range(30)]
+    for v, (start, commit) in enumerate([(1, 2), (3, 4), (5, 6)]):
+        value = f"v{v}".encode()
+        assert await store.prewrite(ts(start), rows[0], 3000, [put(k, value) for k in rows]) == []
+        assert await store.commit(ts(start), ts(commit), rows) == []
+    await store.set_gc_safe_point(ts(7))
+    removed = []
+    while sum(removed) < 60 and len(removed) < 10:
+        removed.append((await store.gc(ts(7), max_records=20)).versions_removed)
+    assert sum(removed) == 60  # two old versions of each of the 30 cells
+    assert max(removed) < 60  # each call did a part
+    assert [r.value for r in await store.read(ts(7), rows)] == [b"v2"] * 30
+    # The sweep starts over: a version shadowed since is found by the calls that follow.
+    await write(store, rows[0], b"v3", ts(8), ts(9))
+    await store.set_gc_safe_point(ts(10))
+    again = [(await store.gc(ts(10), max_records=20)).versions_removed for _ in range(4)]
+    assert sum(again) == 1
+    assert (await store.read(ts(10), [rows[0]]))[0].value == b"v3"
