@@ -23,10 +23,14 @@ are the same Python values; json and jsonb come back as JSON text, as asyncpg re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from percolator.server.planner.row_codec import RowCodec
+from percolator.server.sql.catalog import Catalog
+from percolator.server.sql.errors import FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE, SqlError
+from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import Transaction
 
 
@@ -55,6 +59,8 @@ class _Runner(Protocol):
         self, sql: str, params: Sequence[object] = (), param_oids: Sequence[int] = ()
     ) -> Any: ...
 
+    def current_catalog(self) -> Catalog: ...
+
 
 class ObserverTransaction:
     """SQL inside the observer's transaction (which the worker commits)."""
@@ -82,6 +88,46 @@ class ObserverTransaction:
         """The first row, or None."""
         rows = await self.fetch(sql, *args)
         return rows[0] if rows else None
+
+    async def prefetch(
+        self,
+        rows: Mapping[str, Iterable[object]],
+        columns: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """Read rows of one or more tables together, in one round trip per shard, so that the
+        statements that follow find them in the transaction instead of each reading the store
+        (the transaction remembers up to 4,096 cells read). ``rows`` maps a table name to
+        primary keys: a value for a one-column key, a tuple for a composite one; ``columns``
+        may limit what is read of a table (else every column). A row that does not exist is
+        remembered as absent.
+
+        Example: ``await txn.prefetch({"docs": [url, *targets], "anchors": [(t, url)]})``
+        before the ``SELECT`` and ``INSERT ... ON CONFLICT`` statements that read them."""
+        catalog = self._runner.current_catalog()
+        cells: list[CellKey] = []
+        for name, keys in rows.items():
+            table = catalog.table(name)
+            if not table.primary_key:
+                raise SqlError(
+                    FEATURE_NOT_SUPPORTED, f'prefetch of table "{name}", which has no primary key'
+                )
+            wanted = (columns or {}).get(name)
+            read = None
+            if wanted is not None:
+                read = frozenset(table.position(table.column(c).id) for c in wanted)
+            codec = RowCodec(table, read)
+            width = len(table.primary_key)
+            for key in keys:
+                values = key if isinstance(key, tuple) else (key,)
+                if len(values) != width:
+                    raise SqlError(
+                        INVALID_PARAMETER_VALUE,
+                        f'prefetch of "{name}": a key of {width} column(s) expected, '
+                        f"got {values!r}",
+                    )
+                cells += codec.cell_keys(codec.key_of_values(values))
+        if cells:
+            await self.transaction.get_many(cells)
 
     async def fetchval(self, sql: str, *args: object) -> Any:
         """The first column of the first row, or None."""

@@ -61,6 +61,16 @@ async def on_page(txn: ObserverTransaction, row: ChangedRow) -> None:
     deleted)."""
     url: str = row.key["url"]
     new = _page_state(row.values)
+    # What the statements below read, in one round trip: the page's own docs row, its
+    # cluster, its link targets' canonical URLs and its anchors (for ON CONFLICT).
+    targets = sorted(new.links)
+    await txn.prefetch(
+        {
+            "docs": [url, *targets],
+            "canonical": [new.hash] if new.hash is not None else [],
+            "anchors": [(t, url) for t in targets],
+        }
+    )
     old = await _applied_state(txn, url)
     if (new.hash, new.links) == (old.hash, old.links):
         return  # several writes collapsed into no change
@@ -95,6 +105,10 @@ async def on_links(txn: ObserverTransaction, row: ChangedRow) -> None:
     targets = sorted(_from_json(row.values["links"]))
     if not targets:
         return
+    await txn.prefetch(
+        {"docs": targets, "anchors": [(t, source) for t in targets]},
+        columns={"docs": ["canonical_url"], "anchors": ["canonical_url"]},
+    )
     current = await _canonical_urls(txn, targets)
     rows = await txn.fetch(
         "SELECT target_url, canonical_url FROM anchors "

@@ -489,6 +489,11 @@ class PostgresCellStore(CellStore):
     def shard_count(self) -> int:
         return len(self._shards)
 
+    @property
+    def dsns(self) -> list[str]:
+        """The shards' DSNs, in shard order."""
+        return [s.dsn for s in self._shards]
+
     def shard_of(self, table: str, row: bytes) -> int:
         return shard_for(table, row, len(self._shards))
 

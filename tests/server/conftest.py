@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import pytest
 
+from percolator.clients.database import Database, connect
 from percolator.server.config import ServerConfig
 from percolator.server.runtime import RunningServer, ServerProcess, ServerThread
 from tests.conftest import PostgresServer, create_database
@@ -87,3 +88,11 @@ def sql_server_process(embedded_pg: PostgresServer) -> Iterator[SqlServer]:
     store = asyncio.run(create_database(embedded_pg.dsn, "proc"))
     with server_process(store) as server:
         yield server
+
+
+@pytest.fixture
+async def api_db(fresh_dsns) -> AsyncIterator[Database]:
+    """The Python client API over a fresh store of two shards."""
+    database = await connect(",".join(await fresh_dsns(2)))
+    yield database
+    await database.close()

@@ -3,12 +3,10 @@ them, on a real Postgres store of two shards."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import asyncpg
 import pytest
 
-from percolator.clients.database import Database, connect
+from percolator.clients.database import Database
 from percolator.server.sql import catalog_store
 from percolator.server.storage.cells import CellKey, Mutation, WriteKind
 from percolator.server.storage_reclaimer import StorageReclaimer
@@ -16,15 +14,13 @@ from percolator.server.txn.gc import collect_garbage
 
 
 @pytest.fixture
-async def dsns(fresh_dsns) -> list[str]:
-    return await fresh_dsns(2)
+def db(api_db: Database) -> Database:
+    return api_db
 
 
 @pytest.fixture
-async def db(dsns: list[str]) -> AsyncIterator[Database]:
-    database = await connect(",".join(dsns))
-    yield database
-    await database.close()
+def dsns(api_db: Database) -> list[str]:
+    return api_db.client.store.dsns  # type: ignore[attr-defined,no-any-return]
 
 
 async def stored_rows(dsns: list[str], storage: str) -> int:
