@@ -3,6 +3,7 @@ ParameterStatus, and validation of SET for the ones that change behaviour."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from percolator.server.sql.catalog_functions import SERVER_VERSION, SERVER_VERSION_NUM
@@ -155,6 +156,7 @@ def serializable_refused() -> SqlError:
     )
 
 
+@functools.lru_cache(maxsize=64)  # read for every statement (statement_timeout)
 def parse_duration_ms(value: str) -> int:
     """A duration setting in milliseconds ('5s', '100ms', '1min', '250' = ms)."""
     text = value.strip().strip("'").lower()

@@ -51,7 +51,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=os.environ.get("PERCOLATOR_COORDINATOR", DEFAULT_COORDINATOR_ADDRESS),
         help=f"the coordinator (or PERCOLATOR_COORDINATOR; default {DEFAULT_COORDINATOR_ADDRESS})",
     )
-    p.add_argument("--concurrency", type=int, default=8, help="observer runs in flight (default 8)")
+    p.add_argument(
+        "--concurrency", type=int, default=16, help="observer runs in flight (default 16)"
+    )
     p.add_argument(
         "--lease-ms",
         type=int,

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
+from typing import NamedTuple
 
 TS_LOGICAL_BITS = 18
 """Low bits of a timestamp that count within one millisecond (262,144 per ms)."""
@@ -59,9 +60,11 @@ class WriteKind(IntEnum):
     """Lock-only (SELECT ... FOR UPDATE): commits a record that leaves the value unchanged."""
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class CellKey:
-    """The address of one cell. Ordering is (table, row, column), the store's scan order."""
+class CellKey(NamedTuple):
+    """The address of one cell. Ordering is (table, row, column), the store's scan order.
+
+    A named tuple rather than a dataclass: every read and write builds and hashes keys (the
+    transaction's buffers and read cache are dicts of them), and a tuple does both in C."""
 
     table: str
     row: bytes

@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 class WorkerConfig:
     """Tunables of an observer worker."""
 
-    concurrency: int = 8
+    concurrency: int = 16
     """Observer runs in flight at once (each holds one transaction)."""
     page_size: int = 256
     """Notifications read per round trip; with ``concurrency`` it bounds the worker's memory."""
