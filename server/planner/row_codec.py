@@ -127,12 +127,11 @@ class RowCodec:
 
     def write_new(self, txn: Transaction, key: bytes, row: Row) -> None:
         """Buffer the cells of a new row."""
-        storage = self.storage
-        txn.set(storage, key, MARKER, b"")
-        for i, name, enc, _ in self.value_columns:
-            v = row[i]
-            if v is not None:
-                txn.set(storage, key, name, enc(v))
+        cells = [(MARKER, b"")]
+        cells += [
+            (name, enc(row[i])) for i, name, enc, _ in self.value_columns if row[i] is not None
+        ]
+        txn.set_row(self.storage, key, cells)
 
     def write_update(self, txn: Transaction, key: bytes, old: Row, new: Row) -> None:
         """Buffer the cells that changed, and the marker again: two transactions updating

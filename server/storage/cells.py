@@ -71,9 +71,9 @@ class CellKey(NamedTuple):
     column: str
 
 
-@dataclass(frozen=True, slots=True)
-class Mutation:
-    """One cell that a transaction writes: a PUT with a value, a DELETE, or a LOCK."""
+class Mutation(NamedTuple):
+    """One cell that a transaction writes: a PUT with a value, a DELETE, or a LOCK (a named
+    tuple, as :class:`CellKey`: one is built per cell written)."""
 
     key: CellKey
     kind: WriteKind

@@ -22,7 +22,7 @@ import operator
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import asyncpg
 
@@ -404,16 +404,14 @@ def _read_result(key: CellKey, r: asyncpg.Record | Sequence[Any], at: int) -> Ce
     return CellRead(key, r[at + 8] if _kind(kind) == WriteKind.PUT else None, commit_ts)
 
 
-@dataclass(frozen=True, slots=True)
-class _PrewriteItem:
+class _PrewriteItem(NamedTuple):
     start_ts: int
     primary: CellKey
     ttl_ms: int
     mutation: Mutation
 
 
-@dataclass(frozen=True, slots=True)
-class _CommitItem:
+class _CommitItem(NamedTuple):
     start_ts: int
     commit_ts: int
     key: CellKey

@@ -7,9 +7,11 @@ row (Bigtable's single-row transactions).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 
+@functools.lru_cache(maxsize=16384)  # a row's cells are hashed several times per batch
 def row_hash(table: str, row: bytes) -> int:
     """A signed 64-bit hash of (table, row), stable across processes and versions."""
     digest = hashlib.blake2b(table.encode() + b"\x00" + row, digest_size=8).digest()

@@ -353,6 +353,14 @@ class Transaction:
         _check_limits(table, row, column, value)
         self._buffer(Mutation(CellKey(table, row, column), WriteKind.PUT, bytes(value)))
 
+    def set_row(self, table: str, row: bytes, cells: Sequence[tuple[str, bytes]]) -> None:
+        """Buffer writes of several cells of one row, as :meth:`set` does for each (the
+        table and row are checked once: bulk loads write millions of cells this way)."""
+        _check_limits(table, row, "", b"")
+        for column, value in cells:
+            _check_cell_limits(column, value)
+            self._buffer(Mutation(CellKey(table, row, column), WriteKind.PUT, bytes(value)))
+
     def delete(self, table: str, row: bytes, column: str) -> None:
         """Buffer the deletion of one cell."""
         _check_limits(table, row, column, b"")
@@ -492,6 +500,10 @@ def _check_limits(table: str, row: bytes, column: str, value: bytes) -> None:
         raise LimitExceeded(f"table name longer than {MAX_TABLE_NAME_BYTES} bytes")
     if len(row) > MAX_ROW_KEY_BYTES:
         raise LimitExceeded(f"row key of {len(row)} bytes exceeds {MAX_ROW_KEY_BYTES}")
+    _check_cell_limits(column, value)
+
+
+def _check_cell_limits(column: str, value: bytes) -> None:
     if len(column.encode()) > MAX_COLUMN_NAME_BYTES:
         raise LimitExceeded(f"column name longer than {MAX_COLUMN_NAME_BYTES} bytes")
     if len(value) > MAX_VALUE_BYTES:
