@@ -1610,6 +1610,11 @@ async def _open_shard(index: int, dsn: str, pool_size: int, connect_timeout_s: f
                 max_size=pool_size,
                 timeout=connect_timeout_s,
                 reset=_keep_session,
+                # asyncpg arms a timer at every release to close idle connections and cancels
+                # it at the next acquire: 35-40 µs of client CPU per statement (137 against
+                # 100 µs for a pooled "SELECT 1" on this machine). A shard keeps its
+                # connections (at most pool_size) for the store's lifetime instead.
+                max_inactive_connection_lifetime=0,
                 server_settings={
                     "default_transaction_isolation": "read committed",
                     "application_name": "percolator",
