@@ -80,6 +80,7 @@ from percolator.server.sql.errors import (
     NO_ACTIVE_SQL_TRANSACTION,
     QUERY_CANCELED,
     READ_ONLY_SQL_TRANSACTION,
+    SERIALIZATION_FAILURE,
     SYNTAX_ERROR,
     UNDEFINED_OBJECT,
     SqlError,
@@ -93,10 +94,16 @@ from percolator.server.sql.scope import Scope
 from percolator.server.sql.splitter import split_statements
 from percolator.server.sql.textio import text_in
 from percolator.server.sql.types import SqlType, TypeId
+from percolator.server.storage.cells import CellKey
 from percolator.server.txn.observers import admin as observer_admin
-from percolator.server.txn.transaction import Transaction
+from percolator.server.txn.transaction import ReadGuard, Transaction
 
 log = logging.getLogger(__name__)
+
+CATALOG_VERSION_KEY = CellKey(
+    catalog_store.CATALOG_TABLE, catalog_store.META_ROW, catalog_store.VERSION
+)
+"""The catalog's version cell: every DDL transaction rewrites it."""
 
 
 # -- prepared plans -------------------------------------------------------------------------
@@ -272,6 +279,8 @@ class SqlSession:
         self.failed = False
         self._implicit_failed = False
         self.txn_catalog: Catalog | None = None
+        self._catalog_floor: int | None = None
+        """The oldest catalog version this transaction's statements were planned with."""
         self.txn_time = dt.datetime.now(dt.UTC)
         self.isolation = self.settings["default_transaction_isolation"]
         self.read_only = False
@@ -466,6 +475,7 @@ class SqlSession:
         if self.block or self.txn is None:
             return
         txn, self.txn = self.txn, None
+        self._catalog_floor = None
         catalog, self.txn_catalog = self.txn_catalog, None
         if self._implicit_failed:
             self._implicit_failed = False
@@ -490,6 +500,7 @@ class SqlSession:
         self._stop_timer()
         self.engine.sessions.discard(self)
         txn, self.txn = self.txn, None
+        self._catalog_floor = None
         self.block = False
         if txn is not None:
             await txn.rollback()
@@ -543,12 +554,49 @@ class SqlSession:
     # -- transactions ----------------------------------------------------------------------
 
     def current_catalog(self) -> Catalog:
-        return self.txn_catalog if self.txn_catalog is not None else self.engine.catalog
+        if self.txn_catalog is not None:
+            return self.txn_catalog
+        catalog = self.engine.catalog
+        if self._catalog_floor is None or catalog.version < self._catalog_floor:
+            self._catalog_floor = catalog.version
+        return catalog
+
+    async def _new_transaction(self) -> Transaction:
+        """A new transaction, guarded against a catalog older than its snapshot."""
+        txn = await self.engine.client.begin()
+        self.guard_catalog(txn)
+        return txn
+
+    def guard_catalog(self, txn: Transaction) -> None:
+        """Make ``txn`` check, with its first read, that this session's statements were
+        planned with the catalog of its snapshot or a newer one (see _check_catalog)."""
+        txn.set_read_guard(ReadGuard(CATALOG_VERSION_KEY, self._check_catalog))
+
+    async def _check_catalog(self, raw: bytes | None) -> None:
+        """Refuse a statement planned with a catalog older than the transaction's snapshot:
+        DDL committed by another process since this one last polled (within a second). Its
+        plan may name a dropped or truncated table's old storage, where writes would be lost.
+        The catalog is reloaded first, so the retry sees the new one."""
+        if self.txn_catalog is not None:
+            return  # this transaction ran DDL: it read the version itself (and conflicts)
+        used = self._catalog_floor
+        if used is None:
+            used = self.engine.catalog.version
+        stored = int(raw) if raw is not None else 0
+        if stored <= used:
+            return
+        await self.engine.refresh_catalog()
+        raise SqlError(
+            SERIALIZATION_FAILURE,
+            "could not serialize access due to concurrent DDL: the catalog changed (DDL "
+            "committed through another server) after this statement was planned",
+            hint="Retry the transaction.",
+        )
 
     async def transaction(self, *, writes: bool = False) -> Transaction:
         """The transaction a statement runs in (begun if none is open)."""
         if self.txn is None:
-            self.txn = await self.engine.client.begin()
+            self.txn = await self._new_transaction()
             self.txn_time = dt.datetime.now(dt.UTC)
             if not self.block:
                 self.isolation = self.settings["default_transaction_isolation"]
@@ -591,6 +639,7 @@ class SqlSession:
 
     async def _end_block(self, commit: bool) -> str:
         txn, self.txn = self.txn, None
+        self._catalog_floor = None
         catalog, self.txn_catalog = self.txn_catalog, None
         failed = self.failed
         self.block = False
@@ -1080,7 +1129,7 @@ class SqlSession:
                 NO_ACTIVE_SQL_TRANSACTION, f"{what} can only be used in transaction blocks"
             )
         if self.txn is None:
-            self.txn = await self.engine.client.begin()
+            self.txn = await self._new_transaction()
             self.txn_time = dt.datetime.now(dt.UTC)
         return self.txn
 
@@ -1243,6 +1292,7 @@ def internal_session(engine: Engine, txn: Transaction | None = None) -> SqlSessi
     if txn is not None:
         session.txn = txn
         session.block = True
+        session.guard_catalog(txn)
     return session
 
 

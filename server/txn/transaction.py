@@ -104,6 +104,16 @@ class TransactionState(Enum):
     ROLLED_BACK = "rolled_back"
 
 
+@dataclass(frozen=True)
+class ReadGuard:
+    """A cell read with a transaction's first read at each snapshot, and what to check of
+    its value (see :meth:`Transaction.set_read_guard`)."""
+
+    key: CellKey
+    check: Callable[[bytes | None], Awaitable[None]]
+    """Raises to refuse the statement (the transaction stays open)."""
+
+
 class Transaction:
     """One transaction. Use ``async with client.begin() as txn`` or call commit/rollback."""
 
@@ -135,6 +145,9 @@ class Transaction:
         self._cache: dict[CellKey, bytes | None] = {}
         self._cache_ts = self.read_ts
         self._cache_bytes = 0
+        self._guard: ReadGuard | None = None
+        self._guard_ts: int | None = None
+        """The snapshot (read_ts) at which the guard last passed."""
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -308,8 +321,31 @@ class Transaction:
         for m in own[i:]:
             yield _as_read(m)
 
+    def set_read_guard(self, guard: ReadGuard) -> None:
+        """Read ``guard.key`` along with the first read from the store at each snapshot, and
+        pass its value to ``guard.check``, which raises to refuse (the SQL layer checks that
+        the catalog its statements were planned with is not older than the snapshot's). Scans
+        do not read it; a transaction that writes without having checked it at its snapshot
+        checks it before committing, with one read of its own (:meth:`check_guard`)."""
+        self._guard = guard
+        self._guard_ts = None
+
+    async def check_guard(self) -> None:
+        """Check the read guard now, unless it passed at this snapshot already."""
+        if self._guard is not None and self._guard_ts != self.read_ts:
+            await self._read([])
+
     async def _read(self, keys: Sequence[CellKey]) -> list[CellRead]:
         """Read at start_ts, resolving locks and waiting for live ones up to the timeout."""
+        guard = self._guard
+        if guard is not None and self._guard_ts != self.read_ts:
+            *results, guarded = await self._read_plain([*keys, guard.key])
+            await guard.check(guarded.value)
+            self._guard_ts = self.read_ts
+            return results
+        return await self._read_plain(keys)
+
+    async def _read_plain(self, keys: Sequence[CellKey]) -> list[CellRead]:
         try:
             return await self._read_resolving(keys)
         except SnapshotTooOld as exc:
@@ -422,6 +458,8 @@ class Transaction:
         A part of a distributed transaction prewrites its writes and returns None: they are
         committed later, all at once, by ``commit_distributed``."""
         self._check_active()
+        if self._writes:
+            await self.check_guard()
         try:
             if self._writes and self._sink is not None:
                 mutations = list(self._writes.values())
