@@ -281,6 +281,8 @@ class SqlSession:
         self.txn_catalog: Catalog | None = None
         self._catalog_floor: int | None = None
         """The oldest catalog version this transaction's statements were planned with."""
+        self._ddl_read_catalog = False
+        """This transaction's DDL read the catalog version itself (the guard is moot)."""
         self.txn_time = dt.datetime.now(dt.UTC)
         self.isolation = self.settings["default_transaction_isolation"]
         self.read_only = False
@@ -476,6 +478,7 @@ class SqlSession:
             return
         txn, self.txn = self.txn, None
         self._catalog_floor = None
+        self._ddl_read_catalog = False
         catalog, self.txn_catalog = self.txn_catalog, None
         if self._implicit_failed:
             self._implicit_failed = False
@@ -501,6 +504,7 @@ class SqlSession:
         self.engine.sessions.discard(self)
         txn, self.txn = self.txn, None
         self._catalog_floor = None
+        self._ddl_read_catalog = False
         self.block = False
         if txn is not None:
             await txn.rollback()
@@ -577,8 +581,8 @@ class SqlSession:
         DDL committed by another process since this one last polled (within a second). Its
         plan may name a dropped or truncated table's old storage, where writes would be lost.
         The catalog is reloaded first, so the retry sees the new one."""
-        if self.txn_catalog is not None:
-            return  # this transaction ran DDL: it read the version itself (and conflicts)
+        if self.txn_catalog is not None or self._ddl_read_catalog:
+            return  # DDL reads the version itself, reloads if behind, and conflicts on it
         used = self._catalog_floor
         if used is None:
             used = self.engine.catalog.version
@@ -640,6 +644,7 @@ class SqlSession:
     async def _end_block(self, commit: bool) -> str:
         txn, self.txn = self.txn, None
         self._catalog_floor = None
+        self._ddl_read_catalog = False
         catalog, self.txn_catalog = self.txn_catalog, None
         failed = self.failed
         self.block = False
@@ -953,6 +958,7 @@ class SqlSession:
         the version cell read here makes concurrent DDL conflict."""
         if self.txn_catalog is not None:
             return self.txn_catalog
+        self._ddl_read_catalog = True
         base = self.engine.catalog
         version = await catalog_store.read_version(txn)
         if version != base.version:
