@@ -311,8 +311,11 @@ def _big_table(conn: psycopg.Connection, name: str) -> None:
     conn.execute(f"INSERT INTO {name} SELECT * FROM generate_series(1, {BIG_ROWS})")
 
 
-def test_cancel_a_long_query(sql_server: SqlServer) -> None:
-    with connect(sql_server, autocommit=True) as conn:
+def test_cancel_a_long_query(sql_server_process: SqlServer) -> None:
+    # A server of its own process: one on a thread of this process shares the interpreter
+    # lock with psycopg's cancel, whose connection handshake (polled in Python with libpq 17
+    # and later) then took 1-2 s while the query ran, sometimes longer than the query.
+    with connect(sql_server_process, autocommit=True) as conn:
         _big_table(conn, "big_cancel")
         done = threading.Event()
 
