@@ -337,25 +337,39 @@ class Transaction:
 
     async def _read(self, keys: Sequence[CellKey]) -> list[CellRead]:
         """Read at start_ts, resolving locks and waiting for live ones up to the timeout."""
-        guard = self._guard
-        if guard is not None and self._guard_ts != self.read_ts:
-            *results, guarded = await self._read_plain([*keys, guard.key])
-            await guard.check(guarded.value)
-            self._guard_ts = self.read_ts
-            return results
-        return await self._read_plain(keys)
-
-    async def _read_plain(self, keys: Sequence[CellKey]) -> list[CellRead]:
         try:
-            return await self._read_resolving(keys)
+            guard = self._guard
+            if guard is None or self._guard_ts == self.read_ts:
+                return await self._read_resolving(keys)
+            results = await self._s.store.read(self.read_ts, [*keys, guard.key])
+            await guard.check(await self._guard_value(guard.key, results.pop()))
+            self._guard_ts = self.read_ts
+            return await self._resolve_locks(keys, results)
         except SnapshotTooOld as exc:
             raise self._too_old(exc) from exc
 
     def _too_old(self, exc: SnapshotTooOld) -> TransactionTooOld:
         return TransactionTooOld(f"transaction {self.start_ts}: {exc}; retry it")
 
+    async def _guard_value(self, key: CellKey, read: CellRead) -> bytes | None:
+        """The guard cell's value at this snapshot. A lock of a transaction that committed
+        (its secondaries still being committed) or died is resolved; a live one is not waited
+        for (its committed value is taken): a Spark overwrite keeps the catalog's cells
+        locked until its job commits, and every transaction would wait for the job."""
+        if read.lock is None:
+            return read.value
+        if await self._s.resolver.resolve([read.lock]):
+            return read.value  # held by a live transaction
+        (again,) = await self._s.store.read(self.read_ts, [key])
+        return again.value
+
     async def _read_resolving(self, keys: Sequence[CellKey]) -> list[CellRead]:
-        results = await self._s.store.read(self.read_ts, keys)
+        return await self._resolve_locks(keys, await self._s.store.read(self.read_ts, keys))
+
+    async def _resolve_locks(
+        self, keys: Sequence[CellKey], results: list[CellRead]
+    ) -> list[CellRead]:
+        """``results`` of reading ``keys`` with every lock resolved (re-reading those cells)."""
         blocked = [i for i, r in enumerate(results) if r.lock is not None]
         if not blocked:
             return results

@@ -5,6 +5,7 @@ server's TRUNCATE went into the old storage and was lost."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 
 from percolator.clients.database import Database
 from percolator.server.engine import Engine, EngineConfig
-from percolator.server.session import internal_session
+from percolator.server.session import CATALOG_VERSION_KEY, internal_session
 from percolator.server.sql.errors import SqlError
+from percolator.server.storage.cells import Mutation, WriteKind
 
 
 class OtherServer:
@@ -103,3 +105,24 @@ async def test_statements_with_a_current_catalog_pass(api_db: Database, other: O
     assert reads <= 2  # one per shard touched (the row's, the catalog's)
     await other.db.client.secondaries.drain()
     assert await api_db.fetch("SELECT id FROM ok") == [{"id": 1}]
+
+
+async def test_a_lock_on_the_catalog_version_does_not_hold_statements_back(
+    api_db: Database, other: OtherServer
+) -> None:
+    await api_db.execute("CREATE TABLE held (id int PRIMARY KEY)")
+    await other.engine.refresh_catalog()
+    # A transaction holding the catalog's version cell locked, as a Spark overwrite's TRUNCATE
+    # does until its whole job commits.
+    store, clock = api_db.client.store, api_db.client.clock
+    start_ts = await clock.get_timestamp()
+    lock = Mutation(CATALOG_VERSION_KEY, WriteKind.PUT, b"999")
+    assert await store.prewrite(start_ts, CATALOG_VERSION_KEY, 600_000, [lock]) == []
+    try:
+        started = time.monotonic()
+        await other.run("INSERT INTO held VALUES (1)")
+        assert time.monotonic() - started < 1.0  # not a lock wait
+    finally:
+        await store.rollback(start_ts, [CATALOG_VERSION_KEY], leave_marker=True)
+    await api_db.client.secondaries.drain()
+    assert await api_db.fetch("SELECT id FROM held") == [{"id": 1}]
