@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from percolator.server.engine import Engine, EngineConfig
 from percolator.server.observer_api import ObserverTransaction as SqlTransaction
-from percolator.server.session import internal_session
+from percolator.server.session import internal_session, run_autocommit
 from percolator.server.sql.catalog import Catalog
 from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.embedded import EmbeddedPostgres
@@ -78,15 +78,7 @@ class Database:
         return (await self._sql_engine()).catalog
 
     async def _autocommit(self, sql: str, args: Sequence[object]) -> Any:
-        session = internal_session(await self._sql_engine())
-        try:
-            result = await session.run_statement(sql, args)
-        except BaseException as exc:
-            session.statement_failed(exc)
-            await session.sync()
-            raise
-        await session.sync()
-        return result
+        return await run_autocommit(await self._sql_engine(), sql, args)
 
     async def _sql_engine(self) -> Engine:
         if self._engine is None:

@@ -94,16 +94,10 @@ from percolator.server.sql.scope import Scope
 from percolator.server.sql.splitter import split_statements
 from percolator.server.sql.textio import text_in
 from percolator.server.sql.types import SqlType, TypeId
-from percolator.server.storage.cells import CellKey
 from percolator.server.txn.observers import admin as observer_admin
 from percolator.server.txn.transaction import ReadGuard, Transaction
 
 log = logging.getLogger(__name__)
-
-CATALOG_VERSION_KEY = CellKey(
-    catalog_store.CATALOG_TABLE, catalog_store.META_ROW, catalog_store.VERSION
-)
-"""The catalog's version cell: every DDL transaction rewrites it."""
 
 
 # -- prepared plans -------------------------------------------------------------------------
@@ -476,10 +470,7 @@ class SqlSession:
         self._stop_timer()
         if self.block or self.txn is None:
             return
-        txn, self.txn = self.txn, None
-        self._catalog_floor = None
-        self._ddl_read_catalog = False
-        catalog, self.txn_catalog = self.txn_catalog, None
+        txn, catalog = self._detach_transaction()
         if self._implicit_failed:
             self._implicit_failed = False
             await txn.rollback()
@@ -502,9 +493,7 @@ class SqlSession:
     async def close(self) -> None:
         self._stop_timer()
         self.engine.sessions.discard(self)
-        txn, self.txn = self.txn, None
-        self._catalog_floor = None
-        self._ddl_read_catalog = False
+        txn, _ = self._detach_transaction()
         self.block = False
         if txn is not None:
             await txn.rollback()
@@ -565,6 +554,15 @@ class SqlSession:
             self._catalog_floor = catalog.version
         return catalog
 
+    def _detach_transaction(self) -> tuple[Transaction | None, Catalog | None]:
+        """The open transaction and the catalog its DDL staged, taken off the session (which
+        then has none), with the state the catalog guard kept for them."""
+        txn, self.txn = self.txn, None
+        catalog, self.txn_catalog = self.txn_catalog, None
+        self._catalog_floor = None
+        self._ddl_read_catalog = False
+        return txn, catalog
+
     async def _new_transaction(self) -> Transaction:
         """A new transaction, guarded against a catalog older than its snapshot."""
         txn = await self.engine.client.begin()
@@ -574,7 +572,7 @@ class SqlSession:
     def guard_catalog(self, txn: Transaction) -> None:
         """Make ``txn`` check, with its first read, that this session's statements were
         planned with the catalog of its snapshot or a newer one (see _check_catalog)."""
-        txn.set_read_guard(ReadGuard(CATALOG_VERSION_KEY, self._check_catalog))
+        txn.set_read_guard(ReadGuard(catalog_store.VERSION_KEY, self._check_catalog))
 
     async def _check_catalog(self, raw: bytes | None) -> None:
         """Refuse a statement planned with a catalog older than the transaction's snapshot:
@@ -642,10 +640,7 @@ class SqlSession:
             log.warning("removing the watches of dropped observers failed", exc_info=True)
 
     async def _end_block(self, commit: bool) -> str:
-        txn, self.txn = self.txn, None
-        self._catalog_floor = None
-        self._ddl_read_catalog = False
-        catalog, self.txn_catalog = self.txn_catalog, None
+        txn, catalog = self._detach_transaction()
         failed = self.failed
         self.block = False
         self.failed = False
@@ -1300,6 +1295,20 @@ def internal_session(engine: Engine, txn: Transaction | None = None) -> SqlSessi
         session.block = True
         session.guard_catalog(txn)
     return session
+
+
+async def run_autocommit(engine: Engine, sql: str, args: Sequence[object] = ()) -> Any:
+    """Run one statement in a transaction of its own on an internal session (the Python API's
+    ``execute``/``fetch``): committed if it succeeds, rolled back if it raises."""
+    session = internal_session(engine)
+    try:
+        result = await session.run_statement(sql, args)
+    except BaseException as exc:
+        session.statement_failed(exc)
+        await session.sync()
+        raise
+    await session.sync()
+    return result
 
 
 def _plan_kind(prepared: PreparedStatement) -> str:

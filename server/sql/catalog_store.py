@@ -33,6 +33,7 @@ from percolator.server.sql.catalog import (
     table_from_json,
     table_to_json,
 )
+from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import Transaction
 
 CATALOG_TABLE = "__catalog"
@@ -40,13 +41,15 @@ META_ROW = b"meta"
 DOC = "d"
 VERSION = "version"
 NEXT_ID = "next_id"
+VERSION_KEY = CellKey(CATALOG_TABLE, META_ROW, VERSION)
+"""The catalog's version cell: every DDL transaction rewrites it."""
 RETIRED = b"g/"
 RETIRED_END = b"g0"  # the first key after every ``g/`` key ('0' follows '/')
 
 
 async def read_version(txn: Transaction) -> int:
     """The catalog version in the transaction's snapshot (one round trip)."""
-    raw = await txn.get(CATALOG_TABLE, META_ROW, VERSION)
+    (raw,) = await txn.get_many([VERSION_KEY])
     return int(raw) if raw is not None else 0
 
 

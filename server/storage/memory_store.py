@@ -330,18 +330,19 @@ class MemoryCellStore(CellStore):
         return total
 
     async def purge_table(self, table: str) -> int:
-        keys = [k for k in self._cells if k.table == table]
-        writes = sum(len(self._cells[k].writes) for k in keys)
-        locks = sum(self._cells[k].lock is not None for k in keys)
-        notes = [k for k in self._notify if k[1] == table]
-        for k in keys:
-            del self._cells[k]
-        for n in notes:
+        # Rows of each kind per shard (write records, locks, notifications), counted as the
+        # Postgres store's statements go: per shard, one per PURGE_ROWS of its largest kind.
+        per_shard = [[0, 0, 0] for _ in range(self._shards)]
+        for k in [k for k in self._cells if k.table == table]:
+            cell = self._cells.pop(k)
+            counts = per_shard[self.shard_of(table, k.row)]
+            counts[0] += len(cell.writes)
+            counts[1] += cell.lock is not None
+        for n in [n for n in self._notify if n[1] == table]:
             del self._notify[n]
-        # As the Postgres store counts: one statement per PURGE_ROWS of the largest kind.
-        largest = max(writes, locks, len(notes))
-        self.stats.round_trips["purge_table"] += self._shards * (1 + largest // PURGE_ROWS)
-        return writes + locks + len(notes)
+            per_shard[self.shard_of(table, n[2])][2] += 1
+        self.stats.round_trips["purge_table"] += sum(1 + max(c) // PURGE_ROWS for c in per_shard)
+        return sum(map(sum, per_shard))
 
     # -- distributed transactions, change streams, partitioning ----------------------------
 

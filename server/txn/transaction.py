@@ -326,11 +326,11 @@ class Transaction:
         pass its value to ``guard.check``, which raises to refuse (the SQL layer checks that
         the catalog its statements were planned with is not older than the snapshot's). Scans
         do not read it; a transaction that writes without having checked it at its snapshot
-        checks it before committing, with one read of its own (:meth:`check_guard`)."""
+        checks it before committing, with one read of its own."""
         self._guard = guard
         self._guard_ts = None
 
-    async def check_guard(self) -> None:
+    async def _check_guard(self) -> None:
         """Check the read guard now, unless it passed at this snapshot already."""
         if self._guard is not None and self._guard_ts != self.read_ts:
             await self._read([])
@@ -473,7 +473,7 @@ class Transaction:
         committed later, all at once, by ``commit_distributed``."""
         self._check_active()
         if self._writes:
-            await self.check_guard()
+            await self._check_guard()
         try:
             if self._writes and self._sink is not None:
                 mutations = list(self._writes.values())
