@@ -54,6 +54,41 @@ class ChangedRow:
         return self.values is None
 
 
+@dataclass(frozen=True)
+class Rows:
+    """Rows of one table for :meth:`ObserverTransaction.prefetch`: primary keys (a value for a
+    one-column key, a tuple for a composite one) and the columns to read (None: every one)."""
+
+    table: str
+    keys: Iterable[object]
+    columns: Sequence[str] | None = None
+
+
+def _cells_of(catalog: Catalog, request: Rows) -> list[CellKey]:
+    """The cells that hold the requested columns of the requested rows."""
+    table = catalog.table(request.table)
+    if not table.primary_key:
+        raise SqlError(
+            FEATURE_NOT_SUPPORTED, f'prefetch of table "{request.table}", which has no primary key'
+        )
+    read = None
+    if request.columns is not None:
+        read = frozenset(table.position(table.column(c).id) for c in request.columns)
+    codec = RowCodec(table, read)
+    width = len(table.primary_key)
+    cells: list[CellKey] = []
+    for key in request.keys:
+        values = key if isinstance(key, tuple) else (key,)
+        if len(values) != width:
+            raise SqlError(
+                INVALID_PARAMETER_VALUE,
+                f'prefetch of "{request.table}": a key of {width} column(s) expected, '
+                f"got {values!r}",
+            )
+        cells += codec.cell_keys(codec.key_of_values(values))
+    return cells
+
+
 class _Runner(Protocol):
     async def run_statement(
         self, sql: str, params: Sequence[object] = (), param_oids: Sequence[int] = ()
@@ -91,7 +126,7 @@ class ObserverTransaction:
 
     async def prefetch(
         self,
-        rows: Mapping[str, Iterable[object]],
+        rows: Mapping[str, Iterable[object]] | Iterable[Rows],
         columns: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """Read rows of one or more tables together, in one round trip per shard, so that the
@@ -99,33 +134,18 @@ class ObserverTransaction:
         (the transaction remembers up to 4,096 cells read). ``rows`` maps a table name to
         primary keys: a value for a one-column key, a tuple for a composite one; ``columns``
         may limit what is read of a table (else every column). A row that does not exist is
-        remembered as absent.
+        remembered as absent. ``rows`` may also be a list of :class:`Rows`, each with columns
+        of its own, to read all of some rows of a table and a few columns of others.
 
         Example: ``await txn.prefetch({"docs": [url, *targets], "anchors": [(t, url)]})``
         before the ``SELECT`` and ``INSERT ... ON CONFLICT`` statements that read them."""
+        if isinstance(rows, Mapping):
+            wanted = columns or {}
+            requests = [Rows(name, keys, wanted.get(name)) for name, keys in rows.items()]
+        else:
+            requests = list(rows)
         catalog = self._runner.current_catalog()
-        cells: list[CellKey] = []
-        for name, keys in rows.items():
-            table = catalog.table(name)
-            if not table.primary_key:
-                raise SqlError(
-                    FEATURE_NOT_SUPPORTED, f'prefetch of table "{name}", which has no primary key'
-                )
-            wanted = (columns or {}).get(name)
-            read = None
-            if wanted is not None:
-                read = frozenset(table.position(table.column(c).id) for c in wanted)
-            codec = RowCodec(table, read)
-            width = len(table.primary_key)
-            for key in keys:
-                values = key if isinstance(key, tuple) else (key,)
-                if len(values) != width:
-                    raise SqlError(
-                        INVALID_PARAMETER_VALUE,
-                        f'prefetch of "{name}": a key of {width} column(s) expected, '
-                        f"got {values!r}",
-                    )
-                cells += codec.cell_keys(codec.key_of_values(values))
+        cells = [cell for request in requests for cell in _cells_of(catalog, request)]
         if cells:
             await self.transaction.get_many(cells)
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from percolator.examples.webindex.rules import Links, canonical_of, content_hash, normalize_links
-from percolator.server.observer_api import ChangedRow, ObserverTransaction
+from percolator.server.observer_api import ChangedRow, ObserverTransaction, Rows
 
 
 @dataclass(frozen=True)
@@ -62,14 +62,16 @@ async def on_page(txn: ObserverTransaction, row: ChangedRow) -> None:
     url: str = row.key["url"]
     new = _page_state(row.values)
     # What the statements below read, in one round trip: the page's own docs row, its
-    # cluster, its link targets' canonical URLs and its anchors (for ON CONFLICT).
+    # cluster, its link targets' canonical URLs (only those: their links are large) and its
+    # anchors (for ON CONFLICT).
     targets = sorted(new.links)
     await txn.prefetch(
-        {
-            "docs": [url, *targets],
-            "canonical": [new.hash] if new.hash is not None else [],
-            "anchors": [(t, url) for t in targets],
-        }
+        [
+            Rows("docs", [url]),
+            Rows("docs", targets, ["canonical_url"]),
+            Rows("canonical", [new.hash] if new.hash is not None else []),
+            Rows("anchors", [(t, url) for t in targets]),
+        ]
     )
     old = await _applied_state(txn, url)
     if (new.hash, new.links) == (old.hash, old.links):

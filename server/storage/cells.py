@@ -148,8 +148,7 @@ class CommitFailure:
     status: CommitStatus
 
 
-@dataclass(frozen=True, slots=True)
-class CellRead:
+class CellRead(NamedTuple):
     """The outcome of reading one cell at a timestamp.
 
     Exactly one of two cases: ``lock`` is set (a lock with start_ts <= read ts, other than a

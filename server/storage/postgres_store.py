@@ -115,10 +115,17 @@ LEFT JOIN LATERAL (
     WHERE w.tbl = $1 AND w.rkey = $2 AND w.col = $3 AND w.commit_ts <= $4 AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
 ) w ON true"""
+_PRESENT = "WHERE l.start_ts IS NOT NULL OR w.commit_ts IS NOT NULL"
+_SAFE_POINT_ROW = """
+UNION ALL SELECT 0, NULL, NULL, NULL, NULL, NULL, NULL, safe_point, NULL, NULL
+FROM percolator_gc WHERE id = 1"""
 _READ_MANY = f"""
-SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value, {_SAFE_POINT}
-FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[])
-    WITH ORDINALITY AS k(tbl, rkey, col, ts, i)
+SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
+FROM (
+    SELECT coalesce(u.tbl, $1[1]) AS tbl, u.rkey, u.col, coalesce(u.ts, $4[1]) AS ts, u.i
+    FROM unnest($1::text[], $2::bytea[], $3::text[], $4::bigint[])
+        WITH ORDINALITY AS u(tbl, rkey, col, ts, i)
+) k
 LEFT JOIN LATERAL (
     -- LIMIT keeps this an index probe per cell (the lock table churns; its statistics lie).
     SELECT * FROM percolator_lock l
@@ -126,13 +133,20 @@ LEFT JOIN LATERAL (
     AND l.kind <> 4 LIMIT 1
 ) l ON true
 LEFT JOIN LATERAL (
-    SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
+    SELECT w.commit_ts, w.kind, CASE WHEN w.kind = 1 THEN w.value END AS value
+    FROM percolator_write w
     WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.commit_ts <= k.ts
     AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
-) w ON true"""
+) w ON true
+{_PRESENT}{_SAFE_POINT_ROW}"""
+"""Cells at their timestamps (table and timestamp as arrays of one when all cells share
+them, as in the set-based functions). Only cells with a lock or a record come back, and a
+row ``i = 0`` carries the safe point in its ``commit_ts``: most cells of a batch read are
+often absent (the rows an observer prefetches before inserting them), and each result row
+costs the driver and the server more than the filter."""
 _READ_ROW = f"""
-SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value, {_SAFE_POINT}
+SELECT k.i, {_LOCK_COLUMNS}, w.commit_ts, w.kind, w.value
 FROM unnest($3::text[]) WITH ORDINALITY AS k(col, i)
 LEFT JOIN LATERAL (
     SELECT * FROM percolator_lock l
@@ -140,13 +154,16 @@ LEFT JOIN LATERAL (
     AND l.kind <> 4 LIMIT 1
 ) l ON true
 LEFT JOIN LATERAL (
-    SELECT w.commit_ts, w.kind, w.value FROM percolator_write w
+    SELECT w.commit_ts, w.kind, CASE WHEN w.kind = 1 THEN w.value END AS value
+    FROM percolator_write w
     WHERE w.tbl = $1 AND w.rkey = $2 AND w.col = k.col AND w.commit_ts <= $4
     AND w.kind NOT IN (3, 4)
     ORDER BY w.commit_ts DESC LIMIT 1
-) w ON true"""
+) w ON true
+{_PRESENT}{_SAFE_POINT_ROW}"""
 """Several cells of one row at one timestamp: the row is sent once (the SQL layer's point
-reads), which costs the driver a quarter of the parameter encoding of ``_READ_MANY``."""
+reads), which costs the driver a quarter of the parameter encoding of ``_READ_MANY``. The
+result is shaped as ``_READ_MANY``'s."""
 _PREWRITE_ONE = (
     "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
@@ -809,18 +826,24 @@ class PostgresCellStore(CellStore):
                 lambda conn: conn.fetch(_READ_ROW, first.table, first.row, cols, ts[0]),
             )
         else:
-            tbl = [k.table for k in keys]
+            tbl = _one_if_same([k.table for k in keys])
             rows = [k.row for k in keys]
+            stamps = _one_if_same(ts)
             records = await self._call(
                 "read",
                 self._shards[shard],
-                lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, ts),
+                lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, stamps),
             )
-        results: list[CellRead | SnapshotTooOld] = [None] * len(keys)  # type: ignore[list-item]
+        # The row of _SAFE_POINT_ROW: the last one (Append's order), found by its i = 0.
+        safe_point = next(r[7] for r in reversed(records) if r[0] == 0)
+        results: list[CellRead | SnapshotTooOld] = [
+            SnapshotTooOld(t, safe_point) if t < safe_point else CellRead(k, None)
+            for k, t in zip(keys, ts, strict=True)
+        ]
         for r in records:
             i = r[0] - 1
-            too_old = ts[i] < r[10]
-            results[i] = SnapshotTooOld(ts[i], r[10]) if too_old else _read_result(keys[i], r, 1)
+            if i >= 0 and ts[i] >= safe_point:
+                results[i] = _read_result(keys[i], r, 1)
         return results
 
     async def scan(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from percolator.clients import Rows
 from percolator.clients.database import Database
 from percolator.server.sql.errors import SqlError
 
@@ -67,6 +68,29 @@ async def test_prefetch_of_some_columns(db: Database) -> None:
         assert await reads(db) > before  # n was not prefetched
 
 
+async def test_prefetch_of_rows_with_columns_of_their_own(db: Database) -> None:
+    async with db.begin() as txn:
+        sql = await db.sql(txn)
+        before = await reads(db)
+        await sql.prefetch(
+            [
+                Rows("docs", ["u8"]),
+                Rows("docs", ["u9", "u10", "absent"], ["c"]),
+                Rows("pairs", [("a", "b")], ["v"]),
+            ]
+        )
+        assert await reads(db) - before == 2  # one batch: a round trip per shard
+        before = await reads(db)
+        assert await sql.fetchrow("SELECT c, n FROM docs WHERE url = 'u8'") == {"c": "c8", "n": 8}
+        assert await sql.fetch(
+            "SELECT url, c FROM docs WHERE url IN ('u9', 'u10', 'absent') ORDER BY url"
+        ) == [{"url": "u10", "c": "c10"}, {"url": "u9", "c": "c9"}]
+        assert await sql.fetchval("SELECT v FROM pairs WHERE a = 'a' AND b = 'b'") == "old"
+        assert await reads(db) == before
+        assert await sql.fetchval("SELECT n FROM docs WHERE url = 'u9'") == 9
+        assert await reads(db) > before  # n of u9 was not prefetched
+
+
 async def test_prefetch_sees_the_transactions_own_writes_and_snapshot(db: Database) -> None:
     async with db.begin() as txn:
         sql = await db.sql(txn)
@@ -84,6 +108,8 @@ async def test_prefetch_sees_the_transactions_own_writes_and_snapshot(db: Databa
         ({"docs": ["u1"]}, {"docs": ["nope"]}, "42703"),
         ({"pairs": ["a"]}, None, "22023"),
         ({"nokey": [1]}, None, "0A000"),
+        ([Rows("docs", ["u1"], ["nope"])], None, "42703"),
+        ([Rows("pairs", [("a",)])], None, "22023"),
     ],
 )
 async def test_bad_prefetch_is_refused_and_the_transaction_goes_on(
