@@ -223,8 +223,42 @@ class Transaction:
     ) -> AsyncIterator[list[Row]]:
         """The rows of :meth:`scan`, a page at a time: about ``page_size`` cells per shard
         and round trip (larger pages suit bulk reads, smaller ones a scan with a LIMIT).
-        ``prefetch``: the caller reads to the end, so the next page may be fetched early."""
+        ``prefetch``: the caller reads to the end, so the next page may be fetched early.
+
+        The read guard, when it has not passed at this snapshot yet, is checked alongside the
+        first page (in parallel with it) and before any row is returned."""
         self._check_active()
+        guard = self._start_guard_check()
+        try:
+            async for page in self._scan_pages(table, start, end, columns, page_size, prefetch):
+                if guard is not None:
+                    await guard
+                    guard = None
+                yield page
+            if guard is not None:
+                await guard
+                guard = None
+        finally:
+            if guard is not None:  # the scan failed or its reader stopped first
+                guard.cancel()
+
+    def _start_guard_check(self) -> asyncio.Task[None] | None:
+        if self._guard is None or self._guard_ts == self.read_ts:
+            return None
+        task = asyncio.ensure_future(self._check_guard())
+        # Retrieved here when the scan gives up on it, so that it is never reported unretrieved.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
+
+    async def _scan_pages(
+        self,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None,
+        page_size: int,
+        prefetch: bool,
+    ) -> AsyncIterator[list[Row]]:
         own = self._own_writes_in(table, start, end, columns)
         if own:
             page: list[Row] = []
@@ -324,9 +358,9 @@ class Transaction:
     def set_read_guard(self, guard: ReadGuard) -> None:
         """Read ``guard.key`` along with the first read from the store at each snapshot, and
         pass its value to ``guard.check``, which raises to refuse (the SQL layer checks that
-        the catalog its statements were planned with is not older than the snapshot's). Scans
-        do not read it; a transaction that writes without having checked it at its snapshot
-        checks it before committing, with one read of its own."""
+        the catalog its statements were planned with is not older than the snapshot's). A scan
+        reads it in parallel with its first page; a transaction that writes without having
+        checked it at its snapshot checks it before committing, with one read of its own."""
         self._guard = guard
         self._guard_ts = None
 

@@ -129,3 +129,34 @@ async def test_a_lock_on_the_catalog_version_does_not_hold_statements_back(
         await store.rollback(start_ts, [VERSION_KEY], leave_marker=True)
     await api_db.client.secondaries.drain()
     assert await api_db.fetch("SELECT id FROM held") == [{"id": 1}]
+
+
+async def test_a_scan_after_another_servers_truncate_is_refused_then_reads_the_new_table(
+    api_db: Database, other: OtherServer
+) -> None:
+    await api_db.execute("CREATE TABLE s (id int PRIMARY KEY, v text)")
+    await api_db.execute("INSERT INTO s VALUES (1, 'old'), (2, 'old')")
+    await other.engine.refresh_catalog()
+    assert (await other.run("SELECT count(*) FROM s")).rows == [(2,)]
+
+    await api_db.execute("TRUNCATE s")
+    await api_db.execute("INSERT INTO s VALUES (3, 'new')")
+    await api_db.client.secondaries.drain()
+    # Without the check, the scan read the old storage: two rows the snapshot has not got.
+    error = await refused(other, "SELECT id, v FROM s ORDER BY id")
+    assert error.sqlstate == "40001"
+    assert (await other.run("SELECT id, v FROM s ORDER BY id")).rows == [(3, "new")]
+
+
+async def test_a_scan_with_a_current_catalog_reads_the_version_alongside(
+    api_db: Database, other: OtherServer
+) -> None:
+    await api_db.execute("CREATE TABLE c (id int PRIMARY KEY)")
+    await api_db.execute("INSERT INTO c VALUES (1), (2)")
+    await api_db.client.secondaries.drain()  # no lock for the scan to resolve
+    await other.engine.refresh_catalog()
+    store = api_db.client.store
+    reads, scans = store.stats.round_trips["read"], store.stats.round_trips["scan"]
+    assert (await other.run("SELECT id FROM c ORDER BY id")).rows == [(1,), (2,)]
+    assert store.stats.round_trips["read"] - reads == 1  # the version cell, once
+    assert store.stats.round_trips["scan"] > scans
