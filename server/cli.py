@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from percolator.server import logs
+from percolator.server import logs, python_gc
 
 # Each module registers its subcommand; a module that is absent is skipped, so the CLI still
 # works while a command is being built.
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
     logs.configure(args.log_level, args.log_format)
+    python_gc.tune_for_serving()
     if not getattr(args, "run", None):
         parser.print_help()
         sys.exit(0 if args.command is None else 2)
