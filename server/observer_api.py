@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from percolator.server.planner.row_codec import RowCodec
-from percolator.server.sql.catalog import Catalog
+from percolator.server.sql.catalog import Catalog, TableDef
 from percolator.server.sql.errors import FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE, SqlError
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import Transaction
@@ -64,7 +64,7 @@ class Rows:
     columns: Sequence[str] | None = None
 
 
-def _cells_of(catalog: Catalog, request: Rows) -> list[CellKey]:
+def _cells_of(runner: _Runner, catalog: Catalog, request: Rows) -> list[CellKey]:
     """The cells that hold the requested columns of the requested rows."""
     table = catalog.table(request.table)
     if not table.primary_key:
@@ -74,7 +74,7 @@ def _cells_of(catalog: Catalog, request: Rows) -> list[CellKey]:
     read = None
     if request.columns is not None:
         read = frozenset(table.position(table.column(c).id) for c in request.columns)
-    codec = RowCodec(table, read)
+    codec = runner.row_codec(table, read)
     width = len(table.primary_key)
     cells: list[CellKey] = []
     for key in request.keys:
@@ -95,6 +95,8 @@ class _Runner(Protocol):
     ) -> Any: ...
 
     def current_catalog(self) -> Catalog: ...
+
+    def row_codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec: ...
 
 
 class ObserverTransaction:
@@ -145,7 +147,7 @@ class ObserverTransaction:
         else:
             requests = list(rows)
         catalog = self._runner.current_catalog()
-        cells = [cell for request in requests for cell in _cells_of(catalog, request)]
+        cells = [cell for request in requests for cell in _cells_of(self._runner, catalog, request)]
         if cells:
             await self.transaction.get_many(cells)
 

@@ -51,6 +51,7 @@ from percolator.server.planner.dml import (
     update_rows,
 )
 from percolator.server.planner.physical import Node
+from percolator.server.planner.row_codec import RowCodec
 from percolator.server.settings import (
     DEFAULTS,
     normalize,
@@ -553,6 +554,10 @@ class SqlSession:
         if self._catalog_floor is None or catalog.version < self._catalog_floor:
             self._catalog_floor = catalog.version
         return catalog
+
+    def row_codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
+        """The engine's cached row codec of a table (see :meth:`Planner.codec`)."""
+        return self.engine.planner.codec(table, read)
 
     def _detach_transaction(self) -> tuple[Transaction | None, Catalog | None]:
         """The open transaction and the catalog its DDL staged, taken off the session (which

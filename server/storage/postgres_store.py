@@ -20,7 +20,7 @@ import heapq
 import itertools
 import operator
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -376,14 +376,10 @@ _SCAN_SQL = {
 }
 
 
-def _distinct(keys: Iterable[CellKey]) -> bool:
-    """Whether no cell occurs twice: the set-based prewrite and commit need that."""
-    seen: set[CellKey] = set()
-    for k in keys:
-        if k in seen:
-            return False
-        seen.add(k)
-    return True
+def _picker(order: list[int]) -> Callable[[Sequence[T]], list[T]]:
+    """A function that takes the elements of a sequence at ``order`` (two or more indices)."""
+    get = operator.itemgetter(*order)
+    return lambda values: list(get(values))
 
 
 def _one_if_same(values: list[T]) -> list[T]:
@@ -397,11 +393,14 @@ def _each(values: list[T]) -> list[T]:
     return values
 
 
+_KINDS = {kind.value: kind for kind in WriteKind}
+
+
 def _kind(code: int) -> WriteKind:
-    try:
-        return WriteKind(code)
-    except ValueError:
-        raise CorruptRecordError(f"unknown record kind {code} in the store") from None
+    kind = _KINDS.get(code)  # a dict, not WriteKind(code): this runs for every cell read
+    if kind is None:
+        raise CorruptRecordError(f"unknown record kind {code} in the store")
+    return kind
 
 
 def _lock_info(key: CellKey, r: asyncpg.Record | Sequence[Any], at: int) -> LockInfo:
@@ -418,7 +417,7 @@ def _read_result(key: CellKey, r: asyncpg.Record | Sequence[Any], at: int) -> Ce
     commit_ts, kind = r[at + 6], r[at + 7]
     if commit_ts is None:
         return CellRead(key, None)
-    return CellRead(key, r[at + 8] if _kind(kind) == WriteKind.PUT else None, commit_ts)
+    return CellRead(key, r[at + 8] if _kind(kind) is WriteKind.PUT else None, commit_ts)
 
 
 class _PrewriteItem(NamedTuple):
@@ -644,23 +643,28 @@ class PostgresCellStore(CellStore):
                 ),
             )
             return [self._prewrite_failure(k, records[0], 0) if records else None]
-        hashes = [row_hash(it.mutation.key.table, it.mutation.key.row) for it in items]
+        # Columns unzipped in C (zip, itemgetter): this runs for every cell written.
+        starts, primaries, ttls, mutations = zip(*items, strict=True)
+        keys, kinds, values = zip(*mutations, strict=True)
+        tables, rows, columns = zip(*keys, strict=True)
+        hashes = list(map(row_hash, tables, rows))
         order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
-        ordered = [items[i] for i in order]
-        many = _distinct(it.mutation.key for it in items)
+        pick = _picker(order)
+        ptables, prows, pcols = zip(*pick(primaries), strict=True)
+        many = len(set(keys)) == len(keys)  # distinct cells
         shared = _one_if_same if many else _each
         args = (
-            shared([it.start_ts for it in ordered]),
-            shared([it.primary.table for it in ordered]),
-            shared([it.primary.row for it in ordered]),
-            shared([it.primary.column for it in ordered]),
-            shared([it.ttl_ms for it in ordered]),
-            shared([it.mutation.key.table for it in ordered]),
-            [it.mutation.key.row for it in ordered],
-            [it.mutation.key.column for it in ordered],
-            shared([int(it.mutation.kind) for it in ordered]),
-            [it.mutation.value for it in ordered],
-            [hashes[i] for i in order],
+            shared(pick(starts)),
+            shared(list(ptables)),
+            shared(list(prows)),
+            shared(list(pcols)),
+            shared(pick(ttls)),
+            shared(pick(tables)),
+            pick(rows),
+            pick(columns),
+            shared(list(map(int, pick(kinds)))),
+            pick(values),
+            pick(hashes),
         )
         statement = _PREWRITE_MANY if many else _PREWRITE_EACH
         records = await self._call(
@@ -669,7 +673,7 @@ class PostgresCellStore(CellStore):
         results: list[PrewriteFailure | None] = [None] * len(items)
         for r in records:
             i = order[r[0] - 1]
-            results[i] = self._prewrite_failure(items[i].mutation.key, r)
+            results[i] = self._prewrite_failure(keys[i], r)
         return results
 
     @staticmethod
@@ -732,18 +736,20 @@ class PostgresCellStore(CellStore):
                 ),
             )
             return [CommitFailure(k, _COMMIT_STATUS[code]) if code else None]
-        hashes = [row_hash(it.key.table, it.key.row) for it in items]
+        starts, commits, keys = zip(*items, strict=True)
+        tables, rows, columns = zip(*keys, strict=True)
+        hashes = list(map(row_hash, tables, rows))
         order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
-        ordered = [items[i] for i in order]
-        many = _distinct(it.key for it in items)
+        pick = _picker(order)
+        many = len(set(keys)) == len(keys)  # distinct cells
         shared = _one_if_same if many else _each
         args = (
-            shared([it.start_ts for it in ordered]),
-            shared([it.commit_ts for it in ordered]),
-            shared([it.key.table for it in ordered]),
-            [it.key.row for it in ordered],
-            [it.key.column for it in ordered],
-            [hashes[i] for i in order],
+            shared(pick(starts)),
+            shared(pick(commits)),
+            shared(pick(tables)),
+            pick(rows),
+            pick(columns),
+            pick(hashes),
         )
         statement = _COMMIT_MANY if many else _COMMIT_EACH
         records = await self._call(
@@ -753,7 +759,7 @@ class PostgresCellStore(CellStore):
         for r in records:
             if r[1]:
                 i = order[r[0] - 1]
-                results[i] = CommitFailure(items[i].key, _COMMIT_STATUS[r[1]])
+                results[i] = CommitFailure(keys[i], _COMMIT_STATUS[r[1]])
         return results
 
     async def rollback(
@@ -778,6 +784,12 @@ class PostgresCellStore(CellStore):
             if isinstance(result, SnapshotTooOld):
                 raise result
             return [result]
+        if len(self._shards) == 1:
+            reads = await self._read_cells(0, [(k, ts) for k in keys])
+            too_old = next((r for r in reads if isinstance(r, SnapshotTooOld)), None)
+            if too_old is not None:
+                raise too_old
+            return reads  # type: ignore[return-value]
         results: list[CellRead | SnapshotTooOld | None] = [None] * len(keys)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
@@ -802,8 +814,7 @@ class PostgresCellStore(CellStore):
     ) -> list[CellRead | SnapshotTooOld]:
         """Read cells of one shard, each at its own timestamp, in one statement. A cell read
         below the safe point gets an error of its own, so it fails only its own reader."""
-        keys = [k for k, _ in items]
-        ts = [t for _, t in items]
+        keys, ts = zip(*items, strict=True)
         if len(keys) == 1:
             k = keys[0]
             record = await self._call(
@@ -815,10 +826,12 @@ class PostgresCellStore(CellStore):
             if ts[0] < record[9]:
                 return [SnapshotTooOld(ts[0], record[9])]
             return [_read_result(k, record, 0)]
-        cols = [k.column for k in keys]
+        tables, rows, cols = map(list, zip(*keys, strict=True))
         first = keys[0]
-        if all(k.table == first.table and k.row == first.row for k in keys) and all(
-            t == ts[0] for t in ts
+        if (
+            tables.count(first.table) == len(keys)
+            and rows.count(first.row) == len(keys)
+            and ts.count(ts[0]) == len(ts)
         ):
             records = await self._call(
                 "read",
@@ -826,25 +839,21 @@ class PostgresCellStore(CellStore):
                 lambda conn: conn.fetch(_READ_ROW, first.table, first.row, cols, ts[0]),
             )
         else:
-            tbl = _one_if_same([k.table for k in keys])
-            rows = [k.row for k in keys]
-            stamps = _one_if_same(ts)
+            tbl = _one_if_same(tables)
+            stamps = _one_if_same(list(ts))
             records = await self._call(
                 "read",
                 self._shards[shard],
                 lambda conn: conn.fetch(_READ_MANY, tbl, rows, cols, stamps),
             )
-        # The row of _SAFE_POINT_ROW: the last one (Append's order), found by its i = 0.
-        safe_point = next(r[7] for r in reversed(records) if r[0] == 0)
-        results: list[CellRead | SnapshotTooOld] = [
-            SnapshotTooOld(t, safe_point) if t < safe_point else CellRead(k, None)
-            for k, t in zip(keys, ts, strict=True)
+        found = {r[0]: r for r in records}  # by position, from 1
+        safe_point = found.pop(0)[7]  # the row of _SAFE_POINT_ROW
+        return [
+            SnapshotTooOld(t, safe_point)
+            if t < safe_point
+            else (CellRead(k, None) if (r := found.get(i)) is None else _read_result(k, r, 1))
+            for i, (k, t) in enumerate(zip(keys, ts, strict=True), 1)
         ]
-        for r in records:
-            i = r[0] - 1
-            if i >= 0 and ts[i] >= safe_point:
-                results[i] = _read_result(keys[i], r, 1)
-        return results
 
     async def scan(
         self,
