@@ -20,7 +20,7 @@ import heapq
 import itertools
 import operator
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -52,6 +52,7 @@ from percolator.server.storage.cells import (
     Watch,
     WriteKind,
 )
+from percolator.server.storage.connection_pool import ConnectionPool, PoolClosed
 from percolator.server.storage.errors import (
     CorruptRecordError,
     SchemaVersionError,
@@ -437,7 +438,7 @@ class _CommitItem(NamedTuple):
 class _Shard:
     index: int
     dsn: str
-    pool: asyncpg.Pool
+    pool: ConnectionPool
     reads: StatementBatcher[tuple[CellKey, int], CellRead | SnapshotTooOld] = field(init=False)
     prewrites: StatementBatcher[_PrewriteItem, PrewriteFailure | None] = field(init=False)
     commits: StatementBatcher[_CommitItem, CommitFailure | None] = field(init=False)
@@ -521,15 +522,26 @@ class PostgresCellStore(CellStore):
         try:
             # No timeout on acquiring: waiting for a busy pool is load, not an outage; opening a
             # new connection is bounded by the pool's connect timeout.
-            async with shard.pool.acquire() as conn:
-                try:
-                    return await fn(conn)
-                except asyncpg.exceptions.InternalClientError as exc:
-                    # asyncpg can leave a connection whose server died mid-statement in a
-                    # corrupt protocol state ("cannot switch to state 12; another operation
-                    # is in progress", MagicStack/asyncpg#1069): drop it, never reuse it.
-                    conn.terminate()
+            conn = await shard.pool.acquire()
+            try:
+                result = await fn(conn)
+            except asyncpg.PostgresError:
+                shard.pool.release(conn)  # the server reported it: the connection is in step
+                raise
+            except asyncpg.exceptions.InternalClientError as exc:
+                # asyncpg can leave a connection whose server died mid-statement in a corrupt
+                # protocol state ("cannot switch to state 12; another operation is in
+                # progress", MagicStack/asyncpg#1069): drop it, never reuse it.
+                shard.pool.discard(conn)
+                raise StoreUnavailable(shard.dsn, f"the connection broke: {exc}") from exc
+            except BaseException as exc:
+                # Cancelled mid-statement, or a client-side failure: its state is unknown.
+                shard.pool.discard(conn)
+                if isinstance(exc, asyncpg.exceptions.InterfaceError) and conn.is_closed():
                     raise StoreUnavailable(shard.dsn, f"the connection broke: {exc}") from exc
+                raise
+            shard.pool.release(conn)
+            return result
         except (
             TimeoutError,
             OSError,
@@ -540,6 +552,7 @@ class PostgresCellStore(CellStore):
             asyncpg.exceptions.CannotConnectNowError,
             asyncpg.exceptions.AdminShutdownError,
             asyncpg.exceptions.CrashShutdownError,
+            PoolClosed,
         ) as exc:
             raise StoreUnavailable(shard.dsn, f"{type(exc).__name__}: {exc}") from exc
         except asyncpg.exceptions.InsufficientResourcesError as exc:
@@ -1625,51 +1638,37 @@ async def _merge(streams: list[AsyncIterator[CellRead]]) -> AsyncIterator[CellRe
             heapq.heappush(heap, (following.key, i, following))
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Pool release hook: nothing to reset, saving a round trip per statement.
-
-    asyncpg's default runs a reset query on every release. Our sessions never change state:
-    settings are fixed at connect and advisory locks are transaction-scoped.
-    """
+_SERVER_SETTINGS = {
+    "default_transaction_isolation": "read committed",
+    "application_name": "percolator",
+    # Our statements are fixed and run millions of times: planning each call (custom plans)
+    # cost more than executing it in the server-side functions.
+    "plan_cache_mode": "force_generic_plan",
+    # Every statement of ours finds its rows by key. The lock and notify tables churn, and a
+    # generic plan made while their statistics said "empty" scanned the whole (bloated) lock
+    # table for every cell a read probed: 4.7 ms a 14-cell read at 20,000 web-index pages,
+    # 0.1 ms with the index.
+    "enable_seqscan": "off",
+}
+"""Settings of every connection of the store's pools."""
 
 
 async def _open_shard(index: int, dsn: str, pool_size: int, connect_timeout_s: float) -> _Shard:
+    def connect() -> Coroutine[Any, Any, asyncpg.Connection]:
+        return asyncpg.connect(dsn, timeout=connect_timeout_s, server_settings=_SERVER_SETTINGS)
+
+    pool = ConnectionPool(connect, pool_size)
     try:
-        pool = await asyncio.wait_for(
-            asyncpg.create_pool(
-                dsn,
-                min_size=1,
-                max_size=pool_size,
-                timeout=connect_timeout_s,
-                reset=_keep_session,
-                # asyncpg arms a timer at every release to close idle connections and cancels
-                # it at the next acquire: 35-40 µs of client CPU per statement (137 against
-                # 100 µs for a pooled "SELECT 1" on this machine). A shard keeps its
-                # connections (at most pool_size) for the store's lifetime instead.
-                max_inactive_connection_lifetime=0,
-                server_settings={
-                    "default_transaction_isolation": "read committed",
-                    "application_name": "percolator",
-                    # Our statements are fixed and run millions of times: planning each call
-                    # (custom plans) cost more than executing it in the server-side functions.
-                    "plan_cache_mode": "force_generic_plan",
-                    # Every statement of ours finds its rows by key. The lock and notify tables
-                    # churn, and a generic plan made while their statistics said "empty" scanned
-                    # the whole (bloated) lock table for every cell a read probed: 4.7 ms a
-                    # 14-cell read at 20,000 web-index pages, 0.1 ms with the index.
-                    "enable_seqscan": "off",
-                },
-            ),
-            connect_timeout_s,
-        )
+        conn = await pool.acquire()  # the first connection: an unreachable shard fails here
     except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.exceptions.InterfaceError) as exc:
         raise StoreUnavailable(dsn, f"{type(exc).__name__}: {exc}") from exc
     try:
-        async with pool.acquire() as conn:
-            await _migrate(conn, dsn)
+        await _migrate(conn, dsn)
     except BaseException:
+        pool.discard(conn)
         await pool.close()
         raise
+    pool.release(conn)
     return _Shard(index, dsn, pool)
 
 
