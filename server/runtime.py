@@ -9,6 +9,7 @@ serves Prometheus metrics over HTTP (:mod:`percolator.server.metrics`).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -37,8 +38,9 @@ from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.embedded import EmbeddedPostgres
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.storage.store import CellStore
+from percolator.server.storage_reclaimer import StorageReclaimer
 from percolator.server.txn.client import TransactionClient
-from percolator.server.txn.coordinator import start_coordinator
+from percolator.server.txn.coordinator import CoordinatorHandle, start_coordinator
 from percolator.server.txn.liveness import LivenessReporter
 from percolator.server.txn.membership import GroupMember, GroupRegistry, MembershipService
 from percolator.server.txn.observers.slices import DEFAULT_WORKER_LEASE_MS, GroupSlices
@@ -92,6 +94,27 @@ class _RegistryTarget:
     async def keep_alive(self, client_id: str, min_start_ts: int, lease_ms: int) -> bool:
         self._registry.keep_alive(client_id, min_start_ts, lease_ms)  # type: ignore[attr-defined]
         return True
+
+
+async def start_reclaimer(
+    store: PostgresCellStore, handle: CoordinatorHandle, interval_s: float
+) -> Callable[[], Awaitable[None]]:
+    """Run the storage reclaimer (DROP/TRUNCATE's old storages) beside a coordinator of this
+    process, with a transaction client of its own on the coordinator's oracle; returns the
+    function that stops it. One per deployment: the coordinator's process runs it, and a
+    server runs it only when it runs the coordinator itself."""
+    client = TransactionClient(store, handle.oracle)
+    reporter = LivenessReporter(_RegistryTarget(handle.registry), client.min_running_start_ts)
+    reporter.start()
+    task = asyncio.create_task(StorageReclaimer(client).run(interval_s))
+
+    async def stop() -> None:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await reporter.stop()
+        await client.close()
+
+    return stop
 
 
 class _GroupTarget:
@@ -155,7 +178,9 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 bootstrap_password=config.password,
                 settings={"statement_timeout": config.statement_timeout},
                 catalog_poll_s=config.catalog_poll,
-                reclaim_interval_s=config.gc_interval,
+                # One reclaimer per deployment, beside the coordinator: here when this
+                # process runs it, else in `percolator coordinator`.
+                reclaim_interval_s=config.gc_interval if config.coordinator is None else 0.0,
             ),
         )
         await engine.start()

@@ -6,8 +6,10 @@ snapshots from before the DDL; this reclaimer purges them once the GC safe point
 first snapshot in which it saw the storage retired
 (:func:`percolator.server.txn.reclaim.purge_retired_table`), then forgets the storage.
 
-Every ``percolator serve`` process runs one. Two of them purging the same storage do the same
-deletes (the second finds them done); the storage is forgotten once.
+The process that runs the coordinator runs one (``percolator coordinator``, or a ``percolator
+serve`` that runs its own coordinator; see :func:`percolator.server.runtime.start_reclaimer`),
+so a deployment has one. Were there two, they would do the same deletes (the second finds them
+done) and forget the storage once.
 """
 
 from __future__ import annotations

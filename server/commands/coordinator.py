@@ -1,4 +1,5 @@
-"""``percolator coordinator``: the timestamp oracle, liveness registry and MVCC GC, over gRPC."""
+"""``percolator coordinator``: the timestamp oracle, liveness registry and MVCC GC, over gRPC,
+and the reclaimer of dropped and truncated tables' storage."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from percolator.server.config import add_metrics_argument
 from percolator.server.metrics.http import MetricsServer
-from percolator.server.runtime import start_process_metrics
+from percolator.server.runtime import start_process_metrics, start_reclaimer
 from percolator.server.status.service import StatusService, start_status_page
 from percolator.server.storage.dsn import parse_dsns
 from percolator.server.storage.embedded import EmbeddedPostgres
@@ -119,6 +120,7 @@ async def serve_coordinator(args: argparse.Namespace, dsns: list[str], banner: s
             gc_store=store,
             gc_interval_s=args.gc_interval,
         )
+        stop_reclaimer = await start_reclaimer(store, handle, args.gc_interval)
         metrics: MetricsServer | None = None
         status: StatusService | None = None
         try:
@@ -138,6 +140,7 @@ async def serve_coordinator(args: argparse.Namespace, dsns: list[str], banner: s
                 await status.close()
             if metrics is not None:
                 await metrics.close()
+            await stop_reclaimer()
             await handle.stop()
     finally:
         await store.close()

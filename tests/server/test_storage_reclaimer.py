@@ -3,10 +3,15 @@ them, on a real Postgres store of two shards."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
+import time
+
 import asyncpg
 import pytest
 
-from percolator.clients.database import Database
+from percolator.clients.database import Database, connect
 from percolator.server.sql import catalog_store
 from percolator.server.storage.cells import CellKey, Mutation, WriteKind
 from percolator.server.storage_reclaimer import StorageReclaimer
@@ -141,3 +146,39 @@ async def test_a_committed_primary_in_a_dropped_table_is_rolled_forward_before_t
     assert await stored_rows(dsns, primary.table) == 0
     read = await store.read(await clock.get_timestamp(), [secondary])
     assert (read[0].value, read[0].lock) == (b"s", None)
+
+
+async def test_the_coordinator_process_reclaims_a_dropped_table(fresh_dsns) -> None:  # type: ignore[no-untyped-def]
+    """In a deployment with a coordinator of its own, the coordinator's process runs the
+    reclaimer (servers and clients that use it do not)."""
+    (dsn,) = await fresh_dsns(1)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "percolator.server.cli", "coordinator",
+        "--listen", "127.0.0.1:0", "--store", dsn,
+        "--gc-interval", "0.2", "--gc-lifetime", "0.1",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        banner = (await proc.stdout.readline()).decode().strip()
+        assert banner.startswith("percolator coordinator listening on "), banner
+        db = await connect(dsn, coordinator=banner.rsplit(" on ", 1)[1])
+        try:
+            await db.execute("CREATE TABLE gone (id int PRIMARY KEY, v text)")
+            await db.execute("INSERT INTO gone SELECT g, 'v' FROM generate_series(1, 50) g")
+            storage = (await db.catalog()).tables["gone"].storage
+            await db.execute("DROP TABLE gone")
+            await db.client.secondaries.drain()
+            assert await stored_rows([dsn], storage) > 0
+            deadline = time.monotonic() + 30
+            while await stored_rows([dsn], storage) > 0:
+                assert time.monotonic() < deadline, "the coordinator never reclaimed it"
+                await asyncio.sleep(0.2)
+            assert storage not in await retired(db)
+        finally:
+            await db.close()
+    finally:
+        proc.terminate()
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
