@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (pip install -e '.[dev]')")
@@ -158,8 +159,9 @@ def test_overwrite_replaces_the_table_atomically(spark: Any, deployment: Deploym
     deployment.sql("CREATE TABLE snapshot_t (id bigint PRIMARY KEY, name text UNIQUE)")
     deployment.sql("INSERT INTO snapshot_t VALUES (1, 'n1'), (99, 'old')")
     writer(numbers(spark, 50), deployment, "snapshot_t").mode("overwrite").save()
-    # The overwrite is a TRUNCATE in the job's transaction: a SQL server picks up the new
-    # catalog at its next poll (once a second).
+    # The overwrite is a TRUNCATE in the job's transaction, committed by another process: the
+    # SQL server's first statement on the table refuses to read the old storage (40001, as a
+    # client retries) unless the server polled the catalog first (once a second).
     wait_for(deployment, "SELECT count(*), max(id) FROM snapshot_t", [(50, 50)])
     assert deployment.sql("SELECT id FROM snapshot_t WHERE name = 'n7'") == [(7,)]
     # A failed overwrite keeps the old rows.
@@ -185,8 +187,15 @@ def test_observers_fire_for_spark_written_rows(spark: Any, deployment: Deploymen
 
 
 def wait_for(deployment: Deployment, query: str, expected: Any, timeout_s: float = 10) -> None:
+    """Run ``query`` until it returns ``expected``, retrying serialization failures."""
     deadline = time.monotonic() + timeout_s
-    while (got := deployment.sql(query)) != expected:
+    while True:
+        try:
+            got = deployment.sql(query)
+        except psycopg.errors.SerializationFailure as exc:
+            got = exc
+        if got == expected:
+            return
         assert time.monotonic() < deadline, got
         time.sleep(0.2)
 
