@@ -52,6 +52,7 @@ from percolator.server.planner.dml import (
 )
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import RowCodec
+from percolator.server.sequences import SEQUENCE_TABLE
 from percolator.server.settings import (
     DEFAULTS,
     normalize,
@@ -119,6 +120,23 @@ class Plan:
     returning: list[Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     writes: bool = False
+
+
+def _same_tables(old: Catalog, new: Catalog, storages: frozenset[str]) -> bool:
+    """Whether each of ``storages`` belongs to a table defined alike in both catalogs (same
+    storage, columns, indexes and constraints). The catalog's own storage is not a table's;
+    the sequences' counters count as changed when a sequence's definition did."""
+    for storage in storages:
+        if storage == catalog_store.CATALOG_TABLE:
+            continue
+        if storage == SEQUENCE_TABLE:
+            if old.sequences != new.sequences:
+                return False
+            continue
+        table = old.owner_of_storage(storage)
+        if table is None or new.tables.get(table.name) != table:
+            return False
+    return True
 
 
 def _result_columns(cols: list[OutCol]) -> list[ResultColumn]:
@@ -274,7 +292,8 @@ class SqlSession:
         self.failed = False
         self._implicit_failed = False
         self.txn_catalog: Catalog | None = None
-        self._catalog_floor: int | None = None
+        self._catalog_floor: Catalog | None = None
+        """The oldest catalog the open transaction's statements were planned with."""
         """The oldest catalog version this transaction's statements were planned with."""
         self._ddl_read_catalog = False
         """This transaction's DDL read the catalog version itself (the guard is moot)."""
@@ -556,8 +575,8 @@ class SqlSession:
         if self.txn_catalog is not None:
             return self.txn_catalog
         catalog = self.engine.catalog
-        if self._catalog_floor is None or catalog.version < self._catalog_floor:
-            self._catalog_floor = catalog.version
+        if self._catalog_floor is None or catalog.version < self._catalog_floor.version:
+            self._catalog_floor = catalog
         return catalog
 
     def row_codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
@@ -584,20 +603,22 @@ class SqlSession:
         planned with the catalog of its snapshot or a newer one (see _check_catalog)."""
         txn.set_read_guard(ReadGuard(catalog_store.VERSION_KEY, self._check_catalog))
 
-    async def _check_catalog(self, raw: bytes | None) -> None:
-        """Refuse a statement planned with a catalog older than the transaction's snapshot:
-        DDL committed by another process since this one last polled (within a second). Its
-        plan may name a dropped or truncated table's old storage, where writes would be lost.
-        The catalog is reloaded first, so the retry sees the new one."""
+    async def _check_catalog(self, raw: bytes | None, used: frozenset[str]) -> None:
+        """Refuse a statement planned with a catalog older than the transaction's snapshot
+        when DDL committed by another process since this one last polled (within a second)
+        changed a table the transaction uses (``used``: its store tables so far): its plan
+        may name a dropped or truncated table's old storage, where writes would be lost, or
+        miss a new index or constraint. DDL on other tables lets it pass. The catalog is
+        reloaded first, so the retry (and the transaction's next statements) see the new one."""
         if self.txn_catalog is not None or self._ddl_read_catalog:
             return  # DDL reads the version itself, reloads if behind, and conflicts on it
-        used = self._catalog_floor
-        if used is None:
-            used = self.engine.catalog.version
+        planned = self._catalog_floor or self.engine.catalog
         stored = int(raw) if raw is not None else 0
-        if stored <= used:
+        if stored <= planned.version:
             return
         await self.engine.refresh_catalog()
+        if _same_tables(planned, self.engine.catalog, used):
+            return
         raise SqlError(
             SERIALIZATION_FAILURE,
             "could not serialize access due to concurrent DDL: the catalog changed (DDL "

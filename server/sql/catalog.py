@@ -228,6 +228,13 @@ class Catalog:
         """True if a table, index or sequence is named ``name`` (one namespace in Postgres)."""
         return name in self.tables or self.index(name) is not None or name in self.sequences
 
+    def owner_of_storage(self, storage: str) -> TableDef | None:
+        """The table whose rows or one of whose indexes live in ``storage``."""
+        for t in self.tables.values():
+            if t.storage == storage or any(ix.storage == storage for ix in t.indexes):
+                return t
+        return None
+
     def all_indexes(self) -> Iterator[tuple[TableDef, IndexDef]]:
         for t in self.tables.values():
             for ix in t.indexes:

@@ -110,8 +110,10 @@ class ReadGuard:
     its value (see :meth:`Transaction.set_read_guard`)."""
 
     key: CellKey
-    check: Callable[[bytes | None], Awaitable[None]]
-    """Raises to refuse the statement (the transaction stays open)."""
+    check: Callable[[bytes | None, frozenset[str]], Awaitable[None]]
+    """Called with the cell's value and the store tables the transaction has used so far at
+    this snapshot (those of the read it came with, of the table scanned, of its writes);
+    raises to refuse the statement (the transaction stays open)."""
 
 
 class Transaction:
@@ -228,7 +230,7 @@ class Transaction:
         The read guard, when it has not passed at this snapshot yet, is checked alongside the
         first page (in parallel with it) and before any row is returned."""
         self._check_active()
-        guard = self._start_guard_check()
+        guard = self._start_guard_check(table)
         try:
             async for page in self._scan_pages(table, start, end, columns, page_size, prefetch):
                 if guard is not None:
@@ -242,10 +244,10 @@ class Transaction:
             if guard is not None:  # the scan failed or its reader stopped first
                 guard.cancel()
 
-    def _start_guard_check(self) -> asyncio.Task[None] | None:
+    def _start_guard_check(self, table: str) -> asyncio.Task[None] | None:
         if self._guard is None or self._guard_ts == self.read_ts:
             return None
-        task = asyncio.ensure_future(self._check_guard())
+        task = asyncio.ensure_future(self._check_guard(table))
         # Retrieved here when the scan gives up on it, so that it is never reported unretrieved.
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return task
@@ -364,19 +366,21 @@ class Transaction:
         self._guard = guard
         self._guard_ts = None
 
-    async def _check_guard(self) -> None:
-        """Check the read guard now, unless it passed at this snapshot already."""
+    async def _check_guard(self, *tables: str) -> None:
+        """Check the read guard now, unless it passed at this snapshot already (``tables``:
+        store tables about to be used besides those written)."""
         if self._guard is not None and self._guard_ts != self.read_ts:
-            await self._read([])
+            await self._read([], tables)
 
-    async def _read(self, keys: Sequence[CellKey]) -> list[CellRead]:
+    async def _read(self, keys: Sequence[CellKey], tables: Sequence[str] = ()) -> list[CellRead]:
         """Read at start_ts, resolving locks and waiting for live ones up to the timeout."""
         try:
             guard = self._guard
             if guard is None or self._guard_ts == self.read_ts:
                 return await self._read_resolving(keys)
             results = await self._s.store.read(self.read_ts, [*keys, guard.key])
-            await guard.check(await self._guard_value(guard.key, results.pop()))
+            used = frozenset([*tables, *(k.table for k in keys), *(k.table for k in self._writes)])
+            await guard.check(await self._guard_value(guard.key, results.pop()), used)
             self._guard_ts = self.read_ts
             return await self._resolve_locks(keys, results)
         except SnapshotTooOld as exc:

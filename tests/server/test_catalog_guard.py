@@ -160,3 +160,31 @@ async def test_a_scan_with_a_current_catalog_reads_the_version_alongside(
     assert (await other.run("SELECT id FROM c ORDER BY id")).rows == [(1,), (2,)]
     assert store.stats.round_trips["read"] - reads == 1  # the version cell, once
     assert store.stats.round_trips["scan"] > scans
+
+
+async def test_ddl_on_another_table_does_not_refuse_statements(
+    api_db: Database, other: OtherServer
+) -> None:
+    await api_db.execute("CREATE TABLE mine (id int PRIMARY KEY, v text)")
+    await api_db.execute("INSERT INTO mine VALUES (1, 'a')")
+    await api_db.client.secondaries.drain()
+    await other.engine.refresh_catalog()
+    await api_db.execute("CREATE TABLE theirs (id int PRIMARY KEY)")  # a newer catalog
+    await other.run("INSERT INTO mine VALUES (2, 'b')")  # a point read: passes
+    await api_db.execute("DROP TABLE theirs")
+    assert (await other.run("SELECT id, v FROM mine ORDER BY id")).rows == [(1, "a"), (2, "b")]
+
+
+async def test_a_new_index_on_the_table_refuses_a_write_planned_without_it(
+    api_db: Database, other: OtherServer
+) -> None:
+    await api_db.execute("CREATE TABLE ix (id int PRIMARY KEY, v text)")
+    await other.engine.refresh_catalog()
+    await api_db.execute("CREATE UNIQUE INDEX ix_v ON ix (v)")
+    # Planned without the index, the row would be missing from it (and its uniqueness
+    # unchecked).
+    assert (await refused(other, "INSERT INTO ix VALUES (1, 'x')")).sqlstate == "40001"
+    await other.run("INSERT INTO ix VALUES (1, 'x')")
+    await other.db.client.secondaries.drain()
+    with pytest.raises(Exception, match="duplicate key"):
+        await api_db.execute("INSERT INTO ix VALUES (2, 'x')")
