@@ -377,6 +377,14 @@ _SCAN_SQL = {
 }
 
 
+async def _all(jobs: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """The results of ``jobs``, run in parallel; a single one is awaited directly (no task:
+    most batches touch one shard)."""
+    if len(jobs) == 1:
+        return [await jobs[0]]
+    return list(await asyncio.gather(*jobs))
+
+
 def _picker(order: list[int]) -> Callable[[Sequence[T]], list[T]]:
     """A function that takes the elements of a sequence at ``order`` (two or more indices)."""
     get = operator.itemgetter(*order)
@@ -621,12 +629,12 @@ class PostgresCellStore(CellStore):
             return [failure] if failure is not None else []
         items = [_PrewriteItem(start_ts, primary, ttl_ms, m) for m in mutations]
         chunks = self._group([m.key for m in mutations])
-        results = await asyncio.gather(
-            *(
+        results = await _all(
+            [
                 self._prewrite_cells(shard, [items[i] for i in idx])
                 for shard, shard_chunks in chunks.items()
                 for idx in shard_chunks
-            )
+            ]
         )
         return [f for part in results for f in part if f is not None]
 
@@ -719,12 +727,12 @@ class PostgresCellStore(CellStore):
 
     async def _commit_items(self, items: list[_CommitItem]) -> list[CommitFailure]:
         """Commit cells of any transactions: a statement per shard and chunk, in parallel."""
-        results = await asyncio.gather(
-            *(
+        results = await _all(
+            [
                 self._commit_cells(shard, [items[i] for i in idx])
                 for shard, shard_chunks in self._group([it.key for it in items]).items()
                 for idx in shard_chunks
-            )
+            ]
         )
         return [f for part in results for f in part if f is not None]
 
