@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from percolator.server.metrics import definitions as metrics
 from percolator.server.sql import catalog_store
 from percolator.server.sql.catalog_store import RetiredStorage
 from percolator.server.txn.client import TransactionClient
@@ -52,6 +53,8 @@ class StorageReclaimer:
                 "reclaimed %s (table %s, dropped or truncated): %d rows", r.storage, r.table, rows
             )
             purged.append(r)
+            metrics.RETIRED_ROWS_PURGED.inc(rows)
+        metrics.RETIRED_STORAGES_PENDING.set(len(retired) - len(purged))
         return purged
 
     async def run(self, interval_s: float) -> None:

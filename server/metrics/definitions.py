@@ -153,6 +153,16 @@ GC_LOCKS_RESOLVED = Counter(
     "percolator_gc_locks_resolved", "Locks below the safe point that GC rolled forward or back."
 )
 
+RETIRED_STORAGES_PENDING = Gauge(
+    "percolator_retired_storages_pending",
+    "Storages of dropped or truncated tables (and dropped indexes) not purged yet, as the "
+    "reclaimer's last pass found them (it waits for the GC safe point to pass their DDL).",
+)
+RETIRED_ROWS_PURGED = Counter(
+    "percolator_retired_rows_purged",
+    "Rows (write records, locks, notifications) the reclaimer deleted from retired storages.",
+)
+
 # -- SQL front end -----------------------------------------------------------------------------
 
 CONNECTIONS_OPEN = Gauge("percolator_connections_open", "Client connections open now.")

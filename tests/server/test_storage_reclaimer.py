@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from percolator.clients.database import Database, connect
+from percolator.server.metrics import definitions as metrics
 from percolator.server.sql import catalog_store
 from percolator.server.storage.cells import CellKey, Mutation, WriteKind
 from percolator.server.storage_reclaimer import StorageReclaimer
@@ -74,6 +75,8 @@ async def test_truncate_frees_the_old_storage_after_the_last_old_snapshot(
 
     reclaimer = StorageReclaimer(db.client)
     assert await reclaimer.run_once() == []  # the safe point has not moved
+    assert metrics.RETIRED_STORAGES_PENDING._value.get() == 2  # the table's and the index's
+    purged_before = metrics.RETIRED_ROWS_PURGED._value.get()
     await collect_garbage(db.client.store, db.client.resolver, reader.start_ts)
     assert await reclaimer.run_once() == []  # below the reader: it may still read them
     assert await stored_rows(dsns, old.storage) >= 400
@@ -85,6 +88,8 @@ async def test_truncate_frees_the_old_storage_after_the_last_old_snapshot(
     assert {r.table for r in purged} == {"t"}
     for storage in old_storages:
         assert await stored_rows(dsns, storage) == 0
+    assert metrics.RETIRED_STORAGES_PENDING._value.get() == 0
+    assert metrics.RETIRED_ROWS_PURGED._value.get() - purged_before >= 600  # 400 + 200
     assert await retired(db) == []
     assert await db.fetch("SELECT id, v FROM t") == [{"id": 1, "v": "new"}]
     assert await db.fetch("SELECT id FROM t WHERE v = 'new'") == [{"id": 1}]
