@@ -84,7 +84,9 @@ from percolator.server.sql.errors import (
     READ_ONLY_SQL_TRANSACTION,
     SERIALIZATION_FAILURE,
     SYNTAX_ERROR,
+    UNDEFINED_COLUMN,
     UNDEFINED_OBJECT,
+    UNDEFINED_TABLE,
     SqlError,
     from_exception,
     unsupported,
@@ -120,6 +122,10 @@ class Plan:
     returning: list[Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     writes: bool = False
+
+
+_UNKNOWN_NAME = frozenset({UNDEFINED_TABLE, UNDEFINED_COLUMN, UNDEFINED_OBJECT})
+"""Binding errors that a catalog newer than this server's may resolve."""
 
 
 def _same_tables(old: Catalog, new: Catalog, storages: frozenset[str]) -> bool:
@@ -379,6 +385,25 @@ class SqlSession:
         return LiftedStatement(lifted, tree)
 
     async def prepare(
+        self, statement: ParsedStatement, param_oids: Sequence[int]
+    ) -> PreparedStatement:
+        """Bind and plan a statement (from the plan cache when it holds one). A table, column
+        or index this server's catalog does not know may have been created by another server
+        since the last poll (within a second): the catalog is then reloaded, and the
+        statement bound again if it changed."""
+        floor = self._catalog_floor
+        try:
+            return self._prepare_now(statement, param_oids)
+        except SqlError as exc:
+            if exc.sqlstate not in _UNKNOWN_NAME or self.txn_catalog is not None:
+                raise
+            known = self.engine.catalog
+            if await self.engine.refresh_catalog() is known:
+                raise
+        self._catalog_floor = floor  # nothing was planned with the catalog that failed
+        return self._prepare_now(statement, param_oids)
+
+    def _prepare_now(
         self, statement: ParsedStatement, param_oids: Sequence[int]
     ) -> PreparedStatement:
         if statement.empty:

@@ -188,3 +188,17 @@ async def test_a_new_index_on_the_table_refuses_a_write_planned_without_it(
     await other.db.client.secondaries.drain()
     with pytest.raises(Exception, match="duplicate key"):
         await api_db.execute("INSERT INTO ix VALUES (2, 'x')")
+
+
+async def test_a_table_created_through_another_server_is_found_at_once(
+    api_db: Database, other: OtherServer
+) -> None:
+    await other.engine.refresh_catalog()
+    await api_db.execute("CREATE TABLE fresh (id int PRIMARY KEY)")
+    # The other server has not polled: its catalog is reloaded when a name is unknown.
+    await other.run("INSERT INTO fresh VALUES (1)")
+    await api_db.execute("ALTER TABLE fresh ADD COLUMN note text")
+    await other.run("UPDATE fresh SET note = 'seen' WHERE id = 1")
+    assert (await other.run("SELECT id, note FROM fresh")).rows == [(1, "seen")]
+    error = await refused(other, "SELECT nope FROM fresh")  # still unknown after a reload
+    assert error.sqlstate == "42703"
