@@ -300,7 +300,6 @@ class SqlSession:
         self.txn_catalog: Catalog | None = None
         self._catalog_floor: Catalog | None = None
         """The oldest catalog the open transaction's statements were planned with."""
-        """The oldest catalog version this transaction's statements were planned with."""
         self._ddl_read_catalog = False
         """This transaction's DDL read the catalog version itself (the guard is moot)."""
         self.txn_time = dt.datetime.now(dt.UTC)
