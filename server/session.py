@@ -124,6 +124,19 @@ class Plan:
     writes: bool = False
 
 
+class ConcurrentDdl(SqlError):
+    """40001: the catalog guard refused a statement planned before another server's DDL on a
+    table it uses (see SqlSession._check_catalog)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            SERIALIZATION_FAILURE,
+            "could not serialize access due to concurrent DDL: the catalog changed (DDL "
+            "committed through another server) after this statement was planned",
+            hint="Retry the transaction.",
+        )
+
+
 _UNKNOWN_NAME = frozenset({UNDEFINED_TABLE, UNDEFINED_COLUMN, UNDEFINED_OBJECT})
 """Binding errors that a catalog newer than this server's may resolve."""
 
@@ -233,6 +246,15 @@ class RowsExecution:
             self._session.statement_done()
         return out
 
+    def on_concurrent_ddl(
+        self,
+        rerun: Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]],
+    ) -> None:
+        """Take the rows from ``rerun`` if the catalog guard refuses the statement before its
+        first row."""
+        if self._rows is not None:
+            self._rows = _rerun_on_ddl(self._rows, rerun)
+
     @property
     def done(self) -> bool:
         return self._done
@@ -252,6 +274,29 @@ class RowsExecution:
                 except Exception:
                     log.debug("closing an unfinished result", exc_info=True)
         self._done = True
+
+
+async def _rerun_on_ddl(
+    rows: AsyncIterator[tuple[object, ...]],
+    rerun: Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]],
+) -> AsyncIterator[tuple[object, ...]]:
+    produced = False
+    try:
+        async for row in rows:
+            produced = True
+            yield row
+        return
+    except ConcurrentDdl as error:
+        if produced:
+            raise
+        again = await rerun(error)
+    async for row in again:
+        yield row
+
+
+def _same_shape(a: list[ResultColumn] | None, b: list[ResultColumn] | None) -> bool:
+    """Whether two result descriptions give the client the same columns and types."""
+    return [(c.name, c.type) for c in a or []] == [(c.name, c.type) for c in b or []]
 
 
 async def _iter_list(rows: list[tuple[object, ...]]) -> AsyncIterator[tuple[object, ...]]:
@@ -448,8 +493,46 @@ class SqlSession:
             )
         metrics.count_statement(plan.kind)
         self._start_timer()
+        # A statement that begins its own implicit transaction (autocommit) and is refused by
+        # the catalog guard has done nothing yet: it runs again, planned with the reloaded
+        # catalog, in a new transaction (Postgres would simply see the DDL).
+        alone = self.txn is None and not self.block
         async with self.guard():
-            return await self._execute(plan, values)
+            if not alone:
+                return await self._execute(plan, values)
+            try:
+                result = await self._execute(plan, values)
+            except ConcurrentDdl:
+                await self._drop_implicit()
+                plan, values = self._current_plan(prepared, params)
+                return await self._execute(plan, values)
+        if plan.kind == "query" and isinstance(result, RowsExecution):
+            told = result.columns
+            result.on_concurrent_ddl(lambda error: self._rerun_query(prepared, params, told, error))
+        return result
+
+    async def _drop_implicit(self) -> None:
+        """Roll back the implicit transaction a refused statement began."""
+        txn, _ = self._detach_transaction()
+        if txn is not None:
+            await txn.rollback()
+
+    async def _rerun_query(
+        self,
+        prepared: PreparedStatement,
+        params: Sequence[object],
+        columns: list[ResultColumn] | None,
+        error: ConcurrentDdl,
+    ) -> AsyncIterator[tuple[object, ...]]:
+        """The rows of a query refused before its first row, planned again; ``error`` again
+        when the new plan's columns differ from ``columns`` (what the client was told)."""
+        await self._drop_implicit()
+        plan, values = self._current_plan(prepared, params)
+        if plan.kind != "query" or plan.node is None or not _same_shape(plan.columns, columns):
+            raise error
+        assert plan.catalog is not None
+        txn = await self.transaction(writes=plan.writes)
+        return plan.node.rows(self._context(txn, plan.catalog, values))
 
     def _current_plan(
         self, prepared: PreparedStatement, params: Sequence[object]
@@ -643,12 +726,7 @@ class SqlSession:
         await self.engine.refresh_catalog()
         if _same_tables(planned, self.engine.catalog, used):
             return
-        raise SqlError(
-            SERIALIZATION_FAILURE,
-            "could not serialize access due to concurrent DDL: the catalog changed (DDL "
-            "committed through another server) after this statement was planned",
-            hint="Retry the transaction.",
-        )
+        raise ConcurrentDdl()
 
     async def transaction(self, *, writes: bool = False) -> Transaction:
         """The transaction a statement runs in (begun if none is open)."""

@@ -160,8 +160,8 @@ def test_overwrite_replaces_the_table_atomically(spark: Any, deployment: Deploym
     deployment.sql("INSERT INTO snapshot_t VALUES (1, 'n1'), (99, 'old')")
     writer(numbers(spark, 50), deployment, "snapshot_t").mode("overwrite").save()
     # The overwrite is a TRUNCATE in the job's transaction, committed by another process: the
-    # SQL server's first statement on the table refuses to read the old storage (40001, as a
-    # client retries) unless the server polled the catalog first (once a second).
+    # SQL server's first statement on the table is refused by the catalog guard before it
+    # reads the old storage, and runs again with the reloaded catalog.
     wait_for(deployment, "SELECT count(*), max(id) FROM snapshot_t", [(50, 50)])
     assert deployment.sql("SELECT id FROM snapshot_t WHERE name = 'n7'") == [(7,)]
     # A failed overwrite keeps the old rows.
