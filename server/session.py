@@ -137,6 +137,8 @@ class ConcurrentDdl(SqlError):
         )
 
 
+_DML = frozenset({"insert", "update", "delete"})
+
 _UNKNOWN_NAME = frozenset({UNDEFINED_TABLE, UNDEFINED_COLUMN, UNDEFINED_OBJECT})
 """Binding errors that a catalog newer than this server's may resolve."""
 
@@ -502,6 +504,10 @@ class SqlSession:
                 return await self._execute(plan, values)
             try:
                 result = await self._execute(plan, values)
+                if plan.kind in _DML and self.txn is not None:
+                    # What the commit would check first (nothing, if the statement read):
+                    # checked now, while the statement can still run again.
+                    await self.txn.check_read_guard()
             except ConcurrentDdl:
                 await self._drop_implicit()
                 plan, values = self._current_plan(prepared, params)

@@ -247,7 +247,7 @@ class Transaction:
     def _start_guard_check(self, table: str) -> asyncio.Task[None] | None:
         if self._guard is None or self._guard_ts == self.read_ts:
             return None
-        task = asyncio.ensure_future(self._check_guard(table))
+        task = asyncio.ensure_future(self.check_read_guard(table))
         # Retrieved here when the scan gives up on it, so that it is never reported unretrieved.
         task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return task
@@ -366,9 +366,11 @@ class Transaction:
         self._guard = guard
         self._guard_ts = None
 
-    async def _check_guard(self, *tables: str) -> None:
+    async def check_read_guard(self, *tables: str) -> None:
         """Check the read guard now, unless it passed at this snapshot already (``tables``:
-        store tables about to be used besides those written)."""
+        store tables about to be used besides those written). A commit of writes does this
+        first; the SQL layer does it at the end of a statement that wrote without reading, to
+        run the statement again if it is refused."""
         if self._guard is not None and self._guard_ts != self.read_ts:
             await self._read([], tables)
 
@@ -511,7 +513,7 @@ class Transaction:
         committed later, all at once, by ``commit_distributed``."""
         self._check_active()
         if self._writes:
-            await self._check_guard()
+            await self.check_read_guard()
         try:
             if self._writes and self._sink is not None:
                 mutations = list(self._writes.values())

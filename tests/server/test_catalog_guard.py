@@ -83,17 +83,26 @@ async def test_inside_a_transaction_block_the_statement_is_refused(
     assert await api_db.fetch("SELECT id FROM b") == [{"id": 1}]
 
 
-async def test_a_write_that_reads_nothing_first_is_checked_at_commit(
+async def test_a_write_that_reads_nothing_is_checked_before_it_commits(
     api_db: Database, other: OtherServer
 ) -> None:
     await api_db.execute("CREATE TABLE h (v text)")  # no primary key: no existence read
     await other.engine.refresh_catalog()
     await other.run("INSERT INTO h VALUES ('before')")
     await api_db.execute("TRUNCATE h")
-    assert (await refused(other, "INSERT INTO h VALUES ('lost')")).sqlstate == "40001"
+    # Checked at the end of the statement (autocommit: it runs again, into the new storage).
     await other.run("INSERT INTO h VALUES ('after')")
     await other.db.client.secondaries.drain()
     assert await api_db.fetch("SELECT v FROM h") == [{"v": "after"}]
+    # Inside a transaction block, at COMMIT: the rows would go to the old storage.
+    await api_db.execute("TRUNCATE h")
+    txn = await other.db.client.begin()
+    await internal_session(other.engine, txn).run_statement("INSERT INTO h VALUES ('lost')")
+    with pytest.raises(SqlError) as info:
+        await txn.commit()
+    await txn.rollback()
+    assert info.value.sqlstate == "40001"
+    assert await api_db.fetch("SELECT v FROM h") == []
 
 
 async def test_an_insert_into_a_table_dropped_through_another_server_is_42p01(
