@@ -20,7 +20,6 @@ from percolator.server.sequences import SequenceAllocator
 from percolator.server.sql import catalog_store
 from percolator.server.sql.catalog import Catalog
 from percolator.server.sql.errors import INVALID_CATALOG_NAME, SqlError
-from percolator.server.storage_reclaimer import StorageReclaimer
 from percolator.server.txn.client import TransactionClient
 
 log = logging.getLogger(__name__)
@@ -36,9 +35,6 @@ class EngineConfig:
     """A superuser that always exists (its password: ``bootstrap_password``)."""
     bootstrap_password: str | None = None
     catalog_poll_s: float = 1.0
-    reclaim_interval_s: float = 0.0
-    """How often to free the cells of dropped and truncated tables (0: never, as in
-    embedded clients; ``percolator serve`` runs it at its GC interval)."""
     parse_cache_size: int = 4096
     plan_cache_size: int = 4096
     settings: dict[str, str] = field(default_factory=dict)
@@ -96,9 +92,6 @@ class Engine:
         await self.refresh_catalog(force=True)
         if self.config.catalog_poll_s > 0:
             self._tasks.append(asyncio.create_task(self._poll()))
-        if self.config.reclaim_interval_s > 0:
-            reclaimer = StorageReclaimer(self.client)
-            self._tasks.append(asyncio.create_task(reclaimer.run(self.config.reclaim_interval_s)))
 
     async def close(self) -> None:
         for task in self._tasks:

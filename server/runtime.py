@@ -153,6 +153,7 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 gc_interval_s=config.gc_interval,
             )
             closers.append(handle.stop)
+            closers.append(await start_reclaimer(store, handle, config.gc_interval))
             coordinator_address = handle.address
             membership: MembershipService = _GroupTarget(handle.groups)
             client = TransactionClient(store, handle.oracle)
@@ -178,9 +179,6 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 bootstrap_password=config.password,
                 settings={"statement_timeout": config.statement_timeout},
                 catalog_poll_s=config.catalog_poll,
-                # One reclaimer per deployment, beside the coordinator: here when this
-                # process runs it, else in `percolator coordinator`.
-                reclaim_interval_s=config.gc_interval if config.coordinator is None else 0.0,
             ),
         )
         await engine.start()

@@ -137,6 +137,9 @@ class ConcurrentDdl(SqlError):
         )
 
 
+Rerun = Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]]
+"""A refused query's rows, planned again (or the error again)."""
+
 _DML = frozenset({"insert", "update", "delete"})
 
 _UNKNOWN_NAME = frozenset({UNDEFINED_TABLE, UNDEFINED_COLUMN, UNDEFINED_OBJECT})
@@ -231,31 +234,38 @@ class RowsExecution:
         self._count_rows = count_rows
         self._done = rows is None
         self.notices = notices or []
+        self._rerun: Rerun | None = None
 
     async def fetch(self, max_rows: int) -> list[tuple[object, ...]]:
         if self._done or self._rows is None:
             return []
         out: list[tuple[object, ...]] = []
         async with self._session.guard():
-            async for row in self._rows:
-                out.append(row)
-                if max_rows and len(out) >= max_rows:
-                    break
-            else:
-                self._done = True
+            try:
+                await self._fill(out, max_rows)
+            except ConcurrentDdl as error:
+                if self._rerun is None or self._count or out:
+                    raise
+                rerun, self._rerun = self._rerun, None
+                self._rows = await rerun(error)
+                await self._fill(out, max_rows)
         self._count += len(out)
         if self._done:
             self._session.statement_done()
         return out
 
-    def on_concurrent_ddl(
-        self,
-        rerun: Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]],
-    ) -> None:
+    async def _fill(self, out: list[tuple[object, ...]], max_rows: int) -> None:
+        assert self._rows is not None
+        async for row in self._rows:
+            out.append(row)
+            if max_rows and len(out) >= max_rows:
+                return
+        self._done = True
+
+    def on_concurrent_ddl(self, rerun: Rerun) -> None:
         """Take the rows from ``rerun`` if the catalog guard refuses the statement before its
         first row."""
-        if self._rows is not None:
-            self._rows = _rerun_on_ddl(self._rows, rerun)
+        self._rerun = rerun
 
     @property
     def done(self) -> bool:
@@ -276,24 +286,6 @@ class RowsExecution:
                 except Exception:
                     log.debug("closing an unfinished result", exc_info=True)
         self._done = True
-
-
-async def _rerun_on_ddl(
-    rows: AsyncIterator[tuple[object, ...]],
-    rerun: Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]],
-) -> AsyncIterator[tuple[object, ...]]:
-    produced = False
-    try:
-        async for row in rows:
-            produced = True
-            yield row
-        return
-    except ConcurrentDdl as error:
-        if produced:
-            raise
-        again = await rerun(error)
-    async for row in again:
-        yield row
 
 
 def _same_shape(a: list[ResultColumn] | None, b: list[ResultColumn] | None) -> bool:

@@ -385,6 +385,14 @@ async def _all(jobs: list[Coroutine[Any, Any, T]]) -> list[T]:
     return list(await asyncio.gather(*jobs))
 
 
+def _raise_too_old(reads: list[CellRead | SnapshotTooOld]) -> list[CellRead]:
+    """The reads, unless one was below the safe point: then its error."""
+    for r in reads:
+        if isinstance(r, SnapshotTooOld):
+            raise r
+    return reads  # type: ignore[return-value]
+
+
 def _picker(order: list[int]) -> Callable[[Sequence[T]], list[T]]:
     """A function that takes the elements of a sequence at ``order`` (two or more indices)."""
     get = operator.itemgetter(*order)
@@ -590,14 +598,13 @@ class PostgresCellStore(CellStore):
         run: Callable[[asyncpg.Connection, list[int]], Awaitable[list[T]]],
     ) -> list[T]:
         """Run ``run`` for every chunk of every shard in parallel; concatenate the results."""
-        jobs = [
-            self._call(op, self._shards[shard], lambda conn, idx=idx: run(conn, idx))
-            for shard, chunks in self._group(keys).items()
-            for idx in chunks
-        ]
-        if len(jobs) == 1:
-            return await jobs[0]
-        results = await asyncio.gather(*jobs)
+        results = await _all(
+            [
+                self._call(op, self._shards[shard], lambda conn, idx=idx: run(conn, idx))
+                for shard, chunks in self._group(keys).items()
+                for idx in chunks
+            ]
+        )
         return [item for part in results for item in part]
 
     @staticmethod
@@ -805,12 +812,8 @@ class PostgresCellStore(CellStore):
             if isinstance(result, SnapshotTooOld):
                 raise result
             return [result]
-        if len(self._shards) == 1:
-            reads = await self._read_cells(0, [(k, ts) for k in keys])
-            too_old = next((r for r in reads if isinstance(r, SnapshotTooOld)), None)
-            if too_old is not None:
-                raise too_old
-            return reads  # type: ignore[return-value]
+        if len(self._shards) == 1:  # no grouping by shard
+            return _raise_too_old(await self._read_cells(0, [(k, ts) for k in keys]))
         results: list[CellRead | SnapshotTooOld | None] = [None] * len(keys)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
@@ -822,13 +825,7 @@ class PostgresCellStore(CellStore):
                 results[i] = result
 
         await asyncio.gather(*(run(s, idx) for s, idx in by_shard.items()))
-        reads = []
-        for r in results:
-            if isinstance(r, SnapshotTooOld):
-                raise r
-            assert r is not None
-            reads.append(r)
-        return reads
+        return _raise_too_old(results)  # type: ignore[arg-type]
 
     async def _read_cells(
         self, shard: int, items: list[tuple[CellKey, int]]
