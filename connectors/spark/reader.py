@@ -97,7 +97,7 @@ class PercolatorReader(DataSourceReader):
                             self.table.storage,
                             r.start,
                             r.end,
-                            encoder.codec.cell_names,
+                            encoder.codec.read_names,
                             page_size=SCAN_PAGE_CELLS,
                             prefetch=True,
                         ):

@@ -85,6 +85,6 @@ async def run_action(
 
 
 async def _rows(codec: RowCodec, ctx: Any):  # type: ignore[no-untyped-def]
-    async for key, cells in ctx.txn.scan(codec.storage, None, None, codec.cell_names):
-        if "_" in cells:
+    async for key, cells in ctx.txn.scan(codec.storage, None, None, codec.read_names):
+        if codec.exists(cells):
             yield key, codec.decode(key, cells)

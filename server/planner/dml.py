@@ -130,7 +130,7 @@ async def find_conflicts(
     out: list[Conflict | None] = [None] * len(rows)
     table = writer.table
     if table.primary_key:
-        cells = [CellKey(writer.codec.storage, k, MARKER) for k in keys]
+        cells = [CellKey(writer.codec.storage, k, writer.codec.presence) for k in keys]
         present = await txn.get_many(cells)
         for i, v in enumerate(present):
             if v is not None:
@@ -307,7 +307,7 @@ async def update_row(writer: TableWriter, ctx: Any, key: bytes, old: Row, new: R
     codec = writer.codec
     new_key = codec.key_of(new) if writer.table.primary_key else key
     if new_key != key:
-        (present,) = await txn.get_many([CellKey(codec.storage, new_key, MARKER)])
+        (present,) = await txn.get_many([CellKey(codec.storage, new_key, codec.presence)])
         if present is not None:
             raise duplicate_key(writer.table, pk_name(writer.table), writer.table.primary_key, new)
         codec.write_delete(txn, key, old)

@@ -146,8 +146,8 @@ class TableScan(Node):
             start, end = bounds
         codec = self.codec
         pred = self.predicate
-        async for key, cells in ctx.txn.scan(codec.storage, start, end, codec.cell_names):
-            if "_" not in cells:
+        async for key, cells in ctx.txn.scan(codec.storage, start, end, codec.read_names):
+            if not codec.exists(cells):
                 continue
             row = codec.decode(key, cells)
             if pred is not None and pred(row, ctx) is not True:

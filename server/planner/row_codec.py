@@ -10,6 +10,11 @@ start_ts and a counter, unique across the deployment). Its cells:
 - one cell per non-key column, named by the column's id (never reused), holding the value's
   storage encoding; NULL is the absence of the cell.
 
+A read tells an existing row by its *presence cell*: the marker, or, when the read includes a
+NOT NULL column, that column's cell, which every row has too (INSERT, UPDATE and the Spark
+writer refuse a NULL there; ADD COLUMN fills existing rows; SET NOT NULL checks them). Reading a
+row's NOT NULL columns then costs no extra cell for the marker.
+
 An index entry lives in store table ``index.storage``: its key is the encoded index columns
 followed by the row key (for a unique index only when a column is NULL, since NULLs never
 collide), and its single cell ``_`` holds the row key.
@@ -49,6 +54,11 @@ class RowCodec:
         self._key_values = [(lambda v, _t=t: storage_codec.key_value(_t, v)) for t in pk_types]
         self._from_key = [(lambda v, _t=t: storage_codec.from_key_value(_t, v)) for t in pk_types]
         pk = set(table.primary_key)
+        read_columns = [
+            (i, c)
+            for i, c in enumerate(table.columns)
+            if c.id not in pk and (read is None or i in read)
+        ]
         self.value_columns: list[tuple[int, str, Any, Any]] = [
             (
                 i,
@@ -56,10 +66,16 @@ class RowCodec:
                 storage_codec.encoder_for_store(c.type),
                 storage_codec.decoder_for(c.type),
             )
-            for i, c in enumerate(table.columns)
-            if c.id not in pk and (read is None or i in read)
+            for i, c in read_columns
         ]
-        self.cell_names = [MARKER] + [name for _, name, _, _ in self.value_columns]
+        names = [name for _, name, _, _ in self.value_columns]
+        self.cell_names = [MARKER, *names]
+        """Every cell a row of this codec has when its columns are set (the marker too)."""
+        self.presence = next((str(c.id) for _, c in read_columns if c.not_null), MARKER)
+        """The cell whose presence means the row exists (see the module docstring)."""
+        self.read_names = names if self.presence != MARKER else self.cell_names
+        """The cells a read of a row fetches: the presence cell and the columns read."""
+        self._presence_at = self.read_names.index(self.presence)
 
     # -- keys ------------------------------------------------------------------------------
 
@@ -103,21 +119,27 @@ class RowCodec:
         """The row key of a row read from the store (hidden row id included)."""
         return self.key_of(row) if self.pk_positions else row[self.width]
 
+    def exists(self, cells: dict[str, bytes]) -> bool:
+        """Whether a row whose read cells (of :attr:`read_names`) are ``cells`` exists."""
+        return self.presence in cells
+
     def cell_keys(self, key: bytes) -> list[CellKey]:
-        return [CellKey(self.storage, key, name) for name in self.cell_names]
+        """The cells a read of the row fetches (:attr:`read_names`)."""
+        return [CellKey(self.storage, key, name) for name in self.read_names]
 
     async def get_rows(self, txn: Transaction, keys: Sequence[bytes]) -> list[Row | None]:
         """The rows with these keys (None where absent): one batch, one round trip per shard."""
         if not keys:
             return []
-        names = self.cell_names
+        names = self.read_names
         per = len(names)
+        at = self._presence_at
         cells = [CellKey(self.storage, k, n) for k in keys for n in names]
         values = await txn.get_many(cells)
         out: list[Row | None] = []
         for j, key in enumerate(keys):
             chunk = values[j * per : (j + 1) * per]
-            if chunk[0] is None:
+            if chunk[at] is None:
                 out.append(None)
                 continue
             out.append(self.decode(key, dict(zip(names, chunk, strict=True))))
