@@ -42,7 +42,7 @@ from percolator.connectors.spark.options import StreamOptions
 from percolator.connectors.spark.reader import BatchEncoder
 from percolator.connectors.spark.runtime import iterate, open_database, run
 from percolator.connectors.spark.types import table_schema
-from percolator.server.planner.row_codec import MARKER, RowCodec
+from percolator.server.planner.row_codec import RowCodec
 from percolator.server.sql.catalog import TableDef
 from percolator.server.storage.cells import CellKey, WriteKind, ts_physical_ms
 from percolator.server.storage.errors import SnapshotTooOld
@@ -192,6 +192,7 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         or so (a row's cells may come in two pages: a batch ends only where a row does)."""
         encoder = ChangeEncoder(self.table, self.schema)
         wanted = set(encoder.codec.cell_names)
+        existence = encoder.codec.existence
         async with open_database(self.options.connection) as db:
             rows: list[RowChange] = []
             cells = 0
@@ -209,8 +210,8 @@ class ChangeStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         last = RowChange(c.commit_ts, c.key.row, None)
                         rows.append(last)
                     cells += 1
-                    if c.key.column == MARKER:
-                        last.marker = c.kind
+                    if c.key.column == existence:
+                        last.existence_kind = c.kind
             except SnapshotTooOld as exc:
                 raise snapshot.too_old(start, exc) from exc
             if rows:
@@ -223,8 +224,9 @@ class RowChange:
 
     commit_ts: int
     row: bytes
-    marker: WriteKind | None
-    """What the commit did to the row marker (PUT: inserted or updated; DELETE: deleted)."""
+    existence_kind: WriteKind | None
+    """What the commit did to the row's existence cell (PUT: inserted or updated; DELETE:
+    deleted; None: cell-level writes only)."""
 
 
 async def _end_within(
@@ -263,22 +265,26 @@ class ChangeEncoder:
         self.arrow_schema = _spark_arrow_schema(schema)
 
     async def batch(self, db: Database, changes: list[RowChange]) -> pa.RecordBatch:
-        after = await self._rows_at(db, [c for c in changes if c.marker != WriteKind.DELETE])
-        existed = await self._existed(db, [c for c in changes if c.marker == WriteKind.PUT])
+        after = await self._rows_at(
+            db, [c for c in changes if c.existence_kind != WriteKind.DELETE]
+        )
+        existed = await self._existed(db, [c for c in changes if c.existence_kind == WriteKind.PUT])
         rows = []
         ops = []
         for c in changes:
-            if c.marker == WriteKind.DELETE:
+            if c.existence_kind == WriteKind.DELETE:
                 rows.append(self._key_only(c.row))
                 ops.append("delete")
                 continue
             row = after.get((c.commit_ts, c.row))
-            if row is None:  # a change to a row with no marker (cell-level writes)
+            if row is None:  # a row whose existence cell was not written
                 rows.append(self._key_only(c.row))
                 ops.append("update")
                 continue
             rows.append(row)
-            created = c.marker == WriteKind.PUT and not existed.get((c.commit_ts, c.row), True)
+            created = c.existence_kind == WriteKind.PUT and not existed.get(
+                (c.commit_ts, c.row), True
+            )
             ops.append("insert" if created else "update")
         base = self.rows.batch(rows)
         arrays = [*base.columns, pa.array([c.commit_ts for c in changes], pa.int64())]
@@ -311,9 +317,10 @@ class ChangeEncoder:
         """Whether each row existed just before its commit (insert or update)."""
         out: dict[tuple[int, bytes], bool] = {}
         storage = self.table.storage
+        existence = self.codec.existence
 
         async def read(txn: Transaction, ts: int, keys: list[bytes]) -> None:
-            found = await txn.get_many([CellKey(storage, k, MARKER) for k in keys])
+            found = await txn.get_many([CellKey(storage, k, existence) for k in keys])
             for k, v in zip(keys, found, strict=True):
                 out[(ts, k)] = v is not None
 

@@ -1,15 +1,22 @@
 """The data work some DDL needs, run in the DDL's transaction: building an index over the
-existing rows, filling a new column's default, moving rows to a new primary key, and checking
-a new constraint against every row."""
+existing rows, filling a new column's default, moving rows to a new primary key, giving rows a
+marker, and checking a new constraint against every row."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from percolator.server.planner.dml import TableWriter, format_row, insert_rows
-from percolator.server.planner.row_codec import IndexCodec, RowCodec
+from percolator.server.planner.row_codec import MARKER, IndexCodec, RowCodec
 from percolator.server.sql.catalog import Catalog
-from percolator.server.sql.ddl import BuildIndex, DataAction, FillColumn, MoveRows, ValidateRows
+from percolator.server.sql.ddl import (
+    BuildIndex,
+    DataAction,
+    FillColumn,
+    MoveRows,
+    ValidateRows,
+    WriteMarkers,
+)
 from percolator.server.sql.errors import (
     CHECK_VIOLATION,
     NOT_NULL_VIOLATION,
@@ -31,7 +38,7 @@ async def run_action(
     ``bind_check`` compiles a check constraint for a table."""
     if isinstance(action, BuildIndex):
         table = catalog.table(action.table)
-        codec = RowCodec(table)
+        codec = RowCodec(table, trust_not_null=False)
         index = IndexCodec(table, action.index)
         seen: dict[bytes, tuple[Any, ...]] = {}
         async for key, row in _rows(codec, ctx):
@@ -48,24 +55,34 @@ async def run_action(
             index.write(ctx.txn, row, key)
     elif isinstance(action, FillColumn):
         table = catalog.table(action.table)
-        codec = RowCodec(table)
+        codec = RowCodec(table, trust_not_null=False)
         pos = table.position(action.column.id)
         value_fn = bind_default(table, action.column)
         async for key, row in _rows(codec, ctx):
             value = await value_fn(ctx)
             if value is None:
+                if action.column.not_null:
+                    raise SqlError(
+                        NOT_NULL_VIOLATION,
+                        f'column "{action.column.name}" of relation "{table.name}" contains '
+                        "null values",
+                    )
                 continue
             new = list(row)
             new[pos] = value
             codec.write_update(ctx.txn, key, row, tuple(new))
     elif isinstance(action, MoveRows):
-        old_codec = RowCodec(action.old)
+        old_codec = RowCodec(action.old, trust_not_null=False)
         rows = [row[: len(action.old.columns)] async for _, row in _rows(old_codec, ctx)]
         writer: TableWriter = writer_for(action.new)
         await insert_rows(writer, ctx, rows)
+    elif isinstance(action, WriteMarkers):
+        old_codec = RowCodec(action.old, trust_not_null=False)
+        async for key, _ in _rows(old_codec, ctx):
+            ctx.txn.set(action.old.storage, key, MARKER, b"")
     elif isinstance(action, ValidateRows):
         table = catalog.table(action.table)
-        codec = RowCodec(table)
+        codec = RowCodec(table, trust_not_null=False)
         check = bind_check(table, action.check) if action.check is not None else None
         pos = table.position(action.not_null_column) if action.not_null_column is not None else None
         async for _, row in _rows(codec, ctx):

@@ -4,16 +4,23 @@ A row of table T lives in store table ``T.storage`` under its row key: the memco
 encoding of its primary key (or, without one, a hidden row id: the inserting transaction's
 start_ts and a counter, unique across the deployment). Its cells:
 
-- ``_``: the row marker, an empty value; every row has it, so a row whose other columns are
-  all NULL still exists. UPDATE writes it again, so two transactions updating the same row
-  conflict (row-level write conflicts, as in Postgres), whichever columns they change;
 - one cell per non-key column, named by the column's id (never reused), holding the value's
-  storage encoding; NULL is the absence of the cell.
+  storage encoding; NULL is the absence of the cell;
+- the *existence cell*, which every row has, so that a row whose other columns are all NULL
+  still exists: the cell of the table's existence column (``TableDef.existence``, a NOT NULL
+  non-key column chosen at CREATE TABLE, so that it costs no cell of its own) or, in a table
+  without one, ``_``: the row marker, an empty value. UPDATE writes the existence cell again
+  whichever columns it changes, so two transactions updating the same row conflict (row-level
+  write conflicts, as in Postgres). When the existence column is dropped its cell stays the
+  existence cell, empty in rows written since; ALTER COLUMN ... DROP NOT NULL on it gives
+  every row a marker, which takes over.
 
-A read tells an existing row by its *presence cell*: the marker, or, when the read includes a
-NOT NULL column, that column's cell, which every row has too (INSERT, UPDATE and the Spark
-writer refuse a NULL there; ADD COLUMN fills existing rows; SET NOT NULL checks them). Reading a
-row's NOT NULL columns then costs no extra cell for the marker.
+A read tells an existing row by its *presence cell*: the existence cell or, when the read
+includes another NOT NULL column, that column's cell, which every row has too (INSERT, UPDATE
+and the Spark writer refuse a NULL there; ADD COLUMN fills existing rows; SET NOT NULL checks
+them). Reading some of a row's NOT NULL columns then costs no extra cell. DDL's own reads
+(``trust_not_null=False``) use the existence cell: they run while a new NOT NULL column is not
+filled yet.
 
 An index entry lives in store table ``index.storage``: its key is the encoded index columns
 followed by the row key (for a unique index only when a column is NULL, since NULLs never
@@ -26,13 +33,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from percolator.server.sql import storage_codec
-from percolator.server.sql.catalog import IndexDef, TableDef
+from percolator.server.sql.catalog import ROW_MARKER, IndexDef, TableDef
 from percolator.server.sql.keycodec import KeyType, decode_key, encode_key
 from percolator.server.sql.types import key_type
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import Transaction
 
-MARKER = "_"
+MARKER = ROW_MARKER
 _ROWID_TYPES = (KeyType.INT, KeyType.INT)
 
 Row = tuple[Any, ...]
@@ -41,8 +48,11 @@ Row = tuple[Any, ...]
 class RowCodec:
     """Encodes and decodes the rows of one table (built once per table definition)."""
 
-    def __init__(self, table: TableDef, read: frozenset[int] | None = None) -> None:
-        """``read``: positions of the columns to read (None: all); others decode as None."""
+    def __init__(
+        self, table: TableDef, read: frozenset[int] | None = None, *, trust_not_null: bool = True
+    ) -> None:
+        """``read``: positions of the columns to read (None: all); others decode as None.
+        ``trust_not_null``: whether a NOT NULL column's cell may tell that a row exists."""
         self.table = table
         self.hidden_key = not table.primary_key
         self.storage = table.storage
@@ -69,11 +79,17 @@ class RowCodec:
             for i, c in read_columns
         ]
         names = [name for _, name, _, _ in self.value_columns]
-        self.cell_names = [MARKER, *names]
-        """Every cell a row of this codec has when its columns are set (the marker too)."""
-        self.presence = next((str(c.id) for _, c in read_columns if c.not_null), MARKER)
+        self.existence = table.existence_cell
+        """The cell every row has (see the module docstring)."""
+        self._own_existence = table.existence not in {c.id for c in table.columns}
+        """Whether the existence cell is no column's: the marker or a dropped column's (written
+        empty); else the existence column's value is written as any other."""
+        self.cell_names = [self.existence, *(n for n in names if n != self.existence)]
+        """Every cell a row of this codec has when its columns are set."""
+        trusted = [str(c.id) for _, c in read_columns if c.not_null and trust_not_null]
+        self.presence = trusted[0] if trusted and self.existence not in names else self.existence
         """The cell whose presence means the row exists (see the module docstring)."""
-        self.read_names = names if self.presence != MARKER else self.cell_names
+        self.read_names = names if self.presence in names else [self.presence, *names]
         """The cells a read of a row fetches: the presence cell and the columns read."""
         self._presence_at = self.read_names.index(self.presence)
 
@@ -148,23 +164,25 @@ class RowCodec:
     # -- writing ---------------------------------------------------------------------------
 
     def write_new(self, txn: Transaction, key: bytes, row: Row) -> None:
-        """Buffer the cells of a new row."""
-        cells = [(MARKER, b"")]
+        """Buffer the cells of a new row (of a codec of all columns)."""
+        cells = [(self.existence, b"")] if self._own_existence else []
         cells += [
             (name, enc(row[i])) for i, name, enc, _ in self.value_columns if row[i] is not None
         ]
         txn.set_row(self.storage, key, cells)
 
     def write_update(self, txn: Transaction, key: bytes, old: Row, new: Row) -> None:
-        """Buffer the cells that changed, and the marker again: two transactions updating
-        the same row then conflict whichever columns they change (row-level conflicts), and
-        a later read of the row in this transaction finds the marker in its own writes
-        instead of asking the store."""
+        """Buffer the cells that changed, and the existence cell even when unchanged: two
+        transactions updating the same row then conflict whichever columns they change
+        (row-level conflicts), and a later read of the row in this transaction finds it in its
+        own writes instead of asking the store."""
         storage = self.storage
-        txn.set(storage, key, MARKER, b"")
+        existence = self.existence
+        if self._own_existence:
+            txn.set(storage, key, existence, b"")
         for i, name, enc, _ in self.value_columns:
             v = new[i]
-            if v == old[i] and type(v) is type(old[i]):
+            if v == old[i] and type(v) is type(old[i]) and name != existence:
                 continue
             if v is None:
                 txn.delete(storage, key, name)
@@ -173,14 +191,15 @@ class RowCodec:
 
     def write_delete(self, txn: Transaction, key: bytes, row: Row) -> None:
         storage = self.storage
-        txn.delete(storage, key, MARKER)
+        if self._own_existence:
+            txn.delete(storage, key, self.existence)
         for i, name, _, _ in self.value_columns:
             if row[i] is not None:
                 txn.delete(storage, key, name)
 
     def lock(self, txn: Transaction, key: bytes) -> None:
-        """SELECT ... FOR UPDATE: a lock-only write on the marker."""
-        txn.lock(self.storage, key, MARKER)
+        """SELECT ... FOR UPDATE: a lock-only write on the existence cell."""
+        txn.lock(self.storage, key, self.existence)
 
 
 class IndexCodec:

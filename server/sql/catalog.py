@@ -25,6 +25,9 @@ from percolator.server.sql.errors import (
 from percolator.server.sql.types import SqlType, TypeId
 
 FIRST_USER_OID = 16384
+ROW_MARKER = "_"
+"""The store column of the row marker: an empty cell that a table without an existence column
+(:attr:`TableDef.existence`) writes in every row."""
 PUBLIC_NAMESPACE_OID = 2200
 PG_CATALOG_NAMESPACE_OID = 11
 INFORMATION_SCHEMA_NAMESPACE_OID = 13000
@@ -85,6 +88,15 @@ class TableDef:
     checks: tuple[CheckDef, ...] = ()
     next_column_id: int = 1
     pk_name: str | None = None
+    existence: int | None = None
+    """The column whose cell tells that a row exists (a NOT NULL non-key column, or one since
+    dropped, whose cell rows then keep empty), or None: the row marker does
+    (planner/row_codec.py)."""
+
+    @property
+    def existence_cell(self) -> str:
+        """The store column whose cell every row of the table has."""
+        return ROW_MARKER if self.existence is None else str(self.existence)
 
     @property
     def oid(self) -> int:
@@ -327,6 +339,7 @@ def table_to_json(t: TableDef) -> dict[str, object]:
             for ix in t.indexes
         ],
         "checks": [{"name": ck.name, "expression": ck.expression} for ck in t.checks],
+        "existence": t.existence,
     }
 
 
@@ -368,6 +381,7 @@ def table_from_json(d: dict[str, object]) -> TableDef:
         checks=checks,
         next_column_id=int(d["next_column_id"]),  # type: ignore[arg-type]
         pk_name=d.get("pk_name"),  # type: ignore[arg-type]
+        existence=d.get("existence"),  # type: ignore[arg-type]
     )
 
 

@@ -9,7 +9,7 @@ constraint). Nothing here touches the store.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -70,6 +70,14 @@ class MoveRows:
 
 
 @dataclass(frozen=True)
+class WriteMarkers:
+    """Every row of ``old`` (as its existence column tells them) gets a row marker: the
+    column is becoming nullable, so the marker takes over (TableDef.existence)."""
+
+    old: TableDef
+
+
+@dataclass(frozen=True)
 class ValidateRows:
     """Existing rows must satisfy a new NOT NULL or CHECK constraint."""
 
@@ -78,7 +86,7 @@ class ValidateRows:
     check: CheckDef | None = None
 
 
-DataAction = BuildIndex | FillColumn | MoveRows | ValidateRows
+DataAction = BuildIndex | FillColumn | MoveRows | ValidateRows | WriteMarkers
 
 
 @dataclass
@@ -219,6 +227,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
         checks=tuple(checks),
         next_column_id=next_col,
         pk_name=pk_name,
+        existence=existence_column(columns, pk),
     )
     actions: list[DataAction] = []
     for cols, cname in uniques:
@@ -230,6 +239,16 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
     for s in sequences:
         catalog = catalog.with_sequence(s)
     return DdlResult(catalog, "CREATE TABLE", actions)
+
+
+def existence_column(columns: Sequence[ColumnDef], key: Sequence[int]) -> int | None:
+    """The column whose cell marks a row's existence (TableDef.existence): a NOT NULL non-key
+    column, so that no row needs a marker cell of its own; fixed-width types first (the cell
+    is written again by every UPDATE of the row). None when there is no such column."""
+    candidates = [c for c in columns if c.not_null and c.id not in key]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda c: c.type.typlen <= 0).id
 
 
 def _reject_properties(node: exp.Create) -> None:
@@ -652,6 +671,7 @@ def _alter_action(
                     storage=f"t{storage_id}",
                     columns=new_cols,
                     pk_name=cname,
+                    existence=existence_column(new_cols, ids),
                 )
                 new_indexes = []
                 for ix in new.indexes:
@@ -692,6 +712,10 @@ def _alter_action(
                         INVALID_TABLE_DEFINITION, f'column "{col.name}" is in a primary key'
                     )
                 changed = dataclasses.replace(col, not_null=False)
+                if col.not_null and table.existence == col.id:
+                    # Its cell can no longer tell that a row exists: every row gets a marker.
+                    actions.append(WriteMarkers(table))
+                    table = table.replace(existence=None)
             else:
                 changed = dataclasses.replace(col, default=None)
         elif action.args.get("default") is not None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from percolator.server.planner.row_codec import MARKER
 from percolator.server.sql.catalog import Catalog, ObserverDef, TableDef
 from percolator.server.sql.errors import (
     DEPENDENT_OBJECTS_STILL_EXIST,
@@ -88,12 +87,12 @@ def check_dependencies(catalog: Catalog) -> None:
 
 def watched_cells(table: TableDef, column_ids: tuple[int, ...]) -> list[str]:
     """The store columns whose writes notify an observer of these columns: each non-key
-    column's cell, and the row marker for key columns (a key changes only when a row is
-    inserted or deleted, and every insert, update and delete writes the marker)."""
+    column's cell, and the table's existence cell for key columns (a key changes only when a
+    row is inserted or deleted, and every insert, update and delete writes that cell)."""
     key = set(table.primary_key)
     cells = []
     for cid in column_ids:
-        cell = MARKER if cid in key else str(cid)
+        cell = table.existence_cell if cid in key else str(cid)
         if cell not in cells:
             cells.append(cell)
     return cells
