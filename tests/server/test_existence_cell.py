@@ -122,9 +122,7 @@ async def test_a_new_not_null_column_is_filled_before_rows_are_told_by_it(db: Da
         await db.execute("ALTER TABLE t ADD COLUMN c int NOT NULL DEFAULT NULL")
     assert raised.value.sqlstate == "23502"
     await db.execute("ALTER TABLE t ADD COLUMN c int NOT NULL DEFAULT 7")
-    assert await db.fetch("SELECT k, c FROM t ORDER BY k") == [
-        {"k": k, "c": 7} for k in (1, 2, 3)
-    ]
+    assert await db.fetch("SELECT k, c FROM t ORDER BY k") == [{"k": k, "c": 7} for k in (1, 2, 3)]
     await db.execute("UPDATE t SET n = 1 WHERE k = 2")
     with pytest.raises(SqlError) as raised:
         await db.execute("ALTER TABLE t ALTER COLUMN n SET NOT NULL")
