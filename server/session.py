@@ -1046,7 +1046,20 @@ class SqlSession:
         for name, seq in result.catalog.sequences.items():
             if name not in before.sequences:
                 after = after.with_sequence(replace(seq, counter=f"{seq.oid}.{txn.start_ts}"))
-        for action in result.actions:
+        await self._run_data_actions(txn, after, result.actions)
+        if after is not before:
+            if after.observers:
+                observer_ddl.check_dependencies(after)
+            await self._stage_catalog(txn, before, after)
+        notices = [Notice("00000", n) for n in result.notices]
+        return _done(self, result.tag, notices)
+
+    async def _run_data_actions(
+        self, txn: Transaction, after: Catalog, actions: Sequence[ddl.DataAction]
+    ) -> None:
+        """The data work of a DDL statement (ddl_data.py), in its transaction, against the
+        catalog the statement leads to."""
+        for action in actions:
             ctx = self._context(txn, after, [])
             await run_action(
                 action,
@@ -1058,12 +1071,6 @@ class SqlSession:
                     bind_table_expr(Binder(after, Params()), t, ck.expression)
                 ),
             )
-        if after is not before:
-            if after.observers:
-                observer_ddl.check_dependencies(after)
-            await self._stage_catalog(txn, before, after)
-        notices = [Notice("00000", n) for n in result.notices]
-        return _done(self, result.tag, notices)
 
     async def _stage_catalog(self, txn: Transaction, before: Catalog, after: Catalog) -> None:
         """Buffer a DDL statement's catalog changes; later statements of this transaction
@@ -1181,8 +1188,9 @@ class SqlSession:
         txn = await self.transaction(writes=True)
         base = await self._catalog_for_ddl(txn)
         if isinstance(stmt, utility.CreateObserver):
-            after = observer_ddl.create_observer(base, stmt, txn.start_ts)
+            after, actions = observer_ddl.create_observer(base, stmt, txn.start_ts)
             await self._check_observer_code(after.observers[stmt.name], after, stmt)
+            await self._run_data_actions(txn, after, actions)
             tag = "CREATE OBSERVER"
         elif isinstance(stmt, utility.DropObserver):
             if stmt.name not in base.observers and stmt.if_exists:

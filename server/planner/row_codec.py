@@ -12,8 +12,8 @@ start_ts and a counter, unique across the deployment). Its cells:
   without one, ``_``: the row marker, an empty value. UPDATE writes the existence cell again
   whichever columns it changes, so two transactions updating the same row conflict (row-level
   write conflicts, as in Postgres). When the existence column is dropped its cell stays the
-  existence cell, empty in rows written since; ALTER COLUMN ... DROP NOT NULL on it gives
-  every row a marker, which takes over.
+  existence cell, empty in rows written since; ALTER COLUMN ... DROP NOT NULL on it, or an
+  observer of it, gives every row a marker, which takes over.
 
 A read tells an existing row by its *presence cell*: the existence cell or, when the read
 includes another NOT NULL column, that column's cell, which every row has too (INSERT, UPDATE

@@ -9,7 +9,7 @@ constraint). Nothing here touches the store.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -241,14 +241,23 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
     return DdlResult(catalog, "CREATE TABLE", actions)
 
 
-def existence_column(columns: Sequence[ColumnDef], key: Sequence[int]) -> int | None:
+def existence_column(
+    columns: Sequence[ColumnDef], key: Sequence[int], observed: Collection[int] = ()
+) -> int | None:
     """The column whose cell marks a row's existence (TableDef.existence): a NOT NULL non-key
     column, so that no row needs a marker cell of its own; fixed-width types first (the cell
-    is written again by every UPDATE of the row). None when there is no such column."""
-    candidates = [c for c in columns if c.not_null and c.id not in key]
+    is written again by every UPDATE of the row). Not an ``observed`` one: its observers would
+    run after every UPDATE (observer_ddl.create_observer). None when there is no such
+    column."""
+    candidates = [c for c in columns if c.not_null and c.id not in key and c.id not in observed]
     if not candidates:
         return None
     return min(candidates, key=lambda c: c.type.typlen <= 0).id
+
+
+def _observed(catalog: Catalog, table: TableDef) -> set[int]:
+    """The columns of ``table`` that an observer watches."""
+    return {c for o in catalog.observers.values() if o.table_id == table.id for c in o.column_ids}
 
 
 def _reject_properties(node: exp.Create) -> None:
@@ -671,7 +680,7 @@ def _alter_action(
                     storage=f"t{storage_id}",
                     columns=new_cols,
                     pk_name=cname,
-                    existence=existence_column(new_cols, ids),
+                    existence=existence_column(new_cols, ids, _observed(catalog, table)),
                 )
                 new_indexes = []
                 for ix in new.indexes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from percolator.server.sql.catalog import Catalog, ObserverDef, TableDef
+from percolator.server.sql.ddl import WriteMarkers
 from percolator.server.sql.errors import (
     DEPENDENT_OBJECTS_STILL_EXIST,
     DUPLICATE_OBJECT,
@@ -22,9 +23,16 @@ from percolator.server.sql.utility import AlterObserver, CreateObserver, Observe
 from percolator.server.storage.cells import Watch
 
 
-def create_observer(catalog: Catalog, stmt: CreateObserver, start_ts: int) -> Catalog:
+def create_observer(
+    catalog: Catalog, stmt: CreateObserver, start_ts: int
+) -> tuple[Catalog, list[WriteMarkers]]:
     """The catalog with the new observer (42710 if the name is taken, 42P01 / 42703 for a
-    missing table or column). The body and target are checked by the caller."""
+    missing table or column), and the data work it needs. The body and target are checked by
+    the caller.
+
+    An observer of the table's existence column (TableDef.existence) would run after every
+    UPDATE of a row, since UPDATE writes that cell again whichever columns change; so the table
+    goes back to a row marker, which every existing row gets in the same transaction."""
     if stmt.name in catalog.observers:
         raise SqlError(DUPLICATE_OBJECT, f'observer "{stmt.name}" already exists')
     table = catalog.table(stmt.table)
@@ -43,7 +51,10 @@ def create_observer(catalog: Catalog, stmt: CreateObserver, start_ts: int) -> Ca
         body=stmt.body,
         target=stmt.target,
     )
-    return catalog.with_observer(observer)
+    catalog = catalog.with_observer(observer)
+    if table.existence not in column_ids:
+        return catalog, []
+    return catalog.with_table(table.replace(existence=None)), [WriteMarkers(table)]
 
 
 def observer(catalog: Catalog, name: str) -> ObserverDef:

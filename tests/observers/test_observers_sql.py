@@ -221,6 +221,27 @@ def test_pause_keeps_changes_pending_and_resume_runs_them_once(conn: psycopg.Con
     assert q(conn, "SELECT count(*) FROM runs") == [(1,)]
 
 
+def test_an_update_that_leaves_the_observed_column_unchanged_runs_nothing(
+    conn: psycopg.Connection,
+) -> None:
+    # v is the table's existence column (its NOT NULL non-key column) until it is observed:
+    # then the existing rows get a row marker and v is written only when it changes.
+    reset(conn, "src", "runs")
+    conn.execute("CREATE TABLE src (id int PRIMARY KEY, v text NOT NULL, other int)")
+    conn.execute("INSERT INTO src VALUES (1, 'a', 0), (2, 'b', 0)")
+    conn.execute("CREATE TABLE runs (id int, seen text, run_ts bigint, PRIMARY KEY (id, run_ts))")
+    conn.execute("CREATE OBSERVER rec ON src (v) EXECUTE 'tests.observers.programs:record'")
+    conn.execute("UPDATE src SET other = 1")
+    conn.execute("UPDATE src SET v = 'c' WHERE id = 2")
+    wait_for(lambda: q(conn, "SELECT id, seen FROM runs") == [(2, "c")], what="one run")
+    conn.execute("UPDATE src SET other = 2 WHERE id = 2")
+    conn.execute("DELETE FROM src WHERE id = 1")
+    wait_for(lambda: q(conn, "SELECT count(*) FROM runs WHERE id = 1") == [(1,)], what="delete")
+    time.sleep(0.5)
+    assert q(conn, "SELECT id, seen FROM runs ORDER BY run_ts") == [(2, "c"), (1, None)]
+    assert q(conn, "SELECT id, v, other FROM src") == [(2, "c", 2)]
+
+
 def test_drop_observer_stops_runs(conn: psycopg.Connection) -> None:
     source_and_copies(conn)
     conn.execute("CREATE OBSERVER m ON src (v) EXECUTE 'tests.observers.programs:copy_value'")
