@@ -112,6 +112,18 @@ async def test_drop_not_null_on_the_existence_column_gives_rows_a_marker(db: Dat
     assert await db.fetch("SELECT count(*) AS c FROM t WHERE v IS NULL") == [{"c": 2}]
 
 
+async def test_a_delete_planned_before_drop_not_null_conflicts_with_it(db: Database) -> None:
+    await db.execute("CREATE TABLE t (k int PRIMARY KEY, v int NOT NULL)")
+    await db.execute("INSERT INTO t VALUES (1, 1), (2, 2)")
+    txn = await db.client.begin()
+    await (await db.sql(txn)).execute("DELETE FROM t WHERE k = 1")
+    await db.execute("ALTER TABLE t ALTER COLUMN v DROP NOT NULL")
+    with pytest.raises(Exception) as raised:
+        await txn.commit()
+    assert getattr(raised.value, "sqlstate", None) == "40001"
+    assert await db.fetch("SELECT k, v FROM t ORDER BY k") == [{"k": 1, "v": 1}, {"k": 2, "v": 2}]
+
+
 async def test_a_new_not_null_column_is_filled_before_rows_are_told_by_it(db: Database) -> None:
     await db.execute("CREATE TABLE t (k int PRIMARY KEY, n int)")
     await db.execute("INSERT INTO t SELECT g, NULL FROM generate_series(1, 3) g")
