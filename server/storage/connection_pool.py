@@ -70,8 +70,13 @@ class ConnectionPool:
             try:
                 conn = await waiter
             except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
-                    self.release(waiter.result())  # handed over as we were cancelled
+                if waiter.done() and not waiter.cancelled():
+                    # Handed a connection or a free slot as we were cancelled: pass it on.
+                    handed = waiter.result()
+                    if handed is not None:
+                        self.release(handed)
+                    elif not self._closed:
+                        self._wake_one(None)
                 raise
             if conn is not None:
                 return conn

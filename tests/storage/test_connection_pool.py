@@ -59,6 +59,23 @@ async def test_a_cancelled_waiter_does_not_keep_a_connection(pool: ConnectionPoo
     pool.release(b)
 
 
+async def test_a_freed_slot_handed_to_a_cancelled_waiter_goes_to_the_next(
+    pool: ConnectionPool,
+) -> None:
+    a, b = await pool.acquire(), await pool.acquire()
+    first = asyncio.ensure_future(pool.acquire())
+    second = asyncio.ensure_future(pool.acquire())
+    await asyncio.sleep(0.01)
+    pool.discard(a)  # the slot goes to the first waiter...
+    first.cancel()  # ...which is cancelled before it could use it
+    fresh = await asyncio.wait_for(second, 5)
+    assert await fresh.fetchval("SELECT 1") == 1 and pool.size == 2
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    pool.release(fresh)
+    pool.release(b)
+
+
 async def test_a_discarded_connection_frees_its_slot_for_a_waiter(pool: ConnectionPool) -> None:
     a, b = await pool.acquire(), await pool.acquire()
     waiter = asyncio.ensure_future(pool.acquire())
