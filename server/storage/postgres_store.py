@@ -70,8 +70,11 @@ from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
 
 T = TypeVar("T")
 
-STATEMENTS_PER_POOL_FRACTION = 4
-"""Coalesced statements of one kind in flight per shard: a quarter of the pool."""
+STATEMENTS_PER_POOL_FRACTION = 16
+"""Coalesced statements of one kind in flight per shard: a sixteenth of the pool (one for the
+default pool of 16). Fewer statements in flight make larger shared ones: with 16 observer runs
+in flight, one in flight instead of four took a web-index page from 6.6 to 3.7 statements and
+its Postgres CPU down by a fifth."""
 MAX_ROWS_PER_STATEMENT = 1024
 """Distinct rows per mutating statement: one advisory lock each, held until it commits."""
 NOTIFY_BULK_ROWS = 10_000
@@ -638,7 +641,9 @@ class PostgresCellStore(CellStore):
         chunks = self._group([m.key for m in mutations])
         results = await _all(
             [
-                self._prewrite_cells(shard, [items[i] for i in idx])
+                self._shards[shard].prewrites.submit_group([items[i] for i in idx])
+                if self._coalesce
+                else self._prewrite_cells(shard, [items[i] for i in idx])
                 for shard, shard_chunks in chunks.items()
                 for idx in shard_chunks
             ]
@@ -736,7 +741,9 @@ class PostgresCellStore(CellStore):
         """Commit cells of any transactions: a statement per shard and chunk, in parallel."""
         results = await _all(
             [
-                self._commit_cells(shard, [items[i] for i in idx])
+                self._shards[shard].commits.submit_group([items[i] for i in idx])
+                if self._coalesce
+                else self._commit_cells(shard, [items[i] for i in idx])
                 for shard, shard_chunks in self._group([it.key for it in items]).items()
                 for idx in shard_chunks
             ]
@@ -813,7 +820,7 @@ class PostgresCellStore(CellStore):
                 raise result
             return [result]
         if len(self._shards) == 1:  # no grouping by shard
-            return _raise_too_old(await self._read_cells(0, [(k, ts) for k in keys]))
+            return _raise_too_old(await self._read_group(0, [(k, ts) for k in keys]))
         results: list[CellRead | SnapshotTooOld | None] = [None] * len(keys)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
@@ -821,11 +828,20 @@ class PostgresCellStore(CellStore):
 
         async def run(shard: int, idx: list[int]) -> None:
             cells = [(keys[i], ts) for i in idx]
-            for i, result in zip(idx, await self._read_cells(shard, cells), strict=True):
+            for i, result in zip(idx, await self._read_group(shard, cells), strict=True):
                 results[i] = result
 
         await asyncio.gather(*(run(s, idx) for s, idx in by_shard.items()))
         return _raise_too_old(results)  # type: ignore[arg-type]
+
+    async def _read_group(
+        self, shard: int, items: list[tuple[CellKey, int]]
+    ) -> list[CellRead | SnapshotTooOld]:
+        """Read one transaction's cells of a shard, in a statement shared with the reads of
+        other transactions waiting at that moment when coalescing."""
+        if self._coalesce:
+            return await self._shards[shard].reads.submit_group(items)
+        return await self._read_cells(shard, items)
 
     async def _read_cells(
         self, shard: int, items: list[tuple[CellKey, int]]
