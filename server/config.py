@@ -61,7 +61,7 @@ class ServerConfig:
     shutdown_timeout: float = 30.0
     observer_workers: int = 1
     """Observer workers run in this process (0: none; run ``percolator worker`` instead)."""
-    observer_concurrency: int = 16
+    observer_concurrency: int = 64
     """Observer runs in flight at once per worker."""
     observer_max_failures: int = 5
     """Failed runs of one change before it is parked."""
@@ -161,7 +161,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--observer-concurrency",
         type=int,
         metavar="N",
-        help="observer runs in flight at once per worker (default 16)",
+        help="observer runs in flight at once per worker (default 64)",
     )
     p.add_argument(
         "--observer-max-failures",

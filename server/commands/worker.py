@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"the coordinator (or PERCOLATOR_COORDINATOR; default {DEFAULT_COORDINATOR_ADDRESS})",
     )
     p.add_argument(
-        "--concurrency", type=int, default=16, help="observer runs in flight (default 16)"
+        "--concurrency", type=int, default=64, help="observer runs in flight (default 64)"
     )
     p.add_argument(
         "--lease-ms",

@@ -57,8 +57,10 @@ log = logging.getLogger(__name__)
 class WorkerConfig:
     """Tunables of an observer worker."""
 
-    concurrency: int = 16
-    """Observer runs in flight at once (each holds one transaction)."""
+    concurrency: int = 64
+    """Observer runs in flight at once (each holds one transaction). Many, because runs in
+    flight share the store's statements: 64 instead of 16 took the web index from 260-274 to
+    330-371 pages/s and from 3.7 to 1.3 statements per page."""
     page_size: int = 256
     """Notifications read per round trip; with ``concurrency`` it bounds the worker's memory."""
     poll_interval_s: float = 0.5
