@@ -8,7 +8,8 @@ statement, each with its own arguments (its own timestamps). A lone caller sends
 latency at low load is unchanged.
 
 An operation is a group of items (a transaction's cells of one shard, or one cell) that goes
-whole into one statement, beside other groups; the results come back per item.
+whole into one statement, beside other groups; the results come back per item. A group larger
+than a shared statement's bound goes alone and at once, without waiting for a turn.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class StatementBatcher(Generic[Item, Result]):
         max_in_flight: int,
         max_batch: int = 256,
     ) -> None:
-        """``max_batch`` bounds the items of a statement made of several groups (a larger group
-        goes alone)."""
+        """``max_batch`` bounds the items of a statement made of several groups; a larger
+        group goes alone, at once."""
         self._run = run
         self._max_in_flight = max_in_flight
         self._max_batch = max_batch
@@ -57,6 +58,10 @@ class StatementBatcher(Generic[Item, Result]):
 
     async def submit_group(self, items: Sequence[Item]) -> list[Result]:
         """Run ``items`` in one statement, alone or with the groups waiting at that moment."""
+        if len(items) > self._max_batch:
+            # Too large to share a statement anyway: sent at once, beside the shared ones, so
+            # that a large read or write never holds up the small ones queued behind it.
+            return await self._run(list(items))
         if self._in_flight >= self._max_in_flight:
             future: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
             self._waiting.append(_Group(items, future))

@@ -49,13 +49,32 @@ async def test_groups_stay_whole_and_get_their_own_results() -> None:
     b, c, d, e = await asyncio.gather(*waiting)
     assert (b, c, d) == (["b1!", "b2!", "b3!"], "c1!", ["d1!", "d2!", "d3!"])
     assert e == [f"e{i}!" for i in range(7)]
-    # Oldest first, up to max_batch items, a group never split; a larger group goes alone.
+    # Oldest first, up to max_batch items, a group never split; a larger group went alone and
+    # at once, while "a" was in flight.
     assert rec.batches == [
         ["a1", "a2"],
+        [f"e{i}" for i in range(7)],
         ["b1", "b2", "b3", "c1"],
         ["d1", "d2", "d3"],
-        [f"e{i}" for i in range(7)],
     ]
+
+
+async def test_a_large_group_is_not_held_up_by_the_statement_in_flight() -> None:
+    held = asyncio.Event()
+
+    async def run(items: list[str]) -> list[str]:
+        if items[0].startswith("small"):
+            await held.wait()  # a statement in flight that takes long
+        return [f"{it}!" for it in items]
+
+    batcher: StatementBatcher[str, str] = StatementBatcher(run, max_in_flight=1, max_batch=4)
+    small = asyncio.create_task(batcher.submit("small"))
+    await asyncio.sleep(0)
+    large = [f"large{i}" for i in range(5)]
+    assert await asyncio.wait_for(batcher.submit_group(large), 5) == [f"{x}!" for x in large]
+    assert not small.done()
+    held.set()
+    assert await small == "small!"
 
 
 async def test_a_failed_statement_fails_every_group_in_it_and_no_other() -> None:
