@@ -64,8 +64,15 @@ class StatementBatcher(Generic[Item, Result]):
             return await self._run(list(items))
         if self._in_flight >= self._max_in_flight:
             future: asyncio.Future[list[Result]] = asyncio.get_running_loop().create_future()
-            self._waiting.append(_Group(items, future))
-            return await future
+            group = _Group(items, future)
+            self._waiting.append(group)
+            try:
+                return await future
+            except asyncio.CancelledError:
+                # Not sent yet: it never will be (a cancelled prewrite must not lock later).
+                if group in self._waiting:
+                    self._waiting.remove(group)
+                raise
         # The caller sends the statement itself: no task to schedule on the common path.
         self._in_flight += 1
         try:

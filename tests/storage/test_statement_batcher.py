@@ -59,6 +59,22 @@ async def test_groups_stay_whole_and_get_their_own_results() -> None:
     ]
 
 
+async def test_a_cancelled_waiting_group_is_never_sent() -> None:
+    rec = _Recorder()
+    batcher: StatementBatcher[str, str] = StatementBatcher(rec.run, max_in_flight=1)
+    first = asyncio.create_task(batcher.submit("a"))
+    await asyncio.sleep(0)
+    gone = asyncio.create_task(batcher.submit_group(["b1", "b2"]))
+    kept = asyncio.create_task(batcher.submit("c"))
+    await asyncio.sleep(0)
+    gone.cancel()
+    await asyncio.sleep(0)
+    rec.gate.set()
+    assert (await first, await kept) == ("a!", "c!")
+    assert gone.cancelled()
+    assert rec.batches == [["a"], ["c"]]
+
+
 async def test_a_large_group_is_not_held_up_by_the_statement_in_flight() -> None:
     held = asyncio.Event()
 
