@@ -116,7 +116,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=2, help="Spark cores (default 2)")
     p.add_argument("--workers", type=int, default=1, help="observer workers (default 1)")
     p.add_argument(
-        "--concurrency", type=int, default=16, help="observer runs in flight per worker (16)"
+        "--concurrency", type=int, default=64, help="observer runs in flight per worker (64)"
     )
     p.add_argument("--seed", type=int, default=0, help="crawl seed (default 0)")
     p.add_argument(
