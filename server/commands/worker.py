@@ -52,7 +52,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help=f"the coordinator (or PERCOLATOR_COORDINATOR; default {DEFAULT_COORDINATOR_ADDRESS})",
     )
     p.add_argument(
-        "--concurrency", type=int, default=64, help="observer runs in flight (default 64)"
+        "--concurrency",
+        type=int,
+        default=WorkerConfig.concurrency,
+        help=f"observer runs in flight (default {WorkerConfig.concurrency})",
     )
     p.add_argument(
         "--lease-ms",

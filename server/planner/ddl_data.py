@@ -78,13 +78,12 @@ async def run_action(
         await insert_rows(writer, ctx, rows)
     elif isinstance(action, WriteMarkers):
         old_codec = RowCodec(action.old, trust_not_null=False)
-        storage, existence = action.old.storage, action.old.existence_cell
         async for key, _ in _rows(old_codec, ctx):
-            ctx.txn.set(storage, key, MARKER, b"")
+            ctx.txn.set(old_codec.storage, key, MARKER, b"")
             # A lock-only write on the old existence cell: a transaction planned before this
             # one that updates or deletes the row (writing that cell, not the marker) then
             # conflicts with it, instead of leaving a marker on a row it deleted.
-            ctx.txn.lock(storage, key, existence)
+            old_codec.lock(ctx.txn, key)
     elif isinstance(action, ValidateRows):
         table = catalog.table(action.table)
         codec = RowCodec(table, trust_not_null=False)

@@ -19,6 +19,7 @@ import bisect
 import heapq
 import itertools
 import operator
+import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
@@ -474,12 +475,12 @@ class PostgresCellStore(CellStore):
         self._shards = shards
         self._timeout = connect_timeout
         self.stats = StoreStats()
-        self._coalesce = coalesce
         # LISTEN connections for wait_for_notifications, one per shard, opened on first use.
         self._listeners: list[asyncpg.Connection | None] = [None] * len(shards)
         self._listen_lock = asyncio.Lock()
         self._notified = asyncio.Event()
-        in_flight = max(1, pool_size // STATEMENTS_PER_POOL_FRACTION)
+        # Without coalescing no operation ever waits for a turn, so each goes alone.
+        in_flight = max(1, pool_size // STATEMENTS_PER_POOL_FRACTION) if coalesce else sys.maxsize
         for sh in shards:
             sh.reads = StatementBatcher(
                 lambda items, i=sh.index: self._read_cells(i, items), max_in_flight=in_flight
@@ -503,8 +504,8 @@ class PostgresCellStore(CellStore):
     ) -> PostgresCellStore:
         """Open a pool per shard (in parallel) and create or migrate each shard's schema.
 
-        ``coalesce`` lets concurrent single-cell reads, prewrites and commits of a shard share
-        statements (:mod:`~percolator.server.storage.statement_batcher`); off, each is its own.
+        ``coalesce`` lets the concurrent reads, prewrites and commits of a shard share statements
+        (:mod:`~percolator.server.storage.statement_batcher`); off, each is its own.
         """
         if not dsns:
             raise ValueError("a store needs at least one shard DSN")
@@ -632,18 +633,13 @@ class PostgresCellStore(CellStore):
             m = mutations[0]
             shard = self.shard_of(m.key.table, m.key.row)
             item = _PrewriteItem(start_ts, primary, ttl_ms, m)
-            if self._coalesce:
-                failure = await self._shards[shard].prewrites.submit(item)
-            else:
-                (failure,) = await self._prewrite_cells(shard, [item])
+            failure = await self._shards[shard].prewrites.submit(item)
             return [failure] if failure is not None else []
         items = [_PrewriteItem(start_ts, primary, ttl_ms, m) for m in mutations]
         chunks = self._group([m.key for m in mutations])
         results = await _all(
             [
                 self._shards[shard].prewrites.submit_group([items[i] for i in idx])
-                if self._coalesce
-                else self._prewrite_cells(shard, [items[i] for i in idx])
                 for shard, shard_chunks in chunks.items()
                 for idx in shard_chunks
             ]
@@ -724,10 +720,7 @@ class PostgresCellStore(CellStore):
             k = keys[0]
             shard = self.shard_of(k.table, k.row)
             item = _CommitItem(start_ts, commit_ts, k)
-            if self._coalesce:
-                failure = await self._shards[shard].commits.submit(item)
-            else:
-                (failure,) = await self._commit_cells(shard, [item])
+            failure = await self._shards[shard].commits.submit(item)
             return [failure] if failure is not None else []
 
         return await self._commit_items([_CommitItem(start_ts, commit_ts, k) for k in keys])
@@ -742,8 +735,6 @@ class PostgresCellStore(CellStore):
         results = await _all(
             [
                 self._shards[shard].commits.submit_group([items[i] for i in idx])
-                if self._coalesce
-                else self._commit_cells(shard, [items[i] for i in idx])
                 for shard, shard_chunks in self._group([it.key for it in items]).items()
                 for idx in shard_chunks
             ]
@@ -812,15 +803,12 @@ class PostgresCellStore(CellStore):
         if len(keys) == 1:
             k = keys[0]
             shard = self.shard_of(k.table, k.row)
-            if self._coalesce:
-                result = await self._shards[shard].reads.submit((k, ts))
-            else:
-                (result,) = await self._read_cells(shard, [(k, ts)])
+            result = await self._shards[shard].reads.submit((k, ts))
             if isinstance(result, SnapshotTooOld):
                 raise result
             return [result]
         if len(self._shards) == 1:  # no grouping by shard
-            return _raise_too_old(await self._read_group(0, [(k, ts) for k in keys]))
+            return _raise_too_old(await self._shards[0].reads.submit_group([(k, ts) for k in keys]))
         results: list[CellRead | SnapshotTooOld | None] = [None] * len(keys)
         by_shard: dict[int, list[int]] = defaultdict(list)
         for i, k in enumerate(keys):
@@ -828,20 +816,12 @@ class PostgresCellStore(CellStore):
 
         async def run(shard: int, idx: list[int]) -> None:
             cells = [(keys[i], ts) for i in idx]
-            for i, result in zip(idx, await self._read_group(shard, cells), strict=True):
+            reads = await self._shards[shard].reads.submit_group(cells)
+            for i, result in zip(idx, reads, strict=True):
                 results[i] = result
 
         await asyncio.gather(*(run(s, idx) for s, idx in by_shard.items()))
         return _raise_too_old(results)  # type: ignore[arg-type]
-
-    async def _read_group(
-        self, shard: int, items: list[tuple[CellKey, int]]
-    ) -> list[CellRead | SnapshotTooOld]:
-        """Read one transaction's cells of a shard, in a statement shared with the reads of
-        other transactions waiting at that moment when coalescing."""
-        if self._coalesce:
-            return await self._shards[shard].reads.submit_group(items)
-        return await self._read_cells(shard, items)
 
     async def _read_cells(
         self, shard: int, items: list[tuple[CellKey, int]]

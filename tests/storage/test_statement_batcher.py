@@ -11,8 +11,19 @@ import pytest
 from percolator.server.storage.cells import CellKey, Mutation, WriteKind
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.storage.statement_batcher import StatementBatcher
+from percolator.server.txn.client import TransactionClient
+from percolator.server.txn.errors import WriteConflict
+from tests.txn.conftest import WallClock
 
 from .test_contract import ts
+
+
+async def _one_statement_in_flight(fresh_dsns) -> tuple[str, PostgresCellStore, TransactionClient]:
+    """A fresh shard, a store on it whose pool allows one shared statement of a kind in flight,
+    and a transaction client over it."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn], pool_size=4)
+    return dsn, store, TransactionClient(store, WallClock())
 
 
 class _Recorder:
@@ -155,13 +166,7 @@ async def test_concurrent_reads_share_statements_at_their_own_timestamps(fresh_d
 
 
 async def test_concurrent_single_cell_transactions_share_write_statements(fresh_dsns) -> None:
-    from percolator.server.txn.client import TransactionClient
-    from percolator.server.txn.errors import WriteConflict
-    from tests.txn.conftest import WallClock
-
-    (dsn,) = await fresh_dsns(1)
-    store = await PostgresCellStore.connect([dsn], pool_size=4)
-    client = TransactionClient(store, WallClock())
+    _, store, client = await _one_statement_in_flight(fresh_dsns)
     txns = [await client.begin() for _ in range(60)]
     for i, txn in enumerate(txns):
         # 40 on their own cells; 20 racing for two cells (ten each).
@@ -220,13 +225,7 @@ async def test_concurrent_multi_cell_reads_share_statements_at_their_own_timesta
 async def test_concurrent_multi_cell_transactions_share_statements_and_conflict(
     fresh_dsns,
 ) -> None:
-    from percolator.server.txn.client import TransactionClient
-    from percolator.server.txn.errors import WriteConflict
-    from tests.txn.conftest import WallClock
-
-    (dsn,) = await fresh_dsns(1)
-    store = await PostgresCellStore.connect([dsn], pool_size=4)
-    client = TransactionClient(store, WallClock())
+    dsn, store, client = await _one_statement_in_flight(fresh_dsns)
     txns = [await client.begin() for _ in range(40)]
     for i, txn in enumerate(txns):
         # 30 write three cells of their own row; 10 write three cells of one shared row.
