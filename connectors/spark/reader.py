@@ -6,7 +6,8 @@ committed state: a single consistent snapshot, which Spark's JDBC source cannot 
 its partitions is a query of its own). A GC barrier holds that timestamp readable; each task
 renews it while it reads (see :mod:`percolator.connectors.spark.snapshot`).
 
-Rows leave as Arrow record batches of ``batchSize`` rows, built column by column.
+Rows leave as Arrow record batches of at most ``batchSize`` rows, built a column at a time
+from packed scan pages (:mod:`percolator.connectors.spark.columns`).
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ from percolator.connectors.spark.runtime import iterate, open_database, run
 from percolator.connectors.spark.types import to_spark
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.sql.catalog import TableDef
+from percolator.server.storage.packed import PackedCells
 from percolator.server.txn.errors import TransactionTooOld
 
 T = TypeVar("T")
 
-SCAN_PAGE_CELLS = 4096
-"""Cells per shard and round trip of a partition's scan: big pages for a bulk read (a few
-hundred kilobytes per page for rows of small values), memory still bounded."""
+SCAN_PAGE_CELLS = 32768
+"""Cells per shard and round trip of a partition's scan: big pages for a bulk read (about a
+megabyte for rows of small values; 4,096 cells a page read a tenth slower), memory still
+bounded."""
 
 
 class PercolatorReader(DataSourceReader):
@@ -91,9 +94,8 @@ class PercolatorReader(DataSourceReader):
             try:
                 txn = await snapshot.begin_at(db, self.start_ts)
                 try:
-                    rows: list[tuple[bytes, dict[str, bytes]]] = []
                     for r in ranges:
-                        async for page in txn.scan_pages(
+                        async for page in txn.scan_packed(
                             self.table.storage,
                             r.start,
                             r.end,
@@ -101,12 +103,9 @@ class PercolatorReader(DataSourceReader):
                             page_size=SCAN_PAGE_CELLS,
                             prefetch=True,
                         ):
-                            rows += page
-                            while len(rows) >= limit:
-                                yield encoder.batch_of_cells(rows[:limit])
-                                rows = rows[limit:]
-                    if rows:
-                        yield encoder.batch_of_cells(rows)
+                            batch = encoder.batch_of_packed(page)
+                            for at in range(0, batch.num_rows, limit):
+                                yield batch.slice(at, limit)
                 except TransactionTooOld as exc:
                     raise snapshot.too_old(self.start_ts, exc) from exc
                 finally:
@@ -161,23 +160,23 @@ class BatchEncoder:
         self.converters = [to_spark(c.type) for c in table.columns]
         self.types = [self.arrow_schema.field(i).type for i in range(self.width)]
         self.keys = columns.KeyDecoder(table, self.types)
+        names = self.codec.read_names
+        self.presence = names.index(self.codec.presence)
         self.value_decoders = [
-            (i, name, columns.value_decoder(table.columns[i], self.types[i]))
+            (i, names.index(name), columns.value_decoder(table.columns[i], self.types[i]))
             for i, name, _, _ in self.codec.value_columns
         ]
 
-    def batch_of_cells(self, rows: Sequence[tuple[bytes, dict[str, bytes]]]) -> pa.RecordBatch:
-        """A batch of scanned rows (row key, cells), decoded a column at a time."""
+    def batch_of_packed(self, page: PackedCells) -> pa.RecordBatch:
+        """The rows of a packed scan page (of :attr:`codec`'s ``read_names``)."""
+        keys, stored = columns.unpack_page(page, len(self.codec.read_names), self.presence)
         arrays: list[pa.Array | None] = [None] * self.width
         if self.keys.positions:
-            key_arrays = self._converting(
-                self.keys.positions[0], lambda: self.keys.columns([key for key, _ in rows])
-            )
+            key_arrays = self._converting(self.keys.positions[0], lambda: self.keys.columns(keys))
             for p, array in zip(self.keys.positions, key_arrays, strict=True):
                 arrays[p] = array
-        for i, name, decode in self.value_decoders:
-            raw = [cells.get(name) for _, cells in rows]
-            arrays[i] = self._converting(i, lambda: decode(raw))  # noqa: B023 (called at once)
+        for i, code, decode in self.value_decoders:
+            arrays[i] = self._converting(i, lambda: decode(stored[code]))  # noqa: B023 (called at once)
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
     def _converting(self, i: int, build: Callable[[], T]) -> T:

@@ -76,6 +76,7 @@ from percolator.server.storage.cells import (
     TxnStatus,
     Watch,
 )
+from percolator.server.storage.packed import PackedCells, pack_rows
 
 PURGE_ROWS = 10_000
 """Rows of each kind (write records, locks, notifications) one statement of
@@ -200,6 +201,31 @@ class CellStore(abc.ABC):
             page.append(current)
         if page:
             yield page
+
+    async def scan_packed(
+        self,
+        ts: int,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str],
+        *,
+        page_size: int = 4096,
+        prefetch: bool = False,
+    ) -> AsyncIterator[PackedCells | list[RowRead]]:
+        """The cells of :meth:`scan_rows` for a bulk reader, packed (:mod:`.packed`) a page
+        of about ``page_size`` cells at a time; column codes are positions in ``columns``.
+        Rows are in key order within a page and from page to page of one shard, but pages of
+        different shards may come in any order. A page on which a lock blocks a cell comes as
+        :meth:`scan_rows` gives it instead (rows with their locks), for the caller to resolve.
+        This default packs :meth:`scan_rows`' pages."""
+        async for rows in self.scan_rows(
+            ts, table, start, end, columns, page_size=page_size, prefetch=prefetch
+        ):
+            if any(r.locks for r in rows):
+                yield rows
+            else:
+                yield pack_rows(((r.row, r.values) for r in rows), columns)
 
     @abc.abstractmethod
     async def check_txn_status(

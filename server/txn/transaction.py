@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
+from typing import TypeVar
 
 from percolator.server.metrics import definitions as metrics
 from percolator.server.storage.cells import (
@@ -32,6 +33,7 @@ from percolator.server.storage.cells import (
     WriteKind,
 )
 from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
+from percolator.server.storage.packed import PackedCells, pack_rows
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.committer import TwoPhaseCommitter
 from percolator.server.txn.config import TxnConfig
@@ -46,6 +48,8 @@ from percolator.server.txn.errors import (
 from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.secondary_committer import SecondaryCommitter
 from percolator.server.txn.timestamps import TimestampSource
+
+T = TypeVar("T")
 
 Row = tuple[bytes, dict[str, bytes]]
 """A row from a scan: its key and its columns' values."""
@@ -230,9 +234,35 @@ class Transaction:
         The read guard, when it has not passed at this snapshot yet, is checked alongside the
         first page (in parallel with it) and before any row is returned."""
         self._check_active()
+        pages = self._scan_pages(table, start, end, columns, page_size, prefetch)
+        async for page in self._guarded(table, pages):
+            yield page
+
+    async def scan_packed(
+        self,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str],
+        *,
+        page_size: int = 4096,
+        prefetch: bool = False,
+    ) -> AsyncIterator[PackedCells]:
+        """The rows of :meth:`scan_pages` as packed cells (:mod:`~percolator.server.storage.
+        packed`), for a bulk reader that decodes whole columns at a time. Column codes are
+        positions in ``columns``. Rows come in key order within a page, but pages of different
+        shards in any order. Locks are resolved and this transaction's writes merged, as in
+        :meth:`scan_pages`; a page that needed either was packed here from rows."""
+        self._check_active()
+        pages = self._scan_packed(table, start, end, columns, page_size, prefetch)
+        async for page in self._guarded(table, pages):
+            yield page
+
+    async def _guarded(self, table: str, pages: AsyncIterator[T]) -> AsyncIterator[T]:
+        """The pages, none before the read guard has passed (see :meth:`scan_pages`)."""
         guard = self._start_guard_check(table)
         try:
-            async for page in self._scan_pages(table, start, end, columns, page_size, prefetch):
+            async for page in pages:
                 if guard is not None:
                     await guard
                     guard = None
@@ -279,6 +309,32 @@ class Transaction:
             ):
                 found = [(r.row, await self._resolved(r) if r.locks else r.values) for r in rows]
                 yield [row for row in found if row[1]]
+        except SnapshotTooOld as exc:
+            raise self._too_old(exc) from exc
+
+    async def _scan_packed(
+        self,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str],
+        page_size: int,
+        prefetch: bool,
+    ) -> AsyncIterator[PackedCells]:
+        if self._own_writes_in(table, start, end, columns):
+            async for rows in self._scan_pages(table, start, end, columns, page_size, prefetch):
+                yield pack_rows(rows, columns)
+            return
+        store = self._s.store
+        try:
+            async for page in store.scan_packed(
+                self.read_ts, table, start, end, columns, page_size=page_size, prefetch=prefetch
+            ):
+                if isinstance(page, PackedCells):
+                    yield page
+                    continue
+                found = [(r.row, await self._resolved(r) if r.locks else r.values) for r in page]
+                yield pack_rows(found, columns)
         except SnapshotTooOld as exc:
             raise self._too_old(exc) from exc
 

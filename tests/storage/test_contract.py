@@ -16,6 +16,7 @@ from percolator.server.storage.cells import (
     ts_from_physical_ms,
 )
 from percolator.server.storage.errors import SnapshotTooOld
+from percolator.server.storage.packed import PackedCells
 from percolator.server.storage.store import CellStore
 
 BASE_MS = 1_800_000_000_000
@@ -292,6 +293,58 @@ async def test_scan_rows_groups_what_scan_finds(store: CellStore) -> None:
         for r in p
     ]
     assert ranged == [(b"r004", ["a"]), (b"r007", ["a"])]
+
+
+async def test_scan_packed_packs_clean_pages_and_hands_locked_ones_over_as_rows(
+    store: CellStore,
+) -> None:
+    rows = [f"r{i:03d}" for i in range(40)]
+    muts = [put(key(r, col), f"{r}{col}".encode()) for r in rows for col in ("c", "b", "a")]
+    assert await store.prewrite(ts(1), muts[0].key, 3000, muts) == []
+    assert await store.commit(ts(1), ts(2), [m.key for m in muts]) == []
+    for col in ("a", "b", "c"):
+        await write(store, key("r005", col), None, ts(3), ts(4))  # the whole row deleted
+    await write(store, key("r006", "a"), None, ts(3), ts(4))
+    await write(store, key("r007", "b"), b"newer", ts(3), ts(4))
+    await write(store, key("r008", "b"), b"too new", ts(7), ts(8))  # after the snapshot
+    locked = [put(key("r030", "b"), b"new"), put(key("r100", "a"), b"new row")]
+    assert await store.prewrite(ts(5), locked[0].key, 3000, locked) == []
+    columns = ["a", "b", "c"]
+
+    def expected(row: str) -> tuple[bytes, dict[str, bytes]]:
+        values = {c: f"{row}{c}".encode() for c in columns}
+        if row == "r006":
+            del values["a"]
+        if row == "r007":
+            values["b"] = b"newer"
+        if row == "r030":
+            del values["b"]
+        return row.encode(), values
+
+    want = [expected(r) for r in rows if r != "r005"]
+    for page_size in (4, 7, 1000):  # pages cut inside rows, and one page
+        got: list[tuple[bytes, dict[str, bytes]]] = []
+        locks: list[CellKey] = []
+        packed_pages = 0
+        async for page in store.scan_packed(ts(6), "t", None, None, columns, page_size=page_size):
+            if isinstance(page, PackedCells):
+                packed_pages += 1
+                got += page.rows(columns)
+            else:
+                got += [(r.row, r.values) for r in page if r.values]
+                locks += [lk.key for r in page for lk in r.locks]
+        assert sorted(got) == want, page_size
+        assert sorted(locks) == [key("r030", "b"), key("r100", "a")]
+        assert packed_pages > 0 or page_size == 1000  # one page: it has the locks
+    ranged = [
+        r
+        async for page in store.scan_packed(ts(6), "t", b"r004", b"r009", ["b"], page_size=2)
+        for r in page.rows(["b"])  # type: ignore[union-attr]
+    ]
+    assert ranged == [
+        (f"r00{i}".encode(), {"b": b"newer" if i == 7 else f"r00{i}b".encode()})
+        for i in (4, 6, 7, 8)
+    ]
 
 
 async def test_scan_locks_lists_old_locks(store: CellStore) -> None:

@@ -19,7 +19,7 @@ from percolator.server.txn.errors import (
     TransactionTooLarge,
     WriteConflict,
 )
-from percolator.server.txn.transaction import Transaction
+from percolator.server.txn.transaction import Row, Transaction
 
 from .conftest import FAST_CONFIG, WallClock
 
@@ -280,6 +280,35 @@ async def test_scan_merges_own_writes_and_hides_deletes(client: TransactionClien
         txn.set("acct", b"c", "v", b"33")
         rows = [row async for row in txn.scan("acct", b"a", b"d")]
     assert rows == [(b"a", {"v": b"1"}), (b"bb", {"v": b"new"}), (b"c", {"v": b"33"})]
+
+
+async def packed_rows(txn: Transaction, start: bytes, end: bytes) -> list[Row]:
+    pages = txn.scan_packed("acct", start, end, ["v"], page_size=2)
+    return sorted([row async for page in pages for row in page.rows(["v"])])
+
+
+async def test_scan_packed_merges_own_writes_and_resolves_locks(
+    client: TransactionClient, clock: WallClock
+) -> None:
+    await put_committed(client, a=b"1", b=b"2", c=b"3", d=b"4", e=b"5")
+    store = client.store
+    # Past its commit point, the writer died: the reader rolls "c" forward.
+    await crashed_committer(store, clock, {"a": b"11", "c": b"33"}, commit_primary=True)
+    async with client.begin() as txn:
+        assert await packed_rows(txn, b"a", b"z") == [
+            (b"a", {"v": b"11"}),
+            (b"b", {"v": b"2"}),
+            (b"c", {"v": b"33"}),
+            (b"d", {"v": b"4"}),
+            (b"e", {"v": b"5"}),
+        ]
+        txn.delete("acct", b"b", "v")
+        txn.set("acct", b"bb", "v", b"new")
+        assert await packed_rows(txn, b"a", b"d") == [
+            (b"a", {"v": b"11"}),
+            (b"bb", {"v": b"new"}),
+            (b"c", {"v": b"33"}),
+        ]
 
 
 async def test_closed_transaction_and_limits(client: TransactionClient) -> None:
