@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import functools
 import heapq
 import itertools
 import operator
@@ -383,40 +382,10 @@ _SCAN_SQL = {
 }
 
 
-@functools.lru_cache(maxsize=256)
-def _packed_scan_sql(columns: tuple[str, ...], bounded: bool) -> str:
-    """One page of a packed scan (:mod:`.packed`): the newest visible write records of the
-    next ``$5`` cells from ``$2`` on, aggregated into the three buffers, with the GC safe
-    point and the first blocking lock in the range, in one statement.
-
-    Parameters: $1 table, $2 start row, $3 ts, $4 columns, $5 cells, then $6 the end row when
-    ``bounded``. The aggregates take the cells in the order the limited subquery gives them,
-    which is its ORDER BY: an ORDER BY inside each aggregate would sort the page three more
-    times (it halved the throughput). Column codes are written into the text as literals; a
-    CASE over a handful of literals costs less per cell than ``array_position($4, col)``.
-    """
-    end = " AND rkey < $6" if bounded else ""
-    where = f"tbl = $1 AND rkey >= $2{end} AND col = ANY($4)"
-    codes = " ".join(f"WHEN {_literal(c)} THEN {i}" for i, c in enumerate(columns))
-    return f"""
-WITH w AS (
-    SELECT DISTINCT ON (rkey, col) rkey, col, kind, value FROM percolator_write
-    WHERE {where} AND commit_ts <= $3 AND kind NOT IN (3, 4)
-    ORDER BY rkey, col, commit_ts DESC LIMIT $5
-)
-SELECT count(*) AS cells, coalesce(string_agg(rkey, ''), '') AS keys,
-    coalesce(string_agg(value, '') FILTER (WHERE kind = 1), '') AS vals,
-    coalesce(string_agg(int8send(length(rkey)::bigint << {packed.COLUMN_BITS} | CASE
-        WHEN kind = 1 THEN length(value)::bigint << 32 | CASE col {codes} END
-        ELSE {packed.NO_VALUE} END), ''), '') AS layout,
-    {_SAFE_POINT} AS safe_point,
-    (SELECT rkey FROM percolator_lock WHERE {where} AND start_ts <= $3 AND kind <> 4
-        ORDER BY rkey, col LIMIT 1) AS first_lock
-FROM w"""
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+_SCAN_PACKED = "SELECT * FROM percolator_scan_packed($1, $2, $3, $4, $5, $6)"
+"""One page of a packed scan (:mod:`.packed`, ``schema._V8_PACKED_SCAN``): the newest visible
+write records of the next ``$6`` cells from ``$2`` on (before ``$3`` unless NULL), aggregated
+into the three buffers, with the GC safe point and the first blocking lock of the range."""
 
 
 async def _all(jobs: list[Coroutine[Any, Any, T]]) -> list[T]:
@@ -1121,11 +1090,8 @@ class PostgresCellStore(CellStore):
         page_size: int,
     ) -> _PackedPage:
         """One page of a shard's packed scan from row ``at`` on (one round trip)."""
-        args: list[Any] = [table, at, ts, list(columns), page_size]
-        if end is not None:
-            args.append(end)
-        sql = _packed_scan_sql(columns, end is not None)
-        r = await self._call("scan", shard, lambda conn: conn.fetchrow(sql, *args))
+        args = (table, at, end, ts, list(columns), page_size)
+        r = await self._call("scan", shard, lambda conn: conn.fetchrow(_SCAN_PACKED, *args))
         if ts < r["safe_point"]:
             raise SnapshotTooOld(ts, r["safe_point"])
         cells = packed.PackedCells(r["cells"], r["keys"], r["vals"], r["layout"])
