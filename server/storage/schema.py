@@ -491,14 +491,14 @@ _BULK_DECLARE = """    last_tbl text;
     k_hash bigint[];
     k_ctid tid[];
     n_moved integer;"""
-_BULK_CHUNK = """    SELECT array_agg(s.tbl ORDER BY s.tbl, s.rkey, s.col),
+_BULK_CHUNK_TEMPLATE = """    SELECT array_agg(s.tbl ORDER BY s.tbl, s.rkey, s.col),
         array_agg(s.rkey ORDER BY s.tbl, s.rkey, s.col),
         array_agg(s.col ORDER BY s.tbl, s.rkey, s.col),
         array_agg(s.hash ORDER BY s.tbl, s.rkey, s.col)
         INTO k_tbl, k_row, k_col, k_hash FROM (
             SELECT w.tbl, w.rkey, w.col, w.hash FROM (
                 SELECT l.tbl, l.rkey, l.col, l.start_ts, l.hash FROM percolator_lock l
-                WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row)
+                WHERE (l.tbl, l.rkey) > (p_after_tbl, p_after_row){upto}
                 ORDER BY l.tbl, l.rkey, l.col OFFSET 0
             ) w WHERE w.start_ts = p_start_ts AND w.hash IS NOT NULL
             ORDER BY w.tbl, w.rkey, w.col LIMIT p_limit
@@ -525,14 +525,30 @@ _BULK_CHUNK = """    SELECT array_agg(s.tbl ORDER BY s.tbl, s.rkey, s.col),
             WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
             AND l.start_ts = p_start_ts LIMIT 1) x ON true;"""
 
+
+def _bulk_chunk(bounded: bool) -> str:
+    """The first step of a bulk move: the chunk's locks (whole rows, in key order) after the
+    cursor (p_after_tbl, p_after_row) and, when ``bounded``, up to the row (p_upto_tbl,
+    p_upto_row) included."""
+    upto = " AND (l.tbl, l.rkey) <= (p_upto_tbl, p_upto_row)" if bounded else ""
+    return _BULK_CHUNK_TEMPLATE.replace("{upto}", upto)
+
+
+_BULK_CHUNK = _bulk_chunk(bounded=False)
+_UPTO_PARAMETERS = ",\n    p_upto_tbl text, p_upto_row bytea"
+
+
 # Commit every lock of a transaction (its secondaries, after the primary's commit), one
 # chunk per call: _BULK_CHUNK picks it, then as percolator_commit_one does
 # per cell, lock -> write record in one statement with the notifications of watched
 # PUT/DELETE cells (one notify row per observer and row: an upsert may not touch a row
 # twice). A reader rolling one of these cells forward meanwhile holds the same row lock:
 # whichever comes second finds the lock gone and moves nothing.
-_COMMIT_LOCKS_FUNCTION = f"""CREATE OR REPLACE FUNCTION percolator_commit_locks(
-p_start_ts bigint, p_commit_ts bigint, p_limit integer, p_after_tbl text, p_after_row bytea)
+def _commit_locks_function(bounded: bool) -> str:
+    return f"""CREATE OR REPLACE FUNCTION percolator_commit_locks(
+p_start_ts bigint, p_commit_ts bigint, p_limit integer, p_after_tbl text, p_after_row bytea{
+        _UPTO_PARAMETERS if bounded else ""
+    })
 RETURNS TABLE (moved integer, next_tbl text, next_row bytea)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off
@@ -543,7 +559,7 @@ DECLARE
 {_BULK_DECLARE}
 n_notified integer;
 BEGIN
-{_BULK_CHUNK}
+{_bulk_chunk(bounded)}
 WITH del AS (
     DELETE FROM percolator_lock l WHERE l.ctid = ANY (k_ctid) AND l.start_ts = p_start_ts
     RETURNING l.tbl, l.rkey, l.col, l.kind, l.value, l.hash
@@ -570,11 +586,18 @@ END IF;
 RETURN QUERY SELECT n_moved, last_tbl, last_row;
 END $$"""
 
+
+_COMMIT_LOCKS_FUNCTION = _commit_locks_function(bounded=False)
+
+
 # Remove every lock of a transaction whose primary was rolled back, one chunk per call (no
 # rollback records: the primary's tells any reader, and a late prewrite of a secondary is
 # an orphan lock that the first reader meeting it rolls back).
-_ROLLBACK_LOCKS_FUNCTION = f"""CREATE OR REPLACE FUNCTION percolator_rollback_locks(
-p_start_ts bigint, p_limit integer, p_after_tbl text, p_after_row bytea)
+def _rollback_locks_function(bounded: bool) -> str:
+    return f"""CREATE OR REPLACE FUNCTION percolator_rollback_locks(
+p_start_ts bigint, p_limit integer, p_after_tbl text, p_after_row bytea{
+        _UPTO_PARAMETERS if bounded else ""
+    })
 RETURNS TABLE (moved integer, next_tbl text, next_row bytea)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off
@@ -584,11 +607,14 @@ AS $$
 DECLARE
 {_BULK_DECLARE}
 BEGIN
-{_BULK_CHUNK}
+{_bulk_chunk(bounded)}
 DELETE FROM percolator_lock l WHERE l.ctid = ANY (k_ctid) AND l.start_ts = p_start_ts;
 GET DIAGNOSTICS n_moved = ROW_COUNT;
 RETURN QUERY SELECT n_moved, last_tbl, last_row;
 END $$"""
+
+
+_ROLLBACK_LOCKS_FUNCTION = _rollback_locks_function(bounded=False)
 
 # The lock of the table with the smallest start_ts (LOCK-kind locks excluded: they never
 # commit a change), by a skip scan of the (start_ts, tbl, ...) index: walk the distinct
@@ -927,6 +953,39 @@ FROM w$q$, bounds, codes)
 END $$""",
 ]
 
+_V8_PARALLEL_BULK_MOVES = [
+    # A bulk move of many locks runs as several cursors over disjoint key ranges at once, each
+    # its own chain of chunks: the overloads with an upper bound, and where to cut.
+    _commit_locks_function(bounded=True),
+    _rollback_locks_function(bounded=True),
+    # Up to p_parts - 1 distinct rows that cut a transaction's locks on this shard into about
+    # equal parts, none when it has fewer than p_min_locks: a walk of its entries in the
+    # (start_ts, tbl, rkey) index.
+    """CREATE OR REPLACE FUNCTION percolator_lock_splits(
+    p_start_ts bigint, p_parts integer, p_min_locks integer)
+RETURNS TABLE (tbl text, rkey bytea)
+LANGUAGE plpgsql STABLE
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_sort = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    n bigint := (SELECT count(*) FROM percolator_lock l
+        WHERE l.start_ts = p_start_ts AND l.start_ts > 0);
+BEGIN
+    IF n < p_min_locks OR p_parts < 2 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT DISTINCT s.tbl, s.rkey FROM (
+        SELECT l.tbl, l.rkey, row_number() OVER () AS i FROM (
+            SELECT l.tbl, l.rkey FROM percolator_lock l
+            WHERE l.start_ts = p_start_ts AND l.start_ts > 0
+            ORDER BY l.start_ts, l.tbl, l.rkey
+        ) l
+    ) s
+    WHERE s.i % (n / p_parts) = 0 AND s.i / (n / p_parts) < p_parts;
+END $$""",
+]
+
 MIGRATIONS: dict[int, list[str]] = {
     1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS,
     2: _V2_HEARTBEAT,
@@ -937,6 +996,6 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [],
     6: _V6_BULK_IN_KEY_ORDER,
     7: _V7_SET_BASED,
-    8: _V8_PACKED_SCAN,
+    8: _V8_PACKED_SCAN + _V8_PARALLEL_BULK_MOVES,
 }
 """Statements that bring a shard from version ``v - 1`` to ``v``."""
