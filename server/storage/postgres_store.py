@@ -93,11 +93,15 @@ BULK_MOVE_PARTS = 4
 move at once, each a chain of chunks on its own connection, when it has at least this many
 chunks' worth of locks there. One chain left Postgres on one core: moving 600,000 locks took
 5.2 s."""
-SAMPLE_EXACT_CELLS = 1_000_000
+SAMPLE_EXACT_CELLS = 100_000
 """Up to this many write records of a table on a shard, ``sample_row_keys`` reads its row keys
 exactly; above, it samples."""
-SAMPLE_ROWS = 1_000_000
-"""About how many records of the whole write table a sampling ``sample_row_keys`` reads."""
+SAMPLE_ROWS = 100_000
+"""About how many records of the whole write table a sampling ``sample_row_keys`` reads. A
+Spark read plans its partitions with it before any task starts: at 1,000,000 (and as many for
+the exact walk) it took 670 ms of a 2.2 s read of 1,000,000 rows, against 47 ms at 100,000, and
+the median it found was no closer (1.6 % and 1.4 % of the rows off; whole pages are
+sampled)."""
 
 _PREWRITE_STATUS = {
     1: PrewriteStatus.WRITE_CONFLICT,
