@@ -45,7 +45,7 @@ a cycle either.
 
 from __future__ import annotations
 
-from percolator.server.storage.packed import COLUMN_BITS, NO_VALUE
+from percolator.server.storage.packed import COLUMN_BITS, MAX_KEY_LENGTH, NO_VALUE
 
 SCHEMA_VERSION = 8
 MIGRATION_LOCK_KEY = 0x5045_5243_4F4C_0001
@@ -589,6 +589,48 @@ END $$"""
 
 _COMMIT_LOCKS_FUNCTION = _commit_locks_function(bounded=False)
 
+_TOTAL_AS_ANALYZED = """
+    SELECT c.reltuples INTO total FROM pg_class c WHERE c.oid = 'percolator_write'::regclass;"""
+# Version 8: tuples per page as last analyzed, times the pages there are now (as the planner
+# estimates). Right after a bulk load the analyzed count was far too low, and the sample
+# became the whole table (1.8 s instead of 47 ms at 3,000,000 records).
+_TOTAL_AS_NOW = """
+    SELECT CASE WHEN c.reltuples > 0 AND c.relpages > 0 THEN c.reltuples / c.relpages
+        ELSE 100 END * pg_relation_size(c.oid) / current_setting('block_size')::float8
+        INTO total FROM pg_class c WHERE c.oid = 'percolator_write'::regclass;"""
+
+
+def _sample_row_keys_function(total: str) -> str:
+    """percolator_sample_row_keys, with ``total`` the statement estimating the write table's
+    records (into ``total``)."""
+    return f"""CREATE OR REPLACE FUNCTION percolator_sample_row_keys(
+    p_tbl text, p_n integer, p_exact_cells integer, p_sample_rows integer)
+RETURNS TABLE (points bytea[], row_keys bigint)
+LANGUAGE plpgsql STABLE AS $$
+#variable_conflict use_column
+DECLARE
+    fractions float8[];
+    cells bigint;
+    total float8;
+    pct float8;
+BEGIN
+    fractions := ARRAY(SELECT i::float8 / p_n FROM generate_series(1, p_n - 1) AS i);
+    SELECT count(*) INTO cells FROM (SELECT 1 FROM percolator_write w
+        WHERE w.tbl = p_tbl LIMIT p_exact_cells) s;
+    IF cells < p_exact_cells THEN
+        RETURN QUERY SELECT percentile_disc(fractions) WITHIN GROUP (ORDER BY d.rkey),
+            count(*) FROM (SELECT DISTINCT w.rkey FROM percolator_write w
+                WHERE w.tbl = p_tbl AND w.kind IN (1, 2)) d;
+        RETURN;
+    END IF;
+{total}
+    pct := LEAST(100.0, 100.0 * p_sample_rows / GREATEST(total, 1.0));
+    RETURN QUERY SELECT percentile_disc(fractions) WITHIN GROUP (ORDER BY d.rkey),
+        (count(*) * 100.0 / pct)::bigint
+        FROM (SELECT DISTINCT w.rkey FROM percolator_write w TABLESAMPLE SYSTEM (pct)
+            WHERE w.tbl = p_tbl AND w.kind IN (1, 2)) d;
+END $$"""
+
 
 # Remove every lock of a transaction whose primary was rolled back, one chunk per call (no
 # rollback records: the primary's tells any reader, and a late prewrite of a secondary is
@@ -702,33 +744,7 @@ END $$""",
     # (p_n - 1 points), and how many row keys they stand for. Up to p_exact_cells write records
     # the keys are read exactly (an index-only walk of the table's part of the key index);
     # above, from a TABLESAMPLE SYSTEM of about p_sample_rows records of the whole write table.
-    """CREATE OR REPLACE FUNCTION percolator_sample_row_keys(
-    p_tbl text, p_n integer, p_exact_cells integer, p_sample_rows integer)
-RETURNS TABLE (points bytea[], row_keys bigint)
-LANGUAGE plpgsql STABLE AS $$
-#variable_conflict use_column
-DECLARE
-    fractions float8[];
-    cells bigint;
-    total float8;
-    pct float8;
-BEGIN
-    fractions := ARRAY(SELECT i::float8 / p_n FROM generate_series(1, p_n - 1) AS i);
-    SELECT count(*) INTO cells FROM (SELECT 1 FROM percolator_write w
-        WHERE w.tbl = p_tbl LIMIT p_exact_cells) s;
-    IF cells < p_exact_cells THEN
-        RETURN QUERY SELECT percentile_disc(fractions) WITHIN GROUP (ORDER BY d.rkey),
-            count(*) FROM (SELECT DISTINCT w.rkey FROM percolator_write w
-                WHERE w.tbl = p_tbl AND w.kind IN (1, 2)) d;
-        RETURN;
-    END IF;
-    SELECT c.reltuples INTO total FROM pg_class c WHERE c.oid = 'percolator_write'::regclass;
-    pct := LEAST(100.0, 100.0 * p_sample_rows / GREATEST(total, 1.0));
-    RETURN QUERY SELECT percentile_disc(fractions) WITHIN GROUP (ORDER BY d.rkey),
-        (count(*) * 100.0 / pct)::bigint
-        FROM (SELECT DISTINCT w.rkey FROM percolator_write w TABLESAMPLE SYSTEM (pct)
-            WHERE w.tbl = p_tbl AND w.kind IN (1, 2)) d;
-END $$""",
+    _sample_row_keys_function(_TOTAL_AS_ANALYZED),
 ]
 
 # Version 6: the bulk moves walk a transaction's locks in (tbl, rkey) order and write each
@@ -920,6 +936,12 @@ _V8_PACKED_SCAN = [
     # (17 s instead of 2 s to read 1,000,000 rows), so sorts and bitmap scans are off. The
     # column codes are a CASE over the names as literals, cheaper per cell than
     # array_position; the statement is therefore built per call, and planned per call.
+    #
+    # The lock probe of a full page stops at the page's last row (whose key the last layout
+    # word's length cuts off the keys): right after a bulk commit the lock index holds the
+    # dead entries of every moved lock until vacuum, and a probe to the end of the range
+    # walked them all on every page. The last page probes to the end of the range, where new
+    # rows may be locked that have no write record yet.
     f"""CREATE OR REPLACE FUNCTION percolator_scan_packed(
     p_tbl text, p_start bytea, p_end bytea, p_ts bigint, p_cols text[], p_limit integer)
 RETURNS TABLE (cells bigint, keys bytea, vals bytea, layout bytea, safe_point bigint,
@@ -928,12 +950,19 @@ LANGUAGE plpgsql STABLE
 SET enable_sort = off SET enable_bitmapscan = off SET enable_seqscan = off
 SET max_parallel_workers_per_gather = 0
 AS $$
+#variable_conflict use_column
 DECLARE
     codes text := (SELECT string_agg(format('WHEN %L THEN %s', c, i - 1), ' ')
         FROM unnest(p_cols) WITH ORDINALITY AS u(c, i));
     bounds text := CASE WHEN p_end IS NULL THEN 'rkey >= $2' ELSE 'rkey >= $2 AND rkey < $3' END;
+    n bigint;
+    k bytea;
+    v bytea;
+    lay bytea;
+    upto bytea;
+    key_len bigint;
 BEGIN
-    RETURN QUERY EXECUTE format($q$
+    EXECUTE format($q$
 WITH w AS (
     SELECT DISTINCT ON (rkey, col) rkey, col, kind, value FROM percolator_write
     WHERE tbl = $1 AND %1$s AND col = ANY($5) AND commit_ts <= $4 AND kind NOT IN (3, 4)
@@ -943,13 +972,24 @@ SELECT count(*), coalesce(string_agg(rkey, ''), ''::bytea),
     coalesce(string_agg(value, '') FILTER (WHERE kind = 1), ''::bytea),
     coalesce(string_agg(int8send(length(rkey)::bigint << {COLUMN_BITS} | CASE
         WHEN kind = 1 THEN length(value)::bigint << 32 | CASE col %2$s END
-        ELSE {NO_VALUE} END), ''), ''::bytea),
+        ELSE {NO_VALUE} END), ''), ''::bytea)
+FROM w$q$, bounds, codes)
+        INTO n, k, v, lay USING p_tbl, p_start, p_end, p_ts, p_cols, p_limit;
+    IF n = p_limit THEN
+        -- The last cell's key length: bits 12-31 of its layout word, the last 4 bytes.
+        key_len := (((get_byte(lay, length(lay) - 4)::bigint << 24)
+            | (get_byte(lay, length(lay) - 3) << 16) | (get_byte(lay, length(lay) - 2) << 8)
+            | get_byte(lay, length(lay) - 1)) >> {COLUMN_BITS}) & {MAX_KEY_LENGTH};
+        upto := substring(k FROM length(k) - key_len::integer + 1);
+        bounds := 'rkey >= $2 AND rkey <= $7';
+    END IF;
+    RETURN QUERY EXECUTE format($q$
+SELECT $8::bigint, $9::bytea, $10::bytea, $11::bytea,
     (SELECT safe_point FROM percolator_gc WHERE id = 1),
     (SELECT rkey FROM percolator_lock
         WHERE tbl = $1 AND %1$s AND col = ANY($5) AND start_ts <= $4 AND kind <> 4
-        ORDER BY rkey, col LIMIT 1)
-FROM w$q$, bounds, codes)
-    USING p_tbl, p_start, p_end, p_ts, p_cols, p_limit;
+        ORDER BY rkey, col LIMIT 1)$q$, bounds)
+        USING p_tbl, p_start, p_end, p_ts, p_cols, p_limit, upto, n, k, v, lay;
 END $$""",
 ]
 
@@ -996,6 +1036,6 @@ MIGRATIONS: dict[int, list[str]] = {
     5: [],
     6: _V6_BULK_IN_KEY_ORDER,
     7: _V7_SET_BASED,
-    8: _V8_PACKED_SCAN + _V8_PARALLEL_BULK_MOVES,
+    8: [*_V8_PACKED_SCAN, *_V8_PARALLEL_BULK_MOVES, _sample_row_keys_function(_TOTAL_AS_NOW)],
 }
 """Statements that bring a shard from version ``v - 1`` to ``v``."""
