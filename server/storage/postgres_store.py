@@ -71,6 +71,8 @@ from percolator.server.storage.statement_batcher import StatementBatcher
 from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
 
 T = TypeVar("T")
+C = TypeVar("C")
+P = TypeVar("P")
 
 STATEMENTS_PER_POOL_FRACTION = 16
 """Coalesced statements of one kind in flight per shard: a sixteenth of the pool (one for the
@@ -992,36 +994,26 @@ class PostgresCellStore(CellStore):
         page is asked for before this one is handed on, so Postgres works on it meanwhile."""
         cols = list(columns) if columns is not None else None
 
-        def fetch(cursor: tuple[bytes, str] | None) -> Awaitable[list[asyncpg.Record]]:
-            return self._scan_records(shard, ts, table, start, end, cols, page_size, cursor)
+        async def fetch(
+            cursor: tuple[bytes, str] | None,
+        ) -> tuple[list[RowRead], tuple[bytes, str] | None]:
+            records = await self._scan_records(
+                shard, ts, table, start, end, cols, page_size, cursor
+            )
+            return _rows_of_page(table, records, page_size)
 
         held: RowRead | None = None
-        following: asyncio.Future[list[asyncpg.Record]] | None = None
-        records = await fetch(None)
-        try:
-            while True:
-                rows, cursor = _rows_of_page(table, records, page_size)
-                if prefetch and cursor is not None:
-                    following = asyncio.ensure_future(fetch(cursor))
-                if held is not None:
-                    if rows and rows[0].row == held.row:
-                        rows[0] = _joined(held, rows[0])
-                    else:
-                        rows.insert(0, held)
-                    held = None
-                if cursor is not None and rows:
-                    held = rows.pop()
-                if rows:
-                    yield rows
-                if cursor is None:
-                    return
-                if following is not None:
-                    records, following = await following, None
+        async for rows, cursor in _pages(fetch, None, operator.itemgetter(1), prefetch):
+            if held is not None:
+                if rows and rows[0].row == held.row:
+                    rows[0] = _joined(held, rows[0])
                 else:
-                    records = await fetch(cursor)
-        finally:
-            if following is not None:
-                following.cancel()
+                    rows.insert(0, held)
+                held = None
+            if cursor is not None and rows:
+                held = rows.pop()
+            if rows:
+                yield rows
 
     async def scan_packed(
         self,
@@ -1066,30 +1058,17 @@ class PostgresCellStore(CellStore):
             return self._packed_page(shard, ts, table, at, end, columns, page_size)
 
         at = start or b""
-        following: asyncio.Future[_PackedPage] | None = None
-        page = await fetch(at)
-        try:
-            while True:
-                if prefetch and page.resume is not None:
-                    following = asyncio.ensure_future(fetch(page.resume))
-                if page.locked:
-                    upto = page.resume if page.resume is not None else end
-                    async for rows in self._scan_shard_rows(
-                        shard, ts, table, at, upto, columns, page_size, False
-                    ):
-                        yield rows
-                elif page.cells.count:
-                    yield page.cells
-                if page.resume is None:
-                    return
+        async for page in _pages(fetch, at, operator.attrgetter("resume"), prefetch):
+            if page.locked:
+                upto = page.resume if page.resume is not None else end
+                async for rows in self._scan_shard_rows(
+                    shard, ts, table, at, upto, columns, page_size, False
+                ):
+                    yield rows
+            elif page.cells.count:
+                yield page.cells
+            if page.resume is not None:
                 at = page.resume
-                if following is not None:
-                    page, following = await following, None
-                else:
-                    page = await fetch(at)
-        finally:
-            if following is not None:
-                following.cancel()
 
     async def _packed_page(
         self,
@@ -1669,6 +1648,32 @@ def _scan_page(
         lock = _scan_lock(table, r)
         cells[_SCAN_POSITION(r)] = CellRead(lock.key, None, lock=lock)
     return [cells[pos] for pos in sorted(cells)], bound
+
+
+async def _pages(
+    fetch: Callable[[C], Awaitable[P]], first: C, after: Callable[[P], C | None], prefetch: bool
+) -> AsyncIterator[P]:
+    """A scan's pages, one round trip each: ``fetch(first)``, then ``fetch`` of the cursor
+    ``after(page)`` names, until it names none. With ``prefetch`` (a reader that will take every
+    page) the next page is asked for before this one is handed on, so Postgres works on it
+    while the caller does."""
+    following: asyncio.Future[P] | None = None
+    page = await fetch(first)
+    try:
+        while True:
+            cursor = after(page)
+            if prefetch and cursor is not None:
+                following = asyncio.ensure_future(fetch(cursor))
+            yield page
+            if cursor is None:
+                return
+            if following is not None:
+                page, following = await following, None
+            else:
+                page = await fetch(cursor)
+    finally:
+        if following is not None:
+            following.cancel()
 
 
 class _PackedPage(NamedTuple):

@@ -260,16 +260,24 @@ async def test_scan_yields_locks(store: CellStore) -> None:
     ]
 
 
-async def test_scan_rows_groups_what_scan_finds(store: CellStore) -> None:
-    rows = [f"r{i:03d}" for i in range(30)]
+async def rows_to_scan(store: CellStore, n: int, locked_row: str) -> list[str]:
+    """Rows r000.. of cells a, b, c (value: row + column), committed at ts(2); then r005
+    deleted and r006's a deleted at ts(4), and at ts(5) a lock on ``locked_row``'s b and one
+    on the new row r100's a. Returns the rows' names."""
+    rows = [f"r{i:03d}" for i in range(n)]
     muts = [put(key(r, col), f"{r}{col}".encode()) for r in rows for col in ("c", "b", "a")]
     assert await store.prewrite(ts(1), muts[0].key, 3000, muts) == []
     assert await store.commit(ts(1), ts(2), [m.key for m in muts]) == []
     for col in ("a", "b", "c"):
         await write(store, key("r005", col), None, ts(3), ts(4))  # the whole row deleted
     await write(store, key("r006", "a"), None, ts(3), ts(4))
-    locked = [put(key("r010", "b"), b"new"), put(key("r100", "a"), b"new row")]
+    locked = [put(key(locked_row, "b"), b"new"), put(key("r100", "a"), b"new row")]
     assert await store.prewrite(ts(5), locked[0].key, 3000, locked) == []
+    return rows
+
+
+async def test_scan_rows_groups_what_scan_finds(store: CellStore) -> None:
+    rows = await rows_to_scan(store, 30, "r010")
 
     def expected(row: str) -> tuple[bytes, dict[str, bytes], list[CellKey]]:
         values = {c: f"{row}{c}".encode() for c in ("a", "b", "c")}
@@ -298,17 +306,9 @@ async def test_scan_rows_groups_what_scan_finds(store: CellStore) -> None:
 async def test_scan_packed_packs_clean_pages_and_hands_locked_ones_over_as_rows(
     store: CellStore,
 ) -> None:
-    rows = [f"r{i:03d}" for i in range(40)]
-    muts = [put(key(r, col), f"{r}{col}".encode()) for r in rows for col in ("c", "b", "a")]
-    assert await store.prewrite(ts(1), muts[0].key, 3000, muts) == []
-    assert await store.commit(ts(1), ts(2), [m.key for m in muts]) == []
-    for col in ("a", "b", "c"):
-        await write(store, key("r005", col), None, ts(3), ts(4))  # the whole row deleted
-    await write(store, key("r006", "a"), None, ts(3), ts(4))
+    rows = await rows_to_scan(store, 40, "r030")
     await write(store, key("r007", "b"), b"newer", ts(3), ts(4))
     await write(store, key("r008", "b"), b"too new", ts(7), ts(8))  # after the snapshot
-    locked = [put(key("r030", "b"), b"new"), put(key("r100", "a"), b"new row")]
-    assert await store.prewrite(ts(5), locked[0].key, 3000, locked) == []
     columns = ["a", "b", "c"]
 
     def expected(row: str) -> tuple[bytes, dict[str, bytes]]:
