@@ -61,7 +61,8 @@ class RowCodec:
         pk_types = [table.column_by_id(cid).type for cid in table.primary_key]
         self.pk_types = pk_types
         self.key_types = [key_type(t) for t in pk_types]
-        self._key_values = [(lambda v, _t=t: storage_codec.key_value(_t, v)) for t in pk_types]
+        self._key_values = [storage_codec.key_value_fn(t) for t in pk_types]
+        self._key_parts = list(zip(self._key_values, self.pk_positions, strict=True))
         self._from_key = [(lambda v, _t=t: storage_codec.from_key_value(_t, v)) for t in pk_types]
         pk = set(table.primary_key)
         read_columns = [
@@ -99,7 +100,7 @@ class RowCodec:
         """The row key of a full row (tables with a primary key)."""
         return encode_key(
             self.key_types,  # type: ignore[arg-type]
-            [kv(row[p]) for kv, p in zip(self._key_values, self.pk_positions, strict=True)],
+            [None if (v := row[p]) is None else kv(v) for kv, p in self._key_parts],
         )
 
     def key_of_values(self, values: Sequence[object]) -> bytes:
@@ -107,7 +108,10 @@ class RowCodec:
         n = len(values)
         return encode_key(
             self.key_types[:n],  # type: ignore[arg-type]
-            [kv(v) for kv, v in zip(self._key_values[:n], values, strict=True)],
+            [
+                None if v is None else kv(v)
+                for kv, v in zip(self._key_values[:n], values, strict=True)
+            ],
         )
 
     @staticmethod

@@ -13,6 +13,7 @@ the distributed transaction's primary (:meth:`TransactionClient.begin_part`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -257,6 +258,25 @@ class Transaction:
         pages = self._scan_packed(table, start, end, columns, page_size, prefetch)
         async for page in self._guarded(table, pages):
             yield page
+
+    async def snapshot_range_empty(self, table: str, start: bytes, end: bytes, column: str) -> bool:
+        """Whether the snapshot holds no record at all (no value, and no deleted one's) of
+        ``column`` in the rows [start, end), leaving this transaction's own writes aside (see
+        :meth:`has_write`). One round trip per shard; a lock on the range counts as a record,
+        unresolved (the caller falls back to reading the cells it cares about)."""
+        self._check_active()
+        store = self._s.store
+        pages = store.scan_packed(self.read_ts, table, start, end, [column], page_size=16)
+        try:
+            async with contextlib.aclosing(self._guarded(table, pages)) as guarded:
+                return await anext(guarded, None) is None
+        except SnapshotTooOld as exc:
+            raise self._too_old(exc) from exc
+
+    def has_write(self, key: CellKey) -> bool:
+        """Whether this transaction has buffered a PUT or DELETE of ``key``."""
+        own = self._writes.get(key)
+        return own is not None and own.kind != WriteKind.LOCK
 
     async def _guarded(self, table: str, pages: AsyncIterator[T]) -> AsyncIterator[T]:
         """The pages, none before the read guard has passed (see :meth:`scan_pages`)."""
@@ -503,9 +523,10 @@ class Transaction:
         """Buffer writes of several cells of one row, as :meth:`set` does for each (the
         table and row are checked once: bulk loads write millions of cells this way)."""
         _check_limits(table, row, "", b"")
+        self._check_writable()
         for column, value in cells:
             _check_cell_limits(column, value)
-            self._buffer(Mutation(CellKey(table, row, column), WriteKind.PUT, bytes(value)))
+            self._keep(Mutation(CellKey(table, row, column), WriteKind.PUT, bytes(value)))
 
     def delete(self, table: str, row: bytes, column: str) -> None:
         """Buffer the deletion of one cell."""
@@ -521,12 +542,19 @@ class Transaction:
             self._buffer(Mutation(key, WriteKind.LOCK))
 
     def _buffer(self, mutation: Mutation) -> None:
+        self._check_writable()
+        self._keep(mutation)
+
+    def _check_writable(self) -> None:
         self._check_active()
         if not self.writable:
             raise ReadOnlyTransactionError(
                 f"transaction {self.start_ts} reads the snapshot at ts {self.read_ts} and "
                 "cannot write"
             )
+
+    def _keep(self, mutation: Mutation) -> None:
+        """Buffer a mutation of a writable, active transaction, within its size limits."""
         key = mutation.key
         previous = self._writes.get(key)
         if previous is not None:
