@@ -36,9 +36,9 @@ from percolator.server.txn.errors import TransactionTooOld
 T = TypeVar("T")
 
 SCAN_PAGE_CELLS = 32768
-"""Cells per shard and round trip of a partition's scan: big pages for a bulk read (about a
-megabyte for rows of small values; 4,096 cells a page read a tenth slower), memory still
-bounded."""
+"""Cells per shard and round trip of a partition's scan, at most: big pages for a bulk read
+(about a megabyte for rows of small values; pages of 12,288 cells read 15 % slower than of
+49,152 in one measurement). The store makes pages of wide values smaller (about 8 MB)."""
 
 
 class PercolatorReader(DataSourceReader):

@@ -90,6 +90,12 @@ LOCKS_PER_STATEMENT = MAX_ROWS_PER_STATEMENT
 """Locks one statement of ``commit_locks``/``rollback_locks`` moves (completed to whole rows;
 about as many advisory locks); the store repeats the statement on a shard, keyset-paged, until
 one finds fewer."""
+PACKED_PAGE_BYTES = 8 << 20
+"""About how many bytes a packed scan page may carry: the cells asked for follow the bytes per
+cell of the page before, so that pages of wide values stay far below Postgres's 1 GB limit on
+one aggregated value, and the reader's memory stays bounded."""
+PACKED_FIRST_PAGE_CELLS = 1024
+"""The cells a packed scan asks for first, before it knows how wide they are."""
 BULK_MOVE_PARTS = 4
 """Key ranges of a transaction's locks on one shard that ``commit_locks``/``rollback_locks``
 move at once, each a chain of chunks on its own connection, when it has at least this many
@@ -1054,15 +1060,24 @@ class PostgresCellStore(CellStore):
         page_size: int,
         prefetch: bool,
     ) -> AsyncIterator[packed.PackedCells | list[RowRead]]:
-        def fetch(at: bytes) -> Awaitable[_PackedPage]:
-            return self._packed_page(shard, ts, table, at, end, columns, page_size)
+        smallest = len(columns) + 1  # more cells than a row has (see scan_packed)
+
+        def fetch(cursor: tuple[bytes, int]) -> Awaitable[_PackedPage]:
+            at, cells = cursor
+            return self._packed_page(shard, ts, table, at, end, columns, cells, smallest)
+
+        def after(page: _PackedPage) -> tuple[bytes, int] | None:
+            if page.resume is None:
+                return None
+            return page.resume, _next_page_cells(page, smallest, page_size)
 
         at = start or b""
-        async for page in _pages(fetch, at, operator.attrgetter("resume"), prefetch):
+        first = (at, max(smallest, min(page_size, PACKED_FIRST_PAGE_CELLS)))
+        async for page in _pages(fetch, first, after, prefetch):
             if page.locked:
                 upto = page.resume if page.resume is not None else end
                 async for rows in self._scan_shard_rows(
-                    shard, ts, table, at, upto, columns, page_size, False
+                    shard, ts, table, at, upto, columns, page.asked, False
                 ):
                     yield rows
             elif page.cells.count:
@@ -1078,20 +1093,34 @@ class PostgresCellStore(CellStore):
         at: bytes,
         end: bytes | None,
         columns: tuple[str, ...],
-        page_size: int,
+        cells: int,
+        smallest: int,
     ) -> _PackedPage:
-        """One page of a shard's packed scan from row ``at`` on (one round trip)."""
-        args = (table, at, end, ts, list(columns), page_size)
-        r = await self._call("scan", shard, lambda conn: conn.fetchrow(_SCAN_PACKED, *args))
+        """One page of a shard's packed scan from row ``at`` on, of up to ``cells`` cells (one
+        round trip). A page whose values outgrow what one Postgres value may hold (1 GB) is
+        asked for again, 16 times smaller, down to ``smallest`` cells."""
+        while True:
+            args = (table, at, end, ts, list(columns), cells)
+            try:
+                r = await self._call(
+                    "scan", shard, lambda conn, a=args: conn.fetchrow(_SCAN_PACKED, *a)
+                )
+                break
+            except StoreError as exc:
+                too_large = isinstance(exc.__cause__, asyncpg.ProgramLimitExceededError)
+                if not too_large or cells <= smallest:
+                    raise
+                cells = max(smallest, cells // 16)
         if ts < r["safe_point"]:
             raise SnapshotTooOld(ts, r["safe_point"])
-        cells = packed.PackedCells(r["cells"], r["keys"], r["vals"], r["layout"])
+        page = packed.PackedCells(r["cells"], r["keys"], r["vals"], r["layout"])
+        size = len(page.keys) + len(page.values) + len(page.layout)
         resume: bytes | None = None
-        if cells.count == page_size:
-            cells, resume = packed.split_last_row(cells)
+        if page.count == cells:
+            page, resume = packed.split_last_row(page)
         lock = r["first_lock"]
         locked = lock is not None and (resume is None or lock < resume)
-        return _PackedPage(cells, resume, locked)
+        return _PackedPage(page, resume, locked, cells, size)
 
     async def check_txn_status(
         self, primary: CellKey, start_ts: int, now_ts: int, *, rollback_if_missing: bool
@@ -1684,6 +1713,19 @@ class _PackedPage(NamedTuple):
     """Where the next page starts (the row the page was cut in); None: the range is done."""
     locked: bool
     """Whether a lock blocks a cell of the page's rows: they must be read as rows."""
+    asked: int
+    """The cells the page was asked for."""
+    size: int
+    """Bytes the page came with (its three buffers, before the cut row was taken off)."""
+
+
+def _next_page_cells(page: _PackedPage, smallest: int, largest: int) -> int:
+    """How many cells to ask for after ``page``: about PACKED_PAGE_BYTES at its bytes per
+    cell."""
+    if page.size == 0:
+        return page.asked
+    per_cell = page.size / page.asked
+    return max(smallest, min(largest, int(PACKED_PAGE_BYTES / per_cell)))
 
 
 def _rows_of_page(
