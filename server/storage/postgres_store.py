@@ -23,7 +23,7 @@ import sys
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import asyncpg
 
@@ -1033,7 +1033,8 @@ class PostgresCellStore(CellStore):
         page_size: int = 4096,
         prefetch: bool = False,
     ) -> AsyncIterator[packed.PackedCells | list[RowRead]]:
-        """The shards one after another, a page per round trip each (see the base class)."""
+        """All shards at once, a page per round trip each, each page handed on as it comes
+        (see the base class)."""
         names = tuple(columns)
         if not names or len(names) > packed.MAX_COLUMNS:
             async for page in super().scan_packed(
@@ -1044,11 +1045,12 @@ class PostgresCellStore(CellStore):
         # A full page ends inside its last row, which the next page reads again: a page must
         # hold more cells than one row can have.
         page_size = max(page_size, len(names) + 1)
-        for shard in self._shards:
-            async for page in self._scan_shard_packed(
-                shard, ts, table, start, end, names, page_size, prefetch
-            ):
-                yield page
+        streams = [
+            self._scan_shard_packed(shard, ts, table, start, end, names, page_size, prefetch)
+            for shard in self._shards
+        ]
+        async for page in _as_they_come(streams):
+            yield page
 
     async def _scan_shard_packed(
         self,
@@ -1787,6 +1789,54 @@ def _with_locks(table: str, rows: list[RowRead], locks: list[asyncpg.Record]) ->
 def _joined(first: RowRead, rest: RowRead) -> RowRead:
     """One row whose cells came in two pages."""
     return RowRead(first.row, {**first.values, **rest.values}, (*first.locks, *rest.locks))
+
+
+async def _as_they_come(streams: list[AsyncIterator[T]]) -> AsyncIterator[T]:
+    """The items of all streams, each as soon as its stream yields it (order only within a
+    stream). A stream runs ahead of the caller by one item at most. The first error of any
+    stream is raised at once and the other streams are stopped; so they are when the caller
+    stops early. One stream is iterated directly."""
+    if len(streams) == 1:
+        async for item in streams[0]:
+            yield item
+        return
+    queue: asyncio.Queue[_Pumped[T]] = asyncio.Queue()
+
+    async def pump(stream: AsyncIterator[T]) -> None:
+        taken = asyncio.Semaphore(1)
+        try:
+            async for item in stream:
+                await taken.acquire()  # the caller has taken this stream's previous item
+                queue.put_nowait(_Pumped(item, taken, None))
+            queue.put_nowait(_Pumped(None, None, None))
+        except Exception as exc:
+            queue.put_nowait(_Pumped(None, None, exc))
+
+    tasks = [asyncio.ensure_future(pump(stream)) for stream in streams]
+    try:
+        running = len(tasks)
+        while running:
+            pumped = await queue.get()
+            if pumped.error is not None:
+                raise pumped.error
+            if pumped.taken is None:
+                running -= 1
+                continue
+            yield pumped.item  # type: ignore[misc]
+            pumped.taken.release()
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _Pumped(NamedTuple, Generic[T]):
+    """What a stream of :func:`_as_they_come` hands over: an item (and the semaphore its
+    stream waits on until the caller has taken it), its end (neither), or its error."""
+
+    item: T | None
+    taken: asyncio.Semaphore | None
+    error: Exception | None
 
 
 async def _merge_row_pages(

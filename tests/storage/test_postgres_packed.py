@@ -1,8 +1,11 @@
-"""The Postgres store's packed scan pages against wide values: a page's size in cells follows
+"""The Postgres store's packed scan pages: against wide values a page's size in cells follows
 the bytes per cell of the page before it, and a page too large for one Postgres value is asked
-for again, smaller."""
+for again, smaller; the shards' pages are handed on as they come."""
 
 from __future__ import annotations
+
+import asyncio
+import time
 
 import asyncpg
 import pytest
@@ -85,3 +88,44 @@ async def test_a_page_too_large_for_postgres_is_asked_for_again_smaller(fresh_ds
     finally:
         await conn.close()
         await store.close()
+
+
+async def _stream(name: str, n: int, delay: float, log: list[str], fail: bool = False):
+    try:
+        for i in range(n):
+            await asyncio.sleep(delay)
+            yield f"{name}{i}"
+        if fail:
+            raise RuntimeError(f"{name} failed")
+    finally:
+        log.append(f"{name} closed")
+
+
+async def test_shards_pages_are_handed_on_as_they_come() -> None:
+    log: list[str] = []
+    slow = _stream("slow", 2, 0.3, log)
+    fast = _stream("fast", 3, 0, log)
+    got = [item async for item in postgres_store._as_they_come([slow, fast])]
+    assert got[:3] == ["fast0", "fast1", "fast2"] and got[3:] == ["slow0", "slow1"]
+    assert sorted(log) == ["fast closed", "slow closed"]
+
+
+async def test_a_failing_shard_stops_the_others_at_once() -> None:
+    log: list[str] = []
+    slow = _stream("slow", 1, 30, log)
+    failing = _stream("bad", 1, 0, log, fail=True)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="bad failed"):
+        async for _ in postgres_store._as_they_come([slow, failing]):
+            pass
+    assert time.monotonic() - started < 5
+    assert sorted(log) == ["bad closed", "slow closed"]
+
+
+async def test_a_caller_that_stops_early_stops_every_shard() -> None:
+    log: list[str] = []
+    streams = [_stream(f"s{i}", 100, 0.01, log) for i in range(3)]
+    merged = postgres_store._as_they_come(streams)
+    assert (await anext(merged)).startswith("s")
+    await merged.aclose()
+    assert sorted(log) == ["s0 closed", "s1 closed", "s2 closed"]
