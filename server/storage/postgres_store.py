@@ -72,6 +72,7 @@ from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
 
 T = TypeVar("T")
 C = TypeVar("C")
+D = TypeVar("D")
 P = TypeVar("P")
 
 STATEMENTS_PER_POOL_FRACTION = 16
@@ -1844,15 +1845,9 @@ async def _merge_row_pages(
 ) -> AsyncIterator[list[RowRead]]:
     """Merge per-shard pages of rows, each stream in row order, into pages in row order (a row
     lives on one shard)."""
-    pages: list[list[RowRead]] = []
-    positions: list[int] = []
-    heap: list[tuple[bytes, int]] = []
-    for i, stream in enumerate(streams):
-        page = await anext(stream, [])
-        pages.append(page)
-        positions.append(0)
-        if page:
-            heap.append((page[0].row, i))
+    pages: list[list[RowRead]] = await _firsts(streams, [])
+    positions: list[int] = [0] * len(streams)
+    heap: list[tuple[bytes, int]] = [(page[0].row, i) for i, page in enumerate(pages) if page]
     heapq.heapify(heap)
     out: list[RowRead] = []
     while heap:
@@ -1875,11 +1870,25 @@ async def _merge_row_pages(
         yield out
 
 
+async def _firsts(streams: Sequence[AsyncIterator[T]], default: D) -> list[T | D]:
+    """The first item of each stream (``default`` for an empty one), asked of all shards at
+    once: one round trip of latency, not one per shard. A failure is raised once every shard
+    has answered."""
+    if len(streams) == 1:
+        return [await anext(streams[0], default)]
+    firsts = await asyncio.gather(
+        *(anext(stream, default) for stream in streams), return_exceptions=True
+    )
+    for first in firsts:
+        if isinstance(first, BaseException):
+            raise first
+    return firsts  # type: ignore[return-value]
+
+
 async def _merge(streams: list[AsyncIterator[CellRead]]) -> AsyncIterator[CellRead]:
     """Merge per-shard streams that are each in key order (a row lives on one shard)."""
     heap: list[tuple[CellKey, int, CellRead]] = []
-    for i, stream in enumerate(streams):
-        first = await anext(stream, None)
+    for i, first in enumerate(await _firsts(streams, None)):
         if first is not None:
             heap.append((first.key, i, first))
     heapq.heapify(heap)
