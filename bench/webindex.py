@@ -52,6 +52,7 @@ from percolator.examples.webindex.demo import (
 )
 from percolator.examples.webindex.schema import OBSERVERS, TABLES
 from percolator.examples.webindex.spark_batch import recompute
+from percolator.server.config import ServerConfig
 from percolator.server.runtime import ServerProcess
 from percolator.server.storage.embedded import EmbeddedPostgres
 from percolator.server.txn import eventloop
@@ -116,7 +117,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", type=int, default=2, help="Spark cores (default 2)")
     p.add_argument("--workers", type=int, default=1, help="observer workers (default 1)")
     p.add_argument(
-        "--concurrency", type=int, default=64, help="observer runs in flight per worker (64)"
+        "--concurrency",
+        type=int,
+        default=ServerConfig.observer_concurrency,
+        help=f"observer runs in flight per worker ({ServerConfig.observer_concurrency})",
     )
     p.add_argument("--seed", type=int, default=0, help="crawl seed (default 0)")
     p.add_argument(

@@ -9,10 +9,9 @@ drive an async generator from the synchronous generator Spark's ``read()`` must 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from percolator.clients.database import Database, connect
@@ -59,23 +58,6 @@ def iterate(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
             aclose = getattr(agen, "aclose", None)
             if aclose is not None:
                 runner.run(aclose())
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for the block (a write task).
-
-    A write task buffers a batch's cells as hundreds of thousands of small objects, and every
-    collection of the oldest generation walks all of them: 44 % of a task's CPU (200,000 rows:
-    6.8 s of CPU, 3.8 s with collection off). Reference counting still frees everything that
-    is not in a cycle; whatever is, is collected when the block ends."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 @asynccontextmanager

@@ -38,7 +38,8 @@ from percolator.connectors.spark import distributed, types
 from percolator.connectors.spark.errors import PercolatorSparkError
 from percolator.connectors.spark.options import WriteOptions
 from percolator.connectors.spark.rows import RowWriter
-from percolator.connectors.spark.runtime import find_table, gc_paused, open_database, run
+from percolator.connectors.spark.runtime import find_table, open_database, run
+from percolator.server import python_gc
 from percolator.server.engine import Engine, EngineConfig
 from percolator.server.planner.context import ExecContext
 from percolator.server.planner.dml import make_writer
@@ -216,7 +217,7 @@ class PercolatorWriter(DataSourceArrowWriter):
         partition = context.partitionId() if context is not None else 0
         attempt = context.attemptNumber() if context is not None else 0
         try:
-            with gc_paused():
+            with python_gc.paused():
                 return run(TaskWrite(self.plan, partition, attempt).run(iterator))
         except PercolatorSparkError:
             raise

@@ -126,7 +126,7 @@ class DemoOptions:
     recrawl_fraction: float = 0.1
     seed: int = 0
     workers: int = 1
-    concurrency: int = 64
+    concurrency: int = ServerConfig.observer_concurrency
     link_skew: float = 0.6
     duplicate_fraction: float = 0.1
     verify: bool = False

@@ -1874,8 +1874,6 @@ async def _firsts(streams: Sequence[AsyncIterator[T]], default: D) -> list[T | D
     """The first item of each stream (``default`` for an empty one), asked of all shards at
     once: one round trip of latency, not one per shard. A failure is raised once every shard
     has answered."""
-    if len(streams) == 1:
-        return [await anext(streams[0], default)]
     firsts = await asyncio.gather(
         *(anext(stream, default) for stream in streams), return_exceptions=True
     )

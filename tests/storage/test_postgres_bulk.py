@@ -5,6 +5,7 @@ trips, and the indexes they rely on."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import asyncpg
 
@@ -212,7 +213,7 @@ async def test_commit_locks_writes_records_in_key_order(fresh_dsns) -> None:
         )
         page_of = {(r["rkey"], r["col"]): r["ctid"][0] for r in stored}
         in_key_order = [page_of[(r, c)] for r in rows for c in "ab"]
-        switches = sum(a != b for a, b in zip(in_key_order, in_key_order[1:], strict=False))
+        switches = sum(a != b for a, b in itertools.pairwise(in_key_order))
         # A walk in key order leaves each page about once (in hash order: at every cell).
         assert switches < 2 * len(set(in_key_order))
     finally:
