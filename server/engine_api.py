@@ -9,7 +9,7 @@ representation of each SQL type); the front end encodes and decodes them with th
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -143,6 +143,25 @@ class Session(Protocol):
 
         Outside an explicit transaction block, the statement joins the implicit transaction
         that :meth:`sync` ends."""
+
+    def cursor_columns(self, name: str) -> list[ResultColumn] | None:
+        """The result columns of the SQL cursor ``name`` (DECLARE), or None if none is open
+        (a Describe of a portal the protocol did not bind)."""
+
+    def share_portal(
+        self,
+        name: str,
+        statement: str,
+        columns: list[ResultColumn],
+        rows: AsyncIterator[tuple[object, ...]],
+        on_close: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Let SQL FETCH, MOVE and CLOSE reach the named protocol portal ``name`` (cursors and
+        portals share one namespace in Postgres): ``rows`` reads its next rows, ``on_close``
+        closes it."""
+
+    def unshare_portal(self, name: str) -> None:
+        """The front end closed the shared portal ``name``."""
 
     async def sync(self) -> None:
         """End of a simple Query or an extended-protocol Sync: commit the implicit transaction

@@ -32,6 +32,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from percolator.server.cursors import Cursor, Cursors, fetch_rows, move
 from percolator.server.engine import Engine
 from percolator.server.engine_api import (
     Notice,
@@ -347,6 +348,7 @@ class SqlSession:
         self._next_isolation: str | None = None
         self._next_read_only: bool | None = None
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
+        self.cursors = Cursors()
         # cancellation
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -597,11 +599,44 @@ class SqlSession:
         if self.block or self.txn is None:
             return
         txn, catalog = self._detach_transaction()
-        if self._implicit_failed:
-            self._implicit_failed = False
-            await txn.rollback()
-            return
-        await self._commit(txn, catalog)
+        committed = False
+        try:
+            if self._implicit_failed:
+                self._implicit_failed = False
+                await txn.rollback()
+                return
+            await self._commit(txn, catalog)
+            committed = True
+        finally:
+            await self.cursors.after_transaction(committed)
+
+    def cursor_columns(self, name: str) -> list[ResultColumn] | None:
+        cursor = self.cursors.find(name)
+        return cursor.columns if cursor is not None else None
+
+    def share_portal(
+        self,
+        name: str,
+        statement: str,
+        columns: list[ResultColumn],
+        rows: AsyncIterator[tuple[object, ...]],
+        on_close: Callable[[], Awaitable[None]],
+    ) -> None:
+        cursor = Cursor(
+            name,
+            statement,
+            columns,
+            scroll=False,
+            hold=False,
+            binary=False,
+            depth=len(self.savepoints),
+            source=rows,
+            on_close=on_close,
+        )
+        self.cursors.add(cursor)
+
+    def unshare_portal(self, name: str) -> None:
+        self.cursors.forget(name)
 
     def statement_failed(self, error: BaseException) -> None:
         self._stop_timer()
@@ -619,6 +654,7 @@ class SqlSession:
     async def close(self) -> None:
         self._stop_timer()
         self.engine.sessions.discard(self)
+        await self.cursors.close(None)
         txn, _ = self._detach_transaction()
         self.block = False
         if txn is not None:
@@ -735,12 +771,15 @@ class SqlSession:
                 self.isolation = self.settings["default_transaction_isolation"]
                 self.read_only = self.settings["default_transaction_read_only"] == "on"
         elif self.isolation in ("read committed", "read uncommitted"):
+            await self.cursors.settle()  # they read the snapshot of their DECLARE
             await self.engine.client.renew_snapshot(self.txn)
-        if writes and self.read_only:
-            raise SqlError(
-                READ_ONLY_SQL_TRANSACTION,
-                "cannot execute this statement in a read-only transaction",
-            )
+        if writes:
+            if self.read_only:
+                raise SqlError(
+                    READ_ONLY_SQL_TRANSACTION,
+                    "cannot execute this statement in a read-only transaction",
+                )
+            await self.cursors.settle()  # nor do they see the transaction's later writes
         return self.txn
 
     async def _commit(self, txn: Transaction, catalog: Catalog | None) -> None:
@@ -771,18 +810,29 @@ class SqlSession:
             log.warning("removing the watches of dropped observers failed", exc_info=True)
 
     async def _end_block(self, commit: bool) -> str:
+        commit = commit and not self.failed
+        if commit and self.txn is not None:
+            try:
+                await self.cursors.before_commit()
+            except BaseException:
+                await self._end_block(commit=False)
+                raise
         txn, catalog = self._detach_transaction()
-        failed = self.failed
         self.block = False
         self.failed = False
         self.savepoints = []
-        if txn is None:
-            return "ROLLBACK" if failed or not commit else "COMMIT"
-        if commit and not failed:
-            await self._commit(txn, catalog)
-            return "COMMIT"
-        await txn.rollback()
-        return "ROLLBACK"
+        committed = False
+        try:
+            if txn is None:
+                committed = commit
+            elif commit:
+                await self._commit(txn, catalog)
+                committed = True
+            else:
+                await txn.rollback()
+        finally:
+            await self.cursors.after_transaction(committed)
+        return "COMMIT" if committed else "ROLLBACK"
 
     # -- planning --------------------------------------------------------------------------
 
@@ -796,6 +846,8 @@ class SqlSession:
             return Plan("explain", plan.catalog, plan, columns=cols, param_types=plan.param_types)
         if isinstance(payload, utility.CopyStatement):
             return self._plan_copy(payload, catalog, param_oids)
+        if isinstance(payload, utility.DeclareCursor):
+            return self._plan_declare(payload, param_oids, catalog)
         if payload is _TYPE_INTROSPECTION:
             cols = [ResultColumn(name, t) for name, t in introspection.COLUMNS]
             return Plan(
@@ -861,6 +913,29 @@ class SqlSession:
                 writes=True,
             )
         raise unsupported(type(bound).__name__)
+
+    def _plan_declare(
+        self, stmt: utility.DeclareCursor, param_oids: Sequence[int], catalog: Catalog
+    ) -> Plan:
+        if stmt.binary:
+            raise unsupported(
+                "DECLARE ... BINARY CURSOR (ask for binary results with the extended "
+                "protocol's result formats instead)"
+            )
+        inner = _parse_one(stmt.query, stmt.offset)
+        if not isinstance(inner, exp.Query | exp.Values):
+            word = stmt.query.split(None, 1)[0]
+            raise SqlError(
+                SYNTAX_ERROR, f'syntax error at or near "{word}"', position=stmt.offset + 1
+            )
+        query = self._plan(inner, stmt.query, param_oids, catalog)
+        return Plan(
+            "declare",
+            query.catalog,
+            (stmt, query),
+            param_types=query.param_types,
+            writes=query.writes,
+        )
 
     def _writer(self, table: TableDef, binder: Binder) -> TableWriter:
         checks = [(ck.name, bind_table_expr(binder, table, ck.expression)) for ck in table.checks]
@@ -943,6 +1018,7 @@ class SqlSession:
             bootstrap_user=self.engine.config.bootstrap_user,
             set_setting=lambda name, value: self._set(name, value),
             client=self.engine.client,
+            cursors=self.cursors,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:
@@ -955,6 +1031,8 @@ class SqlSession:
             return _result(self, plan.columns or [], rows, "SELECT")
         if kind == "ddl":
             return await self._ddl(plan.statement)
+        if kind == "declare":
+            return await self._declare(plan, params)
         if kind == "explain":
             inner: Plan = plan.statement
             lines = inner.node.explain() if inner.node is not None else ["Result"]
@@ -987,6 +1065,31 @@ class SqlSession:
             rows = await delete_rows(plan.writer, ctx, plan.node)
             return self._dml_result(plan, ctx, rows, f"DELETE {len(rows)}")
         raise unsupported(kind)
+
+    async def _declare(self, plan: Plan, params: list[object]) -> Any:
+        stmt, query = plan.statement
+        if not self.block and not stmt.hold:
+            raise SqlError(
+                NO_ACTIVE_SQL_TRANSACTION, "DECLARE CURSOR can only be used in transaction blocks"
+            )
+        self.cursors.check_new(stmt.name)
+        txn = await self.transaction(writes=query.writes)
+        assert query.node is not None and query.catalog is not None
+        rows = query.node.rows(self._context(txn, query.catalog, params))
+        cursor = Cursor(
+            stmt.name,
+            stmt.text,
+            query.columns or [],
+            scroll=stmt.scroll,
+            hold=stmt.hold,
+            binary=stmt.binary,
+            depth=len(self.savepoints),
+            source=rows,
+        )
+        self.cursors.add(cursor)
+        if not self.block:
+            await cursor.settle()  # WITH HOLD, and its implicit transaction commits now
+        return _done(self, "DECLARE CURSOR")
 
     def _dml_result(
         self, plan: Plan, ctx: ExecContext, rows: list[tuple[object, ...]], tag: str
@@ -1143,12 +1246,14 @@ class SqlSession:
             await self._block_txn("RELEASE SAVEPOINT")
             idx = self._savepoint_index(stmt.name)
             del self.savepoints[idx:]
+            self.cursors.after_release(idx)
             return _done(self, "RELEASE")
         if isinstance(stmt, utility.RollbackToSavepoint):
             txn = await self._block_txn("ROLLBACK TO SAVEPOINT")
             idx = self._savepoint_index(stmt.name)
             _, sp, catalog = self.savepoints[idx]
             del self.savepoints[idx + 1 :]
+            await self.cursors.after_rollback_to(idx)
             txn.rollback_to(sp)
             self.txn_catalog = catalog
             self.failed = False
@@ -1175,6 +1280,14 @@ class SqlSession:
         if isinstance(stmt, utility.Deallocate):
             self._deallocations.append(stmt.name)
             return _done(self, "DEALLOCATE ALL" if stmt.name is None else "DEALLOCATE")
+        if isinstance(stmt, utility.FetchCursor):
+            cursor = self.cursors.get(stmt.name)
+            if stmt.move:
+                return _done(self, f"MOVE {await move(cursor, stmt)}")
+            return RowsExecution(self, cursor.columns, fetch_rows(cursor, stmt), "FETCH")
+        if isinstance(stmt, utility.CloseCursor):
+            await self.cursors.close(stmt.name)
+            return _done(self, "CLOSE CURSOR" if stmt.name is not None else "CLOSE CURSOR ALL")
         if isinstance(stmt, utility.NoOp):
             notices = [Notice("01000", stmt.notice, "WARNING")] if stmt.notice else []
             return _done(self, stmt.tag, notices)
@@ -1494,6 +1607,10 @@ def _returning_columns(cols: list[OutCol] | None) -> list[ResultColumn] | None:
 
 
 def _utility_columns(stmt: Any, session: SqlSession) -> list[ResultColumn] | None:
+    if isinstance(stmt, utility.FetchCursor) and not stmt.move:
+        # As in Postgres, described by the cursor it names when it is prepared.
+        cursor = session.cursors.find(stmt.name)
+        return cursor.columns if cursor is not None else None
     if isinstance(stmt, utility.Show):
         if stmt.name == "all":
             return [
@@ -1525,7 +1642,7 @@ def _parse_one(text: str, offset: int) -> Any:
     """A statement's parse: a utility dataclass, or a sqlglot expression."""
     stmt = utility.parse_utility(text)
     if stmt is not None:
-        if isinstance(stmt, utility.Explain):
+        if isinstance(stmt, utility.Explain | utility.DeclareCursor):
             return replace(stmt, offset=offset + stmt.offset)
         return stmt
     try:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from collections.abc import AsyncIterator
 from typing import Protocol
 
 from percolator.server.engine_api import (
@@ -443,7 +444,7 @@ class Connection:
                 INVALID_SQL_STATEMENT_NAME, f'prepared statement "{msg.statement}" does not exist'
             )
         if msg.portal:
-            if msg.portal in self._portals:
+            if msg.portal in self._portals or self._is_cursor(msg.portal):
                 raise SqlError(DUPLICATE_CURSOR, f'portal "{msg.portal}" already exists')
         else:
             unnamed = self._portals.pop("", None)
@@ -452,8 +453,43 @@ class Connection:
         params = decode_params(prepared, msg.statement, msg.param_formats, msg.params)
         portal = Portal(msg.portal, prepared, params, msg.result_formats)
         portal.formats()  # refuse a bad result-format count at Bind, as Postgres does
+        if msg.portal and prepared.columns is not None:
+            self._share(portal)
         self._portals[msg.portal] = portal
         self.channel.send(BindComplete())
+
+    def _is_cursor(self, name: str) -> bool:
+        assert self.session is not None
+        return self.session.cursor_columns(name) is not None
+
+    def _share(self, portal: Portal) -> None:
+        """Let SQL FETCH, MOVE and CLOSE reach a named portal, as in Postgres (asyncpg's
+        ``Cursor.forward`` sends MOVE)."""
+        assert self.session is not None
+
+        async def close() -> None:
+            if self._portals.get(portal.name) is portal:
+                del self._portals[portal.name]
+                await self._close_execution(portal)
+
+        self.session.share_portal(
+            portal.name,
+            portal.prepared.statement.sql,
+            portal.columns or [],
+            self._rows_of(portal),
+            close,
+        )
+
+    async def _rows_of(self, portal: Portal) -> AsyncIterator[tuple[object, ...]]:
+        """A portal's next rows, one at a time (a MOVE must not read past its count)."""
+        assert self.session is not None
+        if portal.execution is None:
+            portal.execution = await self.session.execute(portal.prepared, portal.params)
+        while portal.execution is not None and not portal.execution.done:
+            rows = await portal.execution.fetch(1)
+            if not rows:
+                return
+            yield rows[0]
 
     def _describe(self, msg: Describe) -> None:
         if msg.kind is TargetKind.STATEMENT:
@@ -469,7 +505,16 @@ class Connection:
             else:
                 self.channel.send(row_description(columns, [FormatCode.TEXT] * len(columns)))
             return
-        portal = self._portal(msg.name)
+        portal = self._portals.get(msg.name)
+        if portal is None:
+            # A cursor DECLAREd in SQL is a portal too (psycopg's server-side cursors
+            # describe theirs this way).
+            assert self.session is not None
+            columns = self.session.cursor_columns(msg.name)
+            if columns is None:
+                raise SqlError(INVALID_CURSOR_NAME, f'portal "{msg.name}" does not exist')
+            self.channel.send(row_description(columns, [FormatCode.TEXT] * len(columns)))
+            return
         description = portal.row_description()
         self.channel.send(NoData() if description is None else description)
 
@@ -512,6 +557,8 @@ class Connection:
             await self._close_execution(portal)
 
     async def _close_execution(self, portal: Portal) -> None:
+        if portal.name and self.session is not None:
+            self.session.unshare_portal(portal.name)
         execution, portal.execution = portal.execution, None
         if execution is None:
             return

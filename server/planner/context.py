@@ -4,7 +4,7 @@ the values of its subqueries for the current row."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,8 @@ class ExecContext:
     set_setting: Callable[[str, str], None] = lambda name, value: None
     client: Any = None
     """The process's TransactionClient (system tables that read the store use it)."""
+    cursors: Iterable[Any] = ()
+    """The session's open SQL cursors (``pg_cursors``)."""
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)
 

@@ -1383,6 +1383,20 @@ def _pg_stat_activity(ctx: Any) -> Iterable[tuple[object, ...]]:
 # fmt: on
 
 
+@_pg(
+    "pg_cursors",
+    12069,
+    """name text; statement text; is_holdable boolean; is_binary boolean;
+    is_scrollable boolean; creation_time timestamp with time zone""",
+)
+def _pg_cursors(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The session's open SQL cursors (DECLARE)."""
+    return [
+        (c.name, c.statement, c.hold, c.binary, c.scroll, c.created)
+        for c in getattr(ctx, "cursors", ())
+    ]
+
+
 @_pg("pg_description", 2609, "objoid oid; classoid oid; objsubid integer; description text")
 def _pg_description(ctx: Any) -> Iterable[tuple[object, ...]]:
     return ()

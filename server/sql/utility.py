@@ -232,6 +232,47 @@ class Explain:
     analyze: bool = False
 
 
+@dataclass(frozen=True)
+class DeclareCursor:
+    """``DECLARE name [BINARY] [[NO] SCROLL] CURSOR [WITH[OUT] HOLD] FOR query``."""
+
+    name: str
+    text: str
+    """The whole statement (``pg_cursors.statement``)."""
+    query: str
+    offset: int
+    """0-based position of the query in the statement text (for error positions)."""
+    scroll: bool
+    hold: bool
+    binary: bool
+
+
+class Motion(Enum):
+    """Where a FETCH or MOVE goes; every direction keyword reduces to one of these."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    ABSOLUTE = "absolute"
+    RELATIVE = "relative"
+
+
+@dataclass(frozen=True)
+class FetchCursor:
+    """``FETCH``/``MOVE [direction] [FROM | IN] name``."""
+
+    name: str
+    motion: Motion
+    count: int | None
+    """Rows for FORWARD/BACKWARD (None: ALL); the target for ABSOLUTE/RELATIVE."""
+    move: bool
+
+
+@dataclass(frozen=True)
+class CloseCursor:
+    name: str | None
+    """None for CLOSE ALL."""
+
+
 UtilityStatement = (
     Begin
     | Commit
@@ -253,6 +294,9 @@ UtilityStatement = (
     | CreateObserver
     | DropObserver
     | AlterObserver
+    | DeclareCursor
+    | FetchCursor
+    | CloseCursor
 )
 
 
@@ -511,8 +555,105 @@ def _discard(r: _Reader) -> UtilityStatement:
 def _close(r: _Reader) -> UtilityStatement:
     r.next()
     if r.accept("ALL"):
-        return NoOp("CLOSE CURSOR ALL")
-    raise unsupported("SQL cursors (CLOSE)")
+        r.end()
+        return CloseCursor(None)
+    name = r.name()
+    r.end()
+    return CloseCursor(name)
+
+
+def _declare(r: _Reader) -> UtilityStatement:
+    r.next()
+    name = r.name()
+    binary = scroll = hold = False
+    while not r.accept("CURSOR"):
+        if r.accept("BINARY"):
+            binary = True
+        elif r.accept("SCROLL"):
+            scroll = True
+        elif r.accept("NO", "SCROLL"):
+            scroll = False
+        elif not (r.accept("INSENSITIVE") or r.accept("ASENSITIVE")):
+            r.error(f'syntax error at or near "{r.next().text}"', r.peek(-1))
+    if r.accept("WITH", "HOLD"):
+        hold = True
+    else:
+        r.accept("WITHOUT", "HOLD")
+    r.expect("FOR")
+    t = r.peek()
+    if t is None:
+        r.error("syntax error at end of input")
+    assert t is not None
+    return DeclareCursor(name, r.sql, r.sql[t.pos :], t.pos, scroll, hold, binary)
+
+
+_ONE_WAY = {
+    "NEXT": (Motion.FORWARD, 1),
+    "PRIOR": (Motion.BACKWARD, 1),
+    "FIRST": (Motion.ABSOLUTE, 1),
+    "LAST": (Motion.ABSOLUTE, -1),
+}
+
+
+def _fetch(r: _Reader) -> UtilityStatement:
+    move = r.next().upper == "MOVE"
+    motion, count = _motion(r)
+    if not (r.accept("FROM") or r.accept("IN")) and r.peek(1) is not None:
+        r.error(f'syntax error at or near "{r.peek(1).text}"', r.peek(1))  # type: ignore[union-attr]
+    name = r.name()
+    r.end()
+    return FetchCursor(name, motion, count, move)
+
+
+def _motion(r: _Reader) -> tuple[Motion, int | None]:
+    """A FETCH/MOVE direction as (motion, count); no direction is NEXT."""
+    t = r.peek()
+    if t is None:
+        r.error("syntax error at end of input")
+    assert t is not None
+    word = t.upper if t.kind == "word" else ""
+    if word in _ONE_WAY:
+        r.next()
+        return _ONE_WAY[word]
+    if word in ("ABSOLUTE", "RELATIVE"):
+        r.next()
+        return Motion(word.lower()), _signed_count(r)
+    if word == "ALL":
+        r.next()
+        return Motion.FORWARD, None
+    if word in ("FORWARD", "BACKWARD"):
+        r.next()
+        motion = Motion(word.lower())
+        if r.accept("ALL"):
+            return motion, None
+        if _at_count(r):
+            return _signed(motion, _signed_count(r))
+        return motion, 1
+    if _at_count(r):
+        return _signed(Motion.FORWARD, _signed_count(r))
+    return Motion.FORWARD, 1
+
+
+def _at_count(r: _Reader) -> bool:
+    t = r.peek()
+    return t is not None and (t.kind == "num" or t.text in "+-")
+
+
+def _signed_count(r: _Reader) -> int:
+    sign = -1 if r.accept("-") else 1
+    r.accept("+")
+    t = r.next()
+    if t.kind != "num" or "." in t.text:
+        r.error(f'syntax error at or near "{t.text}"', t)
+    return sign * int(t.text)
+
+
+def _signed(motion: Motion, count: int) -> tuple[Motion, int]:
+    """``FORWARD -n`` is ``BACKWARD n``, and the other way round."""
+    if count >= 0:
+        return motion, count
+    other = Motion.BACKWARD if motion is Motion.FORWARD else Motion.FORWARD
+    return other, -count
 
 
 def _role_options(r: _Reader) -> RoleOptions:
@@ -804,9 +945,9 @@ _HANDLERS = {
     "LOCK": _lock,
     "PREPARE": _prepare_transaction,
     "EXECUTE": _unsupported_keyword("SQL-level EXECUTE (use the extended query protocol)"),
-    "DECLARE": _unsupported_keyword("SQL cursors (DECLARE); use the protocol's row limits"),
-    "FETCH": _unsupported_keyword("SQL cursors (FETCH)"),
-    "MOVE": _unsupported_keyword("SQL cursors (MOVE)"),
+    "DECLARE": _declare,
+    "FETCH": _fetch,
+    "MOVE": _fetch,
     "CALL": _unsupported_keyword("CALL"),
     "DO": _unsupported_keyword("DO blocks"),
     "REINDEX": _noop("REINDEX"),

@@ -304,6 +304,15 @@ class FakeSession:
         self.cancelled += 1
         raise SqlError(QUERY_CANCELED, "canceling statement due to user request")
 
+    def cursor_columns(self, name: str) -> list[ResultColumn] | None:
+        return None
+
+    def share_portal(self, name: str, *args: object) -> None:
+        pass
+
+    def unshare_portal(self, name: str) -> None:
+        pass
+
     async def sync(self) -> None:
         self.syncs += 1
         self.implicit_failed = False

@@ -191,11 +191,6 @@ def test_cursors_fetch_in_batches(sql_server: SqlServer) -> None:
     run(sql_server, check)
 
 
-@pytest.mark.xfail(
-    reason="engine (session): SQL cursor statements are not supported; asyncpg's "
-    "Cursor.forward(n) sends MOVE FORWARD n FROM <portal> -> 0A000",
-    strict=True,
-)
 def test_cursor_forward(sql_server: SqlServer) -> None:
     async def check(conn: asyncpg.Connection) -> None:
         await conn.execute("CREATE TABLE seq_fwd (n int PRIMARY KEY)")
