@@ -77,9 +77,11 @@ from percolator.server.sql.catalog import Catalog, ObserverDef, RoleDef, TableDe
 from percolator.server.sql.errors import (
     ACTIVE_SQL_TRANSACTION,
     DUPLICATE_OBJECT,
+    DUPLICATE_PREPARED_STATEMENT,
     FEATURE_NOT_SUPPORTED,
     IN_FAILED_SQL_TRANSACTION,
     INSUFFICIENT_PRIVILEGE,
+    INVALID_SQL_STATEMENT_NAME,
     NO_ACTIVE_SQL_TRANSACTION,
     QUERY_CANCELED,
     READ_ONLY_SQL_TRANSACTION,
@@ -204,6 +206,27 @@ class BoundLiterals:
                 value = text_in(final, value)  # type: ignore[arg-type]
             out.append(value)
         return out
+
+
+@dataclass(frozen=True)
+class SqlPrepared:
+    """A statement of SQL-level PREPARE (EXECUTE runs it, DEALLOCATE drops it)."""
+
+    name: str
+    statement: str
+    prepared: PreparedStatement
+    created: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
+
+
+_PREPARABLE = (exp.Query, exp.Insert, exp.Update, exp.Delete, exp.Values)
+"""What PREPARE accepts, as in Postgres (no utility statements, no DDL)."""
+
+
+def _data_type(text: str) -> exp.DataType:
+    try:
+        return exp.DataType.build(text, dialect="postgres")
+    except (ParseError, TokenError, ValueError):
+        raise SqlError(UNDEFINED_OBJECT, f'type "{text}" does not exist') from None
 
 
 _TYPE_INTROSPECTION = object()
@@ -349,6 +372,8 @@ class SqlSession:
         self._next_read_only: bool | None = None
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
         self.cursors = Cursors()
+        self.sql_prepared: dict[str, SqlPrepared] = {}
+        """Statements of SQL-level PREPARE, by name."""
         # cancellation
         self._task: asyncio.Task[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -1277,7 +1302,15 @@ class SqlSession:
             else:
                 self._set(stmt.name, DEFAULTS.get(stmt.name.lower(), ""))
             return _done(self, "RESET")
+        if isinstance(stmt, utility.PrepareStatement):
+            return self._sql_prepare(stmt)
+        if isinstance(stmt, utility.ExecuteStatement):
+            return await self._sql_execute(stmt)
         if isinstance(stmt, utility.Deallocate):
+            if stmt.name is None:
+                self.sql_prepared.clear()
+            else:
+                self.sql_prepared.pop(stmt.name, None)
             self._deallocations.append(stmt.name)
             return _done(self, "DEALLOCATE ALL" if stmt.name is None else "DEALLOCATE")
         if isinstance(stmt, utility.FetchCursor):
@@ -1296,6 +1329,59 @@ class SqlSession:
         if isinstance(stmt, utility.CreateObserver | utility.DropObserver | utility.AlterObserver):
             return await self._observer_ddl(stmt)
         raise unsupported(type(stmt).__name__)
+
+    def _sql_prepare(self, stmt: utility.PrepareStatement) -> Any:
+        if stmt.name in self.sql_prepared:
+            raise SqlError(
+                DUPLICATE_PREPARED_STATEMENT, f'prepared statement "{stmt.name}" already exists'
+            )
+        payload = _parse_one(stmt.statement, stmt.offset)
+        if not isinstance(payload, _PREPARABLE):
+            word = stmt.statement.split(None, 1)[0]
+            raise SqlError(
+                SYNTAX_ERROR, f'syntax error at or near "{word}"', position=stmt.offset + 1
+            )
+        catalog = self.current_catalog()
+        binder = Binder(catalog, Params())
+        oids = [binder.exprs.bind_type(_data_type(t)).oid for t in stmt.types]
+        parsed = ParsedStatement(stmt.statement, payload=payload)
+        prepared = self._prepare_now(parsed, oids)
+        self.sql_prepared[stmt.name] = SqlPrepared(stmt.name, stmt.statement, prepared)
+        return _done(self, "PREPARE")
+
+    async def _sql_execute(self, stmt: utility.ExecuteStatement) -> Any:
+        entry = self.sql_prepared.get(stmt.name)
+        if entry is None:
+            raise SqlError(
+                INVALID_SQL_STATEMENT_NAME, f'prepared statement "{stmt.name}" does not exist'
+            )
+        prepared = entry.prepared
+        values = await self._execute_arguments(stmt, prepared.param_types)
+        plan, values = self._current_plan(prepared, values)
+        return await self._execute(plan, values)
+
+    async def _execute_arguments(
+        self, stmt: utility.ExecuteStatement, types: list[SqlType]
+    ) -> list[object]:
+        """EXECUTE's arguments, evaluated and cast to the statement's parameter types."""
+        if not types:
+            return []  # Postgres ignores arguments given to a statement that takes none
+        args: list[exp.Expression] = []
+        if stmt.arguments is not None:
+            select = _parse_one(f"SELECT {stmt.arguments[1:-1]}", stmt.offset - 6)
+            args = list(select.expressions)
+        if len(args) != len(types):
+            raise SqlError(
+                SYNTAX_ERROR,
+                f'wrong number of parameters for prepared statement "{stmt.name}"',
+                detail=f"Expected {len(types)} parameters but got {len(args)}.",
+            )
+        casts = [exp.cast(a, _data_type(t.format())) for a, t in zip(args, types, strict=True)]
+        query = self._plan(exp.select(*casts), "", [], self.current_catalog())
+        assert query.node is not None and query.catalog is not None
+        ctx = self._context(await self.transaction(), query.catalog, [])
+        rows = [row async for row in query.node.rows(ctx)]
+        return list(rows[0])
 
     async def _observer_ddl(self, stmt: Any) -> Any:
         txn = await self.transaction(writes=True)
@@ -1607,6 +1693,9 @@ def _returning_columns(cols: list[OutCol] | None) -> list[ResultColumn] | None:
 
 
 def _utility_columns(stmt: Any, session: SqlSession) -> list[ResultColumn] | None:
+    if isinstance(stmt, utility.ExecuteStatement):
+        entry = session.sql_prepared.get(stmt.name)
+        return entry.prepared.columns if entry is not None else None
     if isinstance(stmt, utility.FetchCursor) and not stmt.move:
         # As in Postgres, described by the cursor it names when it is prepared.
         cursor = session.cursors.find(stmt.name)

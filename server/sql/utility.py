@@ -268,6 +268,27 @@ class FetchCursor:
 
 
 @dataclass(frozen=True)
+class PrepareStatement:
+    """``PREPARE name [(type, ...)] AS statement``."""
+
+    name: str
+    types: tuple[str, ...]
+    statement: str
+    offset: int
+    """0-based position of the statement in the text (for error positions)."""
+
+
+@dataclass(frozen=True)
+class ExecuteStatement:
+    """``EXECUTE name [(argument, ...)]``."""
+
+    name: str
+    arguments: str | None
+    """The parenthesized argument list as written, or None."""
+    offset: int
+
+
+@dataclass(frozen=True)
 class CloseCursor:
     name: str | None
     """None for CLOSE ALL."""
@@ -297,6 +318,8 @@ UtilityStatement = (
     | DeclareCursor
     | FetchCursor
     | CloseCursor
+    | PrepareStatement
+    | ExecuteStatement
 )
 
 
@@ -439,12 +462,51 @@ def _rollback(r: _Reader) -> UtilityStatement:
     return Rollback()
 
 
-def _prepare_transaction(r: _Reader) -> UtilityStatement | None:
+def _prepare(r: _Reader) -> UtilityStatement:
     if r.at("PREPARE", "TRANSACTION"):
         raise unsupported("PREPARE TRANSACTION (two-phase commit from the client)")
-    if r.at("PREPARE"):
-        raise unsupported("SQL-level PREPARE (use the extended query protocol)")
-    return None
+    r.next()
+    name = r.name()
+    types: list[str] = []
+    if r.accept("("):
+        types = _type_list(r)
+    r.expect("AS")
+    t = r.peek()
+    if t is None:
+        r.error("syntax error at end of input")
+    assert t is not None
+    return PrepareStatement(name, tuple(types), r.sql[t.pos :], t.pos)
+
+
+def _type_list(r: _Reader) -> list[str]:
+    """The texts of a parenthesized, comma-separated list of type names (the "(" read)."""
+    types: list[str] = []
+    depth = 0
+    start: Token | None = None
+    while True:
+        t = r.next()
+        if depth == 0 and t.text in (",", ")"):
+            if start is None:
+                r.error(f'syntax error at or near "{t.text}"', t)
+            assert start is not None
+            types.append(r.sql[start.pos : t.pos].strip())
+            start = None
+            if t.text == ")":
+                return types
+            continue
+        start = start or t
+        depth += {"(": 1, ")": -1}.get(t.text, 0) if t.kind == "punct" else 0
+
+
+def _execute(r: _Reader) -> UtilityStatement:
+    r.next()
+    name = r.name()
+    t = r.peek()
+    if t is None:
+        return ExecuteStatement(name, None, 0)
+    if t.text != "(":
+        r.error(f'syntax error at or near "{t.text}"', t)
+    return ExecuteStatement(name, r.sql[t.pos :], t.pos)
 
 
 def _savepoint(r: _Reader) -> UtilityStatement:
@@ -943,8 +1005,8 @@ _HANDLERS = {
     "COPY": _copy,
     "EXPLAIN": _explain,
     "LOCK": _lock,
-    "PREPARE": _prepare_transaction,
-    "EXECUTE": _unsupported_keyword("SQL-level EXECUTE (use the extended query protocol)"),
+    "PREPARE": _prepare,
+    "EXECUTE": _execute,
     "DECLARE": _declare,
     "FETCH": _fetch,
     "MOVE": _fetch,

@@ -18,26 +18,13 @@ import asyncpg
 import psycopg
 import pytest
 
+from tests.server import scripted
 from tests.server.conftest import SqlServer
 
 SETUP = [
     "CREATE TABLE cur (n int PRIMARY KEY, word text)",
     "INSERT INTO cur SELECT g, 'w' || g FROM generate_series(1, 10) AS g",
 ]
-
-Outcome = tuple[object, ...]
-
-
-def run(conn: psycopg.Connection, sql: str) -> Outcome:
-    """("error", sqlstate) or ("ok", tag, rows as text)."""
-    try:
-        cur = conn.execute(sql)
-    except psycopg.Error as e:
-        return ("error", e.sqlstate)
-    res = cur.pgresult
-    assert res is not None
-    rows = [tuple(res.get_value(r, c) for c in range(res.nfields)) for r in range(res.ntuples)]
-    return ("ok", cur.statusmessage, rows)
 
 
 @pytest.fixture(scope="module")
@@ -53,11 +40,8 @@ def pair(sql_server: SqlServer, reference_dsn: str) -> Iterator[tuple[psycopg.Co
 
 
 def compare(pair: tuple[psycopg.Connection, ...], script: list[str]) -> None:
-    ours, ref = pair
     try:
-        for sql in script:
-            mine, theirs = run(ours, sql), run(ref, sql)
-            assert mine == theirs, f"\n{sql}\nours: {mine}\nref:  {theirs}"
+        scripted.compare(*pair, script)
     finally:
         for conn in pair:
             conn.execute("ROLLBACK")
