@@ -567,127 +567,6 @@ def _sort_decorated(decorated: list[Any], keys: Sequence[SortSpec]) -> None:
 
 
 @dataclass
-class WindowFunction:
-    """One window call: ``name`` is row_number, rank, dense_rank, or ``factory`` makes the
-    accumulator of an aggregate."""
-
-    name: str
-    spec: int
-    factory: Callable[[], Accumulator] | None
-    args: list[Compiled]
-    filter: Compiled | None
-
-
-@dataclass
-class WindowAgg(Node):
-    """Window functions: materializes its input, orders it by each window's partition and
-    order keys, and yields every input row followed by the window values."""
-
-    input: Node
-    specs: list[tuple[list[SortSpec], list[SortSpec]]]
-    """(partition keys, order keys) of each window."""
-    calls: list[WindowFunction]
-    width: int = 0
-
-    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
-        rows = [r async for r in self.input.rows(ctx)]
-        values: list[list[object]] = [[None] * len(rows) for _ in self.calls]
-        order: list[int] = list(range(len(rows)))
-        for spec_index, (partition, ordering) in enumerate(self.specs):
-            calls = [(i, c) for i, c in enumerate(self.calls) if c.spec == spec_index]
-            if calls:
-                order = await self._compute(rows, ctx, partition, ordering, calls, values)
-        for n, i in enumerate(order, 1):
-            await _pause(n)
-            yield rows[i] + tuple(v[i] for v in values)
-
-    async def _compute(
-        self,
-        rows: list[Row],
-        ctx: Any,
-        partition: list[SortSpec],
-        ordering: list[SortSpec],
-        calls: list[tuple[int, WindowFunction]],
-        values: list[list[object]],
-    ) -> list[int]:
-        """Fill ``values`` for the calls of one window; the row order it sorted by."""
-        keys = [*partition, *ordering]
-        decorated = []
-        for n, r in enumerate(rows):
-            await _pause(n + 1)
-            decorated.append((n, [k[0](r, ctx) for k in keys]))
-        _sort_decorated(decorated, keys)
-        nparts = len(partition)
-        # Rows are peers when their normalized keys are equal (1 = 1.0 for numerics).
-        norms = [_normalized(kv, keys) for _, kv in decorated]
-        idx = [n for n, _ in decorated]
-        start = 0
-        while start < len(idx):
-            end = start + 1
-            while end < len(idx) and norms[end][:nparts] == norms[start][:nparts]:
-                end += 1
-            await self._partition(rows, ctx, idx, norms, start, end, nparts, bool(ordering),
-                                  calls, values)  # fmt: skip
-            start = end
-        return idx
-
-    async def _partition(
-        self,
-        rows: list[Row],
-        ctx: Any,
-        idx: list[int],
-        norms: list[tuple[object, ...]],
-        start: int,
-        end: int,
-        nparts: int,
-        ordered: bool,
-        calls: list[tuple[int, WindowFunction]],
-        values: list[list[object]],
-    ) -> None:
-        accs = [c.factory() if c.factory is not None else None for _, c in calls]
-        pos = start
-        group = 0
-        while pos < end:
-            peer_end = pos + 1
-            if ordered:
-                while peer_end < end and norms[peer_end][nparts:] == norms[pos][nparts:]:
-                    peer_end += 1
-            else:
-                peer_end = end
-            group += 1
-            await _pause(pos + 1)
-            for (ci, call), acc in zip(calls, accs, strict=True):
-                out = values[ci]
-                if acc is not None:
-                    for j in range(pos, peer_end):
-                        row = rows[idx[j]]
-                        if call.filter is not None and call.filter(row, ctx) is not True:
-                            continue
-                        acc.add(*[a(row, ctx) for a in call.args])
-                    result = acc.result()
-                    for j in range(pos, peer_end):
-                        out[idx[j]] = result
-                elif call.name == "row_number":
-                    for j in range(pos, peer_end):
-                        out[idx[j]] = j - start + 1
-                else:
-                    rank = pos - start + 1 if call.name == "rank" else group
-                    for j in range(pos, peer_end):
-                        out[idx[j]] = rank
-            pos = peer_end
-
-    def explain(self) -> list[str]:
-        return _explain_tree("WindowAgg", [], [self.input])
-
-    def children(self) -> list[Node]:
-        return [self.input]
-
-
-def _normalized(values: list[object], keys: Sequence[SortSpec]) -> tuple[object, ...]:
-    return tuple(None if v is None else k[3](v) for v, k in zip(values, keys, strict=True))
-
-
-@dataclass
 class ProjectSet(Node):
     """Set-returning functions of a select list, run in lockstep for each input row."""
 
@@ -833,6 +712,84 @@ class SetOp(Node):
     def explain(self) -> list[str]:
         label = {"union": "Append" if self.all else "Union"}.get(self.kind, self.kind.title())
         return _explain_tree(label, [], [self.left, self.right])
+
+
+@dataclass
+class WorkTableScan(Node):
+    """The working table of a recursive CTE: the rows its :class:`RecursiveUnion` produced
+    in the previous iteration."""
+
+    name: str
+    token: object
+    """Identifies the working table in the execution context (shared with the union)."""
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        for n, row in enumerate(_work_tables(ctx).get(self.token, ()), 1):
+            await _pause(n)
+            yield row
+
+    def explain(self) -> list[str]:
+        return [f"WorkTable Scan on {self.name}"]
+
+
+@dataclass
+class RecursiveUnion(Node):
+    """WITH RECURSIVE: the initial term's rows, then the recursive term's rows run over the
+    previous iteration's rows (the working table), until an iteration produces none. Rows
+    stream out as produced; memory holds the working table (and, for UNION, the rows seen).
+    An endless recursion runs until cancelled or timed out, as in Postgres."""
+
+    name: str
+    all: bool
+    initial: Node
+    recursive: Node
+    token: object
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        seen: set[tuple[object, ...]] | None = None if self.all else set()
+        tables = _work_tables(ctx)
+        produced = 0
+        source = self.initial
+        try:
+            while True:
+                found: list[Row] = []
+                async for row in source.rows(ctx):
+                    if seen is not None:
+                        h = _hashable(row)
+                        if h in seen:
+                            continue
+                        seen.add(h)
+                    found.append(row)
+                    produced += 1
+                    await _pause(produced)
+                    yield row
+                if not found:
+                    return
+                # Each iteration lets the event loop run: cancellation must reach a
+                # recursion of one row per iteration too.
+                await asyncio.sleep(0)
+                tables[self.token] = found
+                source = self.recursive
+        finally:
+            tables.pop(self.token, None)
+
+    def explain(self) -> list[str]:
+        return _explain_tree(f"Recursive Union ({self.name})", [], [self.initial, self.recursive])
+
+    def children(self) -> list[Node]:
+        return [self.initial, self.recursive]
+
+
+def _work_tables(ctx: Any) -> dict[object, list[Row]]:
+    """The working tables of the recursive CTEs running in this execution: kept on the
+    execution context, not the (cached, reusable) plan."""
+    tables: dict[object, list[Row]] | None = getattr(ctx, "work_tables", None)
+    if tables is None:
+        tables = {}
+        ctx.work_tables = tables
+    return tables
 
 
 async def _chain(*iters: AsyncIterator[Row]) -> AsyncIterator[Row]:

@@ -34,17 +34,26 @@ from percolator.server.planner.physical import (
     PointGet,
     Project,
     ProjectSet,
+    RecursiveUnion,
     SetOp,
     Sort,
     SubqueryRunner,
     TableScan,
     ValuesScan,
     VirtualScan,
-    WindowAgg,
-    WindowFunction,
+    WorkTableScan,
 )
 from percolator.server.planner.pruning import Needed, needed_columns
 from percolator.server.planner.row_codec import IndexCodec, RowCodec
+from percolator.server.planner.window_agg import (
+    Frame,
+    FrameEdge,
+    WindowAgg,
+    WindowFunction,
+    in_range_datetime,
+    in_range_integer,
+    in_range_number,
+)
 from percolator.server.sql import casts
 from percolator.server.sql.aggregates import make_factory
 from percolator.server.sql.bound import (
@@ -61,24 +70,30 @@ from percolator.server.sql.bound import (
     BSubquery,
     DistinctRel,
     FilterRel,
+    FrameBound,
+    FrameMode,
     FunctionRel,
     JoinRel,
     LimitRel,
     ProjectRel,
     ProjectSetRel,
+    RecursiveUnionRel,
     Rel,
     SetOpRel,
     SortRel,
     TableRel,
     ValuesRel,
     VirtualRel,
+    WindowFrame,
     WindowRel,
+    WorkTableRel,
     walk,
 )
 from percolator.server.sql.catalog import TableDef
 from percolator.server.sql.errors import unsupported
 from percolator.server.sql.keycodec import KeyType, prefix_successor
-from percolator.server.sql.types import TypeId, key_type
+from percolator.server.sql.types import SqlType, TypeId, key_type
+from percolator.server.sql.window_binder import WINDOW_FUNCTION_NAMES
 
 _MAX_POINT_KEYS = 10_000
 
@@ -89,6 +104,8 @@ class Planner:
     def __init__(self) -> None:
         self._codecs: dict[tuple[int, frozenset[int] | None], tuple[TableDef, RowCodec]] = {}
         self._needed: Needed = {}
+        self._work_tables: dict[int, object] = {}
+        """id(RecursiveUnionRel) -> its working table's token, while its terms are planned."""
 
     def codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
         """The row codec of a table (reading only the ``read`` positions, if given)."""
@@ -250,9 +267,10 @@ class Planner:
         calls = []
         for c in rel.calls:
             factory = None
-            if c.name not in ("row_number", "rank", "dense_rank"):
+            if c.name not in WINDOW_FUNCTION_NAMES:
                 less = _less(c.args[0].type) if c.args else (lambda x, y: x < y)
                 factory = make_factory(c.name, [a.type for a in c.args], less)
+            order = rel.specs[c.spec].order
             calls.append(
                 WindowFunction(
                     c.name,
@@ -260,9 +278,26 @@ class Planner:
                     factory,
                     [compile_expr(a) for a in c.args],
                     compile_expr(c.filter) if c.filter is not None else None,
+                    _frame(c.frame, order[0].expr.type if order else None),
                 )
             )
         return WindowAgg(child, specs, calls)
+
+    def _plan_RecursiveUnionRel(self, rel: RecursiveUnionRel) -> Node:
+        # The token names this union's working table for the scans in its recursive term.
+        token = object()
+        self._work_tables[id(rel)] = token
+        try:
+            initial = self.plan(rel.initial)
+            assert rel.recursive is not None
+            recursive = self.plan(rel.recursive)
+        finally:
+            del self._work_tables[id(rel)]
+        return RecursiveUnion(rel.name, rel.all, initial, recursive, token)
+
+    def _plan_WorkTableRel(self, rel: WorkTableRel) -> Node:
+        assert isinstance(rel.cte, RecursiveUnionRel)
+        return WorkTableScan(rel.cte.name, self._work_tables[id(rel.cte)])
 
     def _plan_ProjectSetRel(self, rel: ProjectSetRel) -> Node:
         calls = [(c.fn, [compile_expr(a) for a in c.args], c.composite) for c in rel.calls]
@@ -492,6 +527,25 @@ def _conjunction(filters: list[BExpr]) -> Compiled | None:
 def _less(t: Any) -> Callable[[Any, Any], bool]:
     sk = casts.compare_key(t)
     return lambda a, b: sk(a) < sk(b)
+
+
+def _frame(frame: WindowFrame | None, key: SqlType | None) -> Frame | None:
+    """The run-time frame of a window call (``key``: the type of its first ORDER BY key)."""
+    if frame is None:
+        return None
+    in_range = None
+    if frame.mode is FrameMode.RANGE and key is not None:
+        if key.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8):
+            in_range = in_range_integer
+        elif key.id in (TypeId.DATE, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ):
+            in_range = in_range_datetime
+        else:
+            in_range = in_range_number
+
+    def edge(b: FrameBound) -> FrameEdge:
+        return FrameEdge(b.kind, compile_expr(b.offset) if b.offset is not None else None)
+
+    return Frame(frame.mode, edge(frame.start), edge(frame.end), in_range, frame.exclude)
 
 
 def _sort_key(k: Any) -> tuple[Compiled, bool, bool, Callable[[Any], Any]]:

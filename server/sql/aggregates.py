@@ -1,12 +1,13 @@
 """Aggregate functions: result types and accumulators (count, sum, avg, min, max, string_agg,
-array_agg, bool_and/or, json(b)_agg), with Postgres's result types (sum of int4 is bigint, avg of
-integers is numeric, ...)."""
+array_agg, bool_and/or, json(b)_agg, stddev and variance), with Postgres's result types (sum of
+int4 is bigint, avg of integers is numeric, stddev of floats is double precision, ...)."""
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
 from percolator.server.sql import types as T
@@ -49,6 +50,11 @@ def aggregate_type(name: str, args: list[SqlType]) -> SqlType:
         return SqlType(a.id, a.typmod, True)
     elif name in ("json_agg", "jsonb_agg"):
         return T.JSON if name == "json_agg" else T.JSONB
+    elif name in _DEVIATIONS:
+        if a.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8, TypeId.NUMERIC):
+            return T.NUMERIC
+        if a.id in (TypeId.FLOAT4, TypeId.FLOAT8):
+            return T.FLOAT8
     raise SqlError(
         UNDEFINED_FUNCTION,
         f"function {name}({', '.join(str(t) for t in args)}) does not exist",
@@ -220,6 +226,99 @@ class _JsonAgg(Accumulator):
         return json.dumps(self.items, separators=(", ", ": "))
 
 
+# name -> (sample rather than population, standard deviation rather than variance)
+_DEVIATIONS = {
+    "stddev": (True, True),
+    "stddev_samp": (True, True),
+    "stddev_pop": (False, True),
+    "variance": (True, False),
+    "var_samp": (True, False),
+    "var_pop": (False, False),
+}
+
+
+class _FloatDeviation(Accumulator):
+    """stddev/variance of floats: the Youngs-Cramer running sums of float8_accum, so results
+    agree with Postgres to the last bit."""
+
+    __slots__ = ("n", "sample", "stddev", "sx", "sxx")
+
+    def __init__(self, sample: bool, stddev: bool) -> None:
+        self.n = 0.0
+        self.sx = 0.0
+        self.sxx = 0.0
+        self.sample = sample
+        self.stddev = stddev
+
+    def add(self, *values: Any) -> None:
+        v = values[0]
+        if v is None:
+            return
+        v = float(v)
+        old_n = self.n
+        self.n += 1.0
+        self.sx += v
+        if old_n > 0.0:
+            tmp = v * self.n - self.sx
+            self.sxx += tmp * tmp / (self.n * old_n)
+            if math.isinf(self.sx) or math.isinf(self.sxx):
+                # Overflow, or an infinite input: Postgres's float8_accum makes Sxx NaN unless
+                # the input itself was infinite.
+                self.sxx = math.nan
+        elif math.isnan(v) or math.isinf(v):
+            self.sxx = math.nan
+
+    def result(self) -> object:
+        if self.n <= (1.0 if self.sample else 0.0):
+            return None
+        variance = self.sxx / (self.n - 1.0 if self.sample else self.n)
+        return math.sqrt(variance) if self.stddev else variance
+
+
+class _NumericDeviation(Accumulator):
+    """stddev/variance of integers and numerics, computed exactly and rounded to the scale
+    numeric_stddev_internal gives: (N * sum(x^2) - sum(x)^2) / (N * (N - 1)), or N * N."""
+
+    __slots__ = ("n", "sample", "stddev", "sx", "sxx")
+
+    def __init__(self, sample: bool, stddev: bool) -> None:
+        self.n = 0
+        self.sx = Decimal(0)
+        self.sxx = Decimal(0)
+        self.sample = sample
+        self.stddev = stddev
+
+    def add(self, *values: Any) -> None:
+        v = values[0]
+        if v is None:
+            return
+        d = v if isinstance(v, Decimal) else Decimal(v)
+        with localcontext() as ctx:
+            ctx.prec = 2000
+            self.n += 1
+            self.sx += d
+            self.sxx += d * d
+
+    def result(self) -> object:
+        if self.n <= (1 if self.sample else 0):
+            return None
+        if not self.sx.is_finite() or not self.sxx.is_finite():
+            return Decimal("NaN")
+        with localcontext() as ctx:
+            ctx.prec = 2000
+            numerator = self.n * self.sxx - self.sx * self.sx
+            if numerator <= 0:
+                return Decimal(0)
+            denominator = Decimal(self.n * (self.n - 1) if self.sample else self.n * self.n)
+            variance = numeric_div(numerator, denominator)
+            if not self.stddev:
+                return variance
+            # Postgres takes the root of the rounded variance, at the variance's scale.
+            exponent = variance.as_tuple().exponent
+            quantum = Decimal(1).scaleb(min(int(exponent), 0))
+            return variance.sqrt().quantize(quantum, rounding=ROUND_HALF_UP)
+
+
 def make_factory(
     name: str, arg_types: list[SqlType], less: Callable[[Any, Any], bool]
 ) -> Callable[[], Accumulator]:
@@ -259,4 +358,9 @@ def make_factory(
             return text_out(t, v)
 
         return lambda: _JsonAgg(to_json)
+    if name in _DEVIATIONS:
+        sample, stddev = _DEVIATIONS[name]
+        if arg_types[0].id in (TypeId.FLOAT4, TypeId.FLOAT8):
+            return lambda: _FloatDeviation(sample, stddev)
+        return lambda: _NumericDeviation(sample, stddev)
     raise SqlError(UNDEFINED_FUNCTION, f"aggregate {name} is not supported")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
-from percolator.server.sql import system_tables
+from percolator.server.sql import recursive_cte, system_tables
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggregateRel,
@@ -38,6 +38,7 @@ from percolator.server.sql.bound import (
     ProjectRel,
     ProjectSetRel,
     QueryStmt,
+    RecursiveUnionRel,
     Rel,
     SetOpKind,
     SetOpRel,
@@ -48,11 +49,13 @@ from percolator.server.sql.bound import (
     ValuesRel,
     VirtualRel,
     WindowRel,
+    WorkTableRel,
     walk,
 )
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
     AMBIGUOUS_COLUMN,
+    DATATYPE_MISMATCH,
     DUPLICATE_COLUMN,
     INVALID_COLUMN_REFERENCE,
     SYNTAX_ERROR,
@@ -71,6 +74,7 @@ from percolator.server.sql.expr_binder import (
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.set_functions import record_fields, resolve_set_function
 from percolator.server.sql.types import SqlType
+from percolator.server.sql.window_binder import resolve_named_windows
 
 
 @dataclass
@@ -143,24 +147,70 @@ class Binder:
     def _bind_query_with(self, node: exp.Expression, outer: Scope | None) -> Rel:
         with_ = node.args.get("with_") or node.args.get("with")
         if with_ is not None:
-            if with_.args.get("recursive"):
-                raise unsupported("WITH RECURSIVE")
+            recursive = bool(with_.args.get("recursive"))
             ctes: dict[str, _Cte] = {}
             self._ctes.append(ctes)
             try:
                 for cte in with_.expressions:
                     name = cte.alias
-                    rel = self.bind_query(cte.this, outer)
-                    cols = (
+                    aliases = (
                         [c.name for c in cte.args["alias"].columns]
                         if cte.args.get("alias") and cte.args["alias"].columns
-                        else [c.name for c in rel.columns]
+                        else []
                     )
-                    ctes[name] = _Cte(rel, cols)
+                    if recursive and recursive_cte.references(cte.this, name):
+                        ctes[name] = self._bind_recursive_cte(name, cte.this, aliases, outer)
+                        continue
+                    rel = self.bind_query(cte.this, outer)
+                    ctes[name] = _Cte(rel, aliases or [c.name for c in rel.columns])
                 return self._bind_query_body(node, outer)
             finally:
                 self._ctes.pop()
         return self._bind_query_body(node, outer)
+
+    def _bind_recursive_cte(
+        self, name: str, body: exp.Expression, aliases: list[str], outer: Scope | None
+    ) -> _Cte:
+        """A CTE of WITH RECURSIVE that refers to itself: while its recursive term is bound,
+        ``name`` is the working table, whose columns have the initial term's types."""
+        initial_node, recursive_node, union_all = recursive_cte.split(name, body)
+        initial = self._resolve_unknown_output(self.bind_query(initial_node, outer))
+        names = aliases or [c.name for c in initial.columns]
+        cols = [OutCol(c.name, c.type) for c in initial.columns]
+        rel = RecursiveUnionRel(cols, name, union_all, initial)
+        self._ctes[-1][name] = _Cte(WorkTableRel(cols, rel), names)
+        if isinstance(recursive_node, exp.Select) and (
+            any(self.exprs.contains_aggregate(e) for e in recursive_node.expressions)
+            or recursive_node.args.get("having") is not None
+        ):
+            raise SqlError(
+                recursive_cte.INVALID_RECURSION,
+                "aggregate functions are not allowed in a recursive query's recursive term",
+            )
+        recursive = self.bind_query(recursive_node, outer)
+        if len(recursive.columns) != len(cols):
+            raise SqlError(SYNTAX_ERROR, "each UNION query must have the same number of columns")
+        for i, (c, r) in enumerate(zip(cols, recursive.columns, strict=True)):
+            self._check_recursive_type(name, i, c.type, r.type)
+        rel.recursive = self._cast_rel(recursive, [c.type for c in cols])
+        return _Cte(rel, names)
+
+    def _check_recursive_type(self, name: str, i: int, initial: SqlType, rec: SqlType) -> None:
+        """The recursive term's column must resolve with the initial term's to the initial
+        term's type (the working table has that type), else 42804 as in Postgres."""
+        if rec == initial:
+            return
+        overall = self.exprs.common_type_of([initial, rec], "UNION")
+        if overall.id is initial.id and overall.array == initial.array:
+            if initial.typmod == -1 or rec.typmod == initial.typmod:
+                return
+            overall = SqlType(initial.id, -1, initial.array)
+        raise SqlError(
+            DATATYPE_MISMATCH,
+            f'recursive query "{name}" column {i + 1} has type {initial} in non-recursive term '
+            f"but type {overall} overall",
+            hint="Cast the output of the non-recursive term to the correct type.",
+        )
 
     def _bind_query_body(self, node: exp.Expression, outer: Scope | None) -> Rel:
         if isinstance(node, exp.Select):
@@ -176,8 +226,7 @@ class Binder:
     # -- SELECT ----------------------------------------------------------------------------
 
     def bind_select(self, node: exp.Select, outer: Scope | None) -> Rel:
-        if node.args.get("windows"):
-            raise unsupported("named windows (WINDOW clause)")
+        node = resolve_named_windows(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
             q = self._bind_from(from_.this, node.args.get("joins") or [], outer)

@@ -343,12 +343,63 @@ class WindowSpec:
     order: list[SortKey]
 
 
+class FrameMode(Enum):
+    """How a window frame's offsets count: rows, values of the ORDER BY key, peer groups."""
+
+    ROWS = "rows"
+    RANGE = "range"
+    GROUPS = "groups"
+
+
+class BoundKind(Enum):
+    """The kind of one end of a window frame."""
+
+    UNBOUNDED_PRECEDING = "unbounded preceding"
+    PRECEDING = "preceding"
+    CURRENT_ROW = "current row"
+    FOLLOWING = "following"
+    UNBOUNDED_FOLLOWING = "unbounded following"
+
+
+class FrameExclusion(Enum):
+    """``EXCLUDE ...`` of a window frame: which rows around the current one leave it."""
+
+    NO_OTHERS = "no others"
+    CURRENT_ROW = "current row"
+    GROUP = "group"
+    TIES = "ties"
+
+
+@dataclass(eq=False)
+class FrameBound:
+    """One end of a window frame; ``offset`` (a constant expression) for n PRECEDING / FOLLOWING."""
+
+    kind: BoundKind
+    offset: BExpr | None = None
+
+
+@dataclass(eq=False)
+class WindowFrame:
+    """``ROWS | RANGE | GROUPS BETWEEN start AND end`` of a window call.
+
+    A RANGE offset has the type the (single) ORDER BY key's in_range support function takes:
+    bigint for integer keys, numeric, double precision for floats, interval for dates and
+    timestamps."""
+
+    mode: FrameMode
+    start: FrameBound
+    end: FrameBound
+    exclude: FrameExclusion = FrameExclusion.NO_OTHERS
+
+
 @dataclass(eq=False)
 class WindowCall:
-    """A window function (row_number, rank, dense_rank) or an aggregate used with OVER.
+    """A window function (row_number, rank, dense_rank, percent_rank, cume_dist, ntile, lag,
+    lead, first_value, last_value, nth_value) or an aggregate used with OVER.
 
-    With ORDER BY, an aggregate's frame runs from the partition's start to the current row's
-    last peer (Postgres's default frame); without, it is the whole partition."""
+    Without a ``frame``, the frame is Postgres's default: with ORDER BY, from the partition's
+    start to the current row's last peer; without, the whole partition. Only aggregates and
+    first_value / last_value / nth_value look at the frame."""
 
     name: str
     args: list[BExpr]
@@ -356,6 +407,7 @@ class WindowCall:
     spec: int
     """Index into :attr:`WindowRel.specs`."""
     filter: BExpr | None = None
+    frame: WindowFrame | None = None
 
 
 @dataclass(eq=False)
@@ -409,6 +461,30 @@ class SetOpRel(Rel):
 
     def inputs(self) -> list[Rel]:
         return [self.left, self.right]
+
+
+@dataclass(eq=False)
+class WorkTableRel(Rel):
+    """The working table of a recursive CTE, read by the recursive term: the rows the
+    previous iteration produced. ``cte`` is the :class:`RecursiveUnionRel` it belongs to."""
+
+    cte: object = field(default=None, repr=False)
+
+
+@dataclass(eq=False)
+class RecursiveUnionRel(Rel):
+    """``WITH RECURSIVE name AS (initial UNION [ALL] recursive)``: the initial term's rows,
+    then the recursive term run again over the rows the previous run produced, until a run
+    produces none. With UNION (``all`` false) rows already produced are dropped."""
+
+    name: str
+    all: bool
+    initial: Rel
+    recursive: Rel | None = None
+    """Set once bound (its :class:`WorkTableRel` refers back to this node)."""
+
+    def inputs(self) -> list[Rel]:
+        return [self.initial] + ([self.recursive] if self.recursive is not None else [])
 
 
 # -- statements -----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from percolator.server.sql import casts, functions, operators
+from percolator.server.sql import casts, functions, operators, window_binder
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggCall,
@@ -44,6 +44,7 @@ from percolator.server.sql.bound import (
     WindowCall,
     WindowSpec,
 )
+from percolator.server.sql.datetime_functions import extract, local_time, local_timestamp
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
     GROUPING_ERROR,
@@ -57,6 +58,7 @@ from percolator.server.sql.errors import (
     unsupported,
 )
 from percolator.server.sql.scope import Scope
+from percolator.server.sql.to_char import to_char_format_node
 from percolator.server.sql.types import SqlType, TypeId
 
 AMBIGUOUS_FUNCTION = "42725"
@@ -185,7 +187,6 @@ class SrfContext:
 
 _SET_FUNCTIONS = {"generate_series", "unnest", "generate_subscripts", "_pg_expandarray",
                   "pg_partition_ancestors"}  # fmt: skip
-_RANKING = {exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank"}
 
 
 _COMPARISONS: dict[type, str] = {
@@ -221,9 +222,17 @@ _AGGREGATES = {
     exp.GroupConcat: "string_agg",
     exp.LogicalAnd: "bool_and",
     exp.LogicalOr: "bool_or",
+    exp.Stddev: "stddev",
+    exp.StddevSamp: "stddev_samp",
+    exp.StddevPop: "stddev_pop",
+    # sqlglot folds var_samp into Variance too; both names are 8 characters long, so the
+    # position metadata cannot tell them apart and a var_samp column is named variance.
+    exp.Variance: "variance",
+    exp.VariancePop: "var_pop",
 }
 _AGG_NAMES = {"count", "sum", "avg", "min", "max", "array_agg", "string_agg", "bool_and",
-              "bool_or", "every", "json_agg", "jsonb_agg", "stddev", "variance"}  # fmt: skip
+              "bool_or", "every", "json_agg", "jsonb_agg", "stddev", "variance", "stddev_samp",
+              "stddev_pop", "var_samp", "var_pop"}  # fmt: skip
 
 # sqlglot function classes whose Postgres name differs from sql_name(), with argument order.
 _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
@@ -253,6 +262,7 @@ _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Ln: ("ln", ("this",)),
     exp.Log: ("log", ("this", "expression")),
     exp.Sign: ("sign", ("this",)),
+    exp.Hex: ("to_hex", ("this",)),
 }
 
 
@@ -314,7 +324,7 @@ class ExprBinder:
         """The name Postgres gives an unaliased select item."""
         if isinstance(node, exp.Column):
             return node.name
-        if isinstance(node, exp.Cast):
+        if isinstance(node, exp.Cast) and not _is_div_call(node):
             inner = node.this
             if isinstance(inner, exp.Column | exp.Func | exp.Anonymous) and not isinstance(
                 inner, exp.Cast
@@ -405,6 +415,8 @@ class ExprBinder:
             ]
         if isinstance(node, exp.Explode | exp.Unnest):
             return "unnest", [node.this, *node.expressions]
+        if isinstance(node, exp.TimeToStr):
+            return "to_char", [node.this, to_char_format_node(node.args["format"])]
         if isinstance(node, exp.Func):
             args = []
             for k in node.arg_types:
@@ -519,6 +531,8 @@ class ExprBinder:
             return self._arithmetic(node, scope, _BITWISE_OPS[type(node)])
         if isinstance(node, tuple(_AGGREGATES)):
             raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
+        if isinstance(node, window_binder.WINDOW_ONLY):
+            raise window_binder.requires_over(node)
         if isinstance(node, exp.Func):
             return self._function(node, scope)
         if node.__class__.__name__ == "_IndexRef":
@@ -645,6 +659,14 @@ class ExprBinder:
 
     def _comparison(self, node: exp.Expression, scope: Scope, op: str) -> BExpr:
         right_node = node.expression
+        if (
+            isinstance(right_node, exp.Anonymous)
+            and str(right_node.this).upper() in ("ALL", "SOME")
+            and len(right_node.expressions) == 1
+        ):
+            # sqlglot reads ``op ALL (array)`` / ``op SOME (array)`` as a function call.
+            quant = exp.All if str(right_node.this).upper() == "ALL" else exp.Any
+            right_node = quant(this=right_node.expressions[0])
         if isinstance(right_node, exp.Any | exp.All):
             return self._any_all(node, scope, op, right_node)
         left = self.bind(node.this, scope)
@@ -675,10 +697,13 @@ class ExprBinder:
         inner = quant.this
         is_all = isinstance(quant, exp.All)
         if isinstance(inner, exp.Subquery | exp.Select):
-            if op != "=" or is_all:
-                raise unsupported(f"{op} {'ALL' if is_all else 'ANY'} (subquery)")
-            return self._in_subquery(left, inner, scope, negate=False)
-        arr = self.bind(inner, scope)
+            if op == "=" and not is_all:
+                return self._in_subquery(left, inner, scope, negate=False)
+            # Other operators compare with every row: the subquery's values as an array
+            # (with the same NULL rules: a NULL value makes a non-decisive result NULL).
+            arr = self._array_subquery(inner, scope)
+        else:
+            arr = self.bind(inner, scope)
         if arr.type.id is TypeId.UNKNOWN:
             arr = self.coerce(
                 arr,
@@ -695,7 +720,14 @@ class ExprBinder:
         cmp = operators.comparison(op, t)
         conv = (lambda v: v) if t == elem else (lambda v, _e=elem, _t=t: casts.cast(v, _e, _t))
 
-        def any_all(v: object, values: list[object]) -> object:
+        def any_all(v: object, values: list[object] | None) -> object:
+            if values is None:
+                return None
+            if not values:
+                # Over no values ANY is false and ALL true, even for a NULL operand.
+                return is_all
+            if v is None:
+                return None
             saw_null = False
             for item in values:
                 if item is None:
@@ -710,7 +742,15 @@ class ExprBinder:
                 return None
             return is_all
 
-        return BCall(T.BOOL, "any", any_all, [left, arr])
+        return BCall(T.BOOL, "any", any_all, [left, arr], strict=False)
+
+    def _array_subquery(self, query: exp.Expression, scope: Scope) -> BExpr:
+        """The values of a one-column subquery as an array (ARRAY(subquery))."""
+        rel = self._subquery_rel(query, scope)
+        if len(rel.columns) != 1:
+            raise SqlError(SYNTAX_ERROR, "subquery has too many columns")
+        rel = self.binder._resolve_unknown_output(rel)
+        return self._subquery(SubqueryKind.ARRAY, rel, rel.columns[0].type.array_of())
 
     def _arithmetic(self, node: exp.Expression, scope: Scope, op: str) -> BExpr:
         left = self.bind(node.this, scope)
@@ -1119,7 +1159,7 @@ class ExprBinder:
         arg = self.bind(node.expression, scope)
         if arg.type.id is TypeId.UNKNOWN:
             arg = self.coerce(arg, T.TIMESTAMP)
-        return BCall(T.NUMERIC, "extract", lambda v, _f=field_name: functions.extract(_f, v), [arg])
+        return BCall(T.NUMERIC, "extract", lambda v, _f=field_name: extract(_f, v), [arg])
 
     def _bind_Trim(self, node: exp.Trim, scope: Scope) -> BExpr:
         arg = self.coerce(self.bind(node.this, scope), T.TEXT)
@@ -1138,6 +1178,21 @@ class ExprBinder:
 
     def _bind_CurrentDate(self, node: exp.Expression, scope: Scope) -> BExpr:
         return BContextCall(T.DATE, "current_date", lambda ctx: ctx.transaction_time.date(), [])
+
+    def _bind_Localtimestamp(self, node: exp.Expression, scope: Scope) -> BExpr:
+        # The session time zone is always UTC: local time is the transaction time in UTC.
+        return BContextCall(
+            T.TIMESTAMP, "localtimestamp", local_timestamp, self._precision(node, scope)
+        )
+
+    def _bind_Localtime(self, node: exp.Expression, scope: Scope) -> BExpr:
+        return BContextCall(T.TIME, "localtime", local_time, self._precision(node, scope))
+
+    def _precision(self, node: exp.Expression, scope: Scope) -> list[BExpr]:
+        """The fractional-second precision argument of ``LOCALTIMESTAMP(p)``, if written."""
+        if node.this is None:
+            return []
+        return [self.coerce(self.bind(node.this, scope), T.INT4)]
 
     def _bind_CurrentTime(self, node: exp.Expression, scope: Scope) -> BExpr:
         raise unsupported("current_time (time with time zone)")
@@ -1211,13 +1266,14 @@ class ExprBinder:
             if seen == node:
                 return ctx.ref(k)
         if node.args.get("alias") is not None:
-            raise unsupported("named windows (OVER name)")
-        if node.args.get("spec") is not None:
-            raise unsupported("window frame clauses (ROWS / RANGE / GROUPS)")
+            # Named windows were resolved before binding (window_binder); this one is not
+            # defined by the SELECT's WINDOW clause.
+            raise SqlError(UNDEFINED_OBJECT, f'window "{node.args["alias"].name}" does not exist')
         with self.contexts(None, None):
             name, args, t, filt = self._window_function(node.this, bind_arg)
             spec = self._window_spec(ctx, node, bind_arg)
-        ctx.calls.append(WindowCall(name, args, t, spec, filt))
+            frame = window_binder.window_frame(self, node, ctx.specs[spec].order, bind_arg)
+        ctx.calls.append(WindowCall(name, args, t, spec, filt, frame))
         ctx.call_nodes.append(node)
         return ctx.ref(len(ctx.calls) - 1)
 
@@ -1231,13 +1287,10 @@ class ExprBinder:
             if isinstance(filter_node, exp.Where):
                 filter_node = filter_node.this
             fn = fn.this
-        if type(fn) in _RANKING:
+        if isinstance(fn, (*window_binder.WINDOW_ONLY, exp.IgnoreNulls, exp.RespectNulls)):
             if filter_node is not None:
                 raise unsupported("FILTER for non-aggregate window functions")
-            if fn.args.get("expressions"):
-                raise SqlError(UNDEFINED_FUNCTION, f"function {_RANKING[type(fn)]}() with "
-                               "arguments does not exist")  # fmt: skip
-            return _RANKING[type(fn)], [], T.INT8, None
+            return (*window_binder.window_only_function(self, fn, bind_arg), None)
         if not self._is_agg_node(fn):
             raise unsupported(f"window function {self.column_name(fn)}")
         name, arg_nodes = _aggregate_name_args(fn)
@@ -1386,6 +1439,10 @@ class ExprBinder:
                 UNDEFINED_FUNCTION,
                 f"function {name}({', '.join(str(t) for t in types)}) does not exist",
             )
+        if impl.args is not None:
+            # The implementation declared its parameter types: cast the arguments to them
+            # (implicitly, as Postgres does once it has picked the function).
+            args = [self.coerce(a, t) for a, t in zip(args, impl.args, strict=False)]
         args = [_resolve_unknown_arg(self, a) for a in args]
         if impl.needs_context:
             return BContextCall(impl.type, name, impl.fn, args)

@@ -2,8 +2,11 @@
 
 A resolver returns a :class:`FunctionImpl` (the callable, its result type, whether it is
 strict, whether it needs the execution context as first argument) or None when the argument
-types do not fit. Modules add functions with :func:`register`; the catalog functions psql and
-drivers call (format_type, pg_get_expr, ...) live in ``catalog_functions``.
+types do not fit. Modules add functions with :func:`register`. This module holds the registry,
+the argument checks and the basic string, math and array functions; the larger families have
+their own modules (imported at the end of this one): ``datetime_functions``, ``numeric_math``,
+``quoting`` and ``to_char``. The catalog functions psql and drivers call (format_type,
+pg_get_expr, ...) live in ``catalog_functions``.
 """
 
 from __future__ import annotations
@@ -30,11 +33,15 @@ from percolator.server.sql.types import Interval, SqlType, TypeId
 
 @dataclass(frozen=True)
 class FunctionImpl:
+    """A resolved function: the callable, its result type and how to call it. ``args``, when
+    given, are the parameter types the binder casts the arguments to before the call."""
+
     fn: Callable[..., object]
     type: SqlType
     strict: bool = True
     needs_context: bool = False
     volatile: bool = False
+    args: tuple[SqlType, ...] | None = None
 
 
 Resolver = Callable[[Sequence[SqlType]], FunctionImpl | None]
@@ -215,16 +222,7 @@ define(
     tuple(range(2, 100)),
     strict=False,
 )
-define(("chr",), chr, T.TEXT, 1)
 define(("ascii",), lambda s: ord(s[0]) if s else 0, T.INT4, 1)
-define(
-    ("quote_ident",),
-    lambda s: s if s.isidentifier() and s.islower() else '"' + s.replace('"', '""') + '"',
-    T.TEXT,
-    1,
-)
-define(("quote_literal",), lambda s: "'" + str(s).replace("'", "''") + "'", T.TEXT, 1)
-define(("to_hex",), lambda n: format(n & 0xFFFFFFFFFFFFFFFF if n < 0 else n, "x"), T.TEXT, 1)
 define(("starts_with",), lambda s, p: s.startswith(p), T.BOOL, 2)
 
 
@@ -265,6 +263,52 @@ def _regexp_replace(source: str, pattern: str, repl: str, flags: str = "") -> st
 
 define(("regexp_replace",), _regexp_replace, T.TEXT, (3, 4))
 
+
+def _translate(s: str, src: str, dst: str) -> str:
+    table: dict[str, str | None] = {}
+    for i, ch in enumerate(src):
+        # The first occurrence of a character in ``src`` wins; extra ones map to nothing.
+        table.setdefault(ch, dst[i] if i < len(dst) else None)
+    return "".join(c for ch in s if (c := table.get(ch, ch)) is not None)
+
+
+define(("translate",), _translate, T.TEXT, 3)
+
+
+@register("bit_length")
+def _bit_length(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 1 or not (string_or_unknown(args[0]) or args[0].id is TypeId.BYTEA):
+        return None
+    return FunctionImpl(lambda v: 8 * len(v.encode() if isinstance(v, str) else v), T.INT4)
+
+
+@register("to_hex")
+def _to_hex(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 1 or args[0].id not in (TypeId.INT2, TypeId.INT4, TypeId.INT8):
+        return None
+    mask = (1 << 64) - 1 if args[0].id is TypeId.INT8 else (1 << 32) - 1
+    return FunctionImpl(lambda n: format(n & mask, "x"), T.TEXT)
+
+
+def _chr(n: int) -> str:
+    if n == 0:
+        raise SqlError("54000", "null character not permitted")
+    if n < 0:
+        raise SqlError(INVALID_PARAMETER_VALUE, "character number must be positive")
+    if n > 0x10FFFF:
+        raise SqlError("54000", f"requested character too large for encoding: {n}")
+    if 0xD800 <= n <= 0xDFFF:
+        raise SqlError("54000", f"requested character not valid for encoding: {n}")
+    return chr(n)
+
+
+@register("chr")
+def _chr_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 1 or args[0].id not in (TypeId.INT2, TypeId.INT4, TypeId.UNKNOWN):
+        return None
+    return FunctionImpl(_chr, T.TEXT, args=(T.INT4,))
+
+
 # -- math -----------------------------------------------------------------------------------
 
 
@@ -304,13 +348,16 @@ register("floor")(
         lambda x: float(math.floor(x)),
     )
 )
-register("sign")(
-    _same_numeric(
-        lambda x: (x > 0) - (x < 0),
-        lambda d: Decimal((d > 0) - (d < 0)),
-        lambda x: float((x > 0) - (x < 0)),
-    )
-)
+
+
+@register("sign")
+def _sign(args: Sequence[SqlType]) -> FunctionImpl | None:
+    # Postgres has sign(numeric) and sign(double precision) only: integers take the latter.
+    if len(args) != 1 or not (is_numeric(args[0]) or args[0].id is TypeId.UNKNOWN):
+        return None
+    if args[0].id is TypeId.NUMERIC:
+        return FunctionImpl(lambda d: d if d.is_nan() else Decimal((d > 0) - (d < 0)), T.NUMERIC)
+    return FunctionImpl(lambda x: float((x > 0) - (x < 0)), T.FLOAT8, args=(T.FLOAT8,))
 
 
 @register("round")
@@ -356,27 +403,6 @@ def _float_fn(
     return call
 
 
-define(
-    ("sqrt",),
-    _float_fn(math.sqrt, lambda f: f >= 0, "cannot take square root of a negative number"),
-    T.FLOAT8,
-    1,
-)
-define(("exp",), _float_fn(math.exp), T.FLOAT8, 1)
-define(
-    ("ln",),
-    _float_fn(math.log, lambda f: f > 0, "cannot take logarithm of zero or a negative number"),
-    T.FLOAT8,
-    1,
-)
-define(
-    ("log", "log10"),
-    _float_fn(math.log10, lambda f: f > 0, "cannot take logarithm of zero or a negative number"),
-    T.FLOAT8,
-    1,
-)
-
-
 def _power(a: object, b: object) -> float:
     fa, fb = float(a), float(b)  # type: ignore[arg-type]
     if fa < 0 and not fb.is_integer():
@@ -405,138 +431,6 @@ def _raise_div() -> int:
 @register("greatest", "least")
 def _greatest_least(args: Sequence[SqlType]) -> FunctionImpl | None:
     return None  # bound specially by the binder (needs a common type and its name)
-
-
-# -- date and time --------------------------------------------------------------------------
-
-_FIELDS = {
-    "microseconds": lambda t: t.second * 1_000_000 + getattr(t, "microsecond", 0),
-    "milliseconds": lambda t: Decimal(t.second * 1_000_000 + getattr(t, "microsecond", 0)) / 1000,
-    "second": lambda t: Decimal(t.second) + Decimal(getattr(t, "microsecond", 0)) / 1_000_000,
-    "minute": lambda t: t.minute,
-    "hour": lambda t: t.hour,
-    "day": lambda t: t.day,
-    "month": lambda t: t.month,
-    "year": lambda t: t.year,
-    "quarter": lambda t: (t.month - 1) // 3 + 1,
-    "dow": lambda t: (t.weekday() + 1) % 7,
-    "isodow": lambda t: t.isoweekday(),
-    "doy": lambda t: t.timetuple().tm_yday,
-    "week": lambda t: t.isocalendar()[1],
-    "decade": lambda t: t.year // 10,
-    "century": lambda t: (t.year - 1) // 100 + 1,
-    "epoch": lambda t: Decimal(
-        str((t if isinstance(t, dt.datetime) else dt.datetime(t.year, t.month, t.day))
-            .replace(tzinfo=dt.UTC).timestamp())
-    ),
-}  # fmt: skip
-
-
-def extract(field: str, value: object) -> Decimal:
-    """EXTRACT(field FROM value) / date_part (numeric result, as Postgres 14+)."""
-    f = (
-        field.lower().rstrip("s")
-        if field.lower() not in ("microseconds", "milliseconds")
-        else field.lower()
-    )
-    getter = _FIELDS.get(f) or _FIELDS.get(field.lower())
-    if getter is None:
-        raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not recognized for type timestamp')
-    if isinstance(value, Interval):
-        return _fraction_scale(f, _extract_interval(f, value))
-    result = getter(value)
-    result = result if isinstance(result, Decimal) else Decimal(result)
-    if isinstance(value, dt.datetime):
-        # Postgres shows seconds and epochs of timestamps with microsecond scale.
-        return _fraction_scale(f, result)
-    return result
-
-
-_EXTRACT_SCALE = {"second": Decimal("0.000001"), "epoch": Decimal("0.000001"),
-                  "milliseconds": Decimal("0.001")}  # fmt: skip
-
-
-def _fraction_scale(field: str, value: Decimal) -> Decimal:
-    q = _EXTRACT_SCALE.get(field)
-    return value.quantize(q) if q is not None else value
-
-
-def _extract_interval(field: str, iv: Interval) -> Decimal:
-    if field == "epoch":
-        return (
-            Decimal(iv.months * 30 * 86400 + iv.days * 86400) + Decimal(iv.microseconds) / 1_000_000
-        )
-    if field == "day":
-        return Decimal(iv.days)
-    if field == "hour":
-        return Decimal(iv.microseconds // 3_600_000_000)
-    if field == "minute":
-        return Decimal(iv.microseconds // 60_000_000 % 60)
-    if field == "second":
-        return Decimal(iv.microseconds % 60_000_000) / 1_000_000
-    if field == "month":
-        return Decimal(iv.months % 12)
-    if field == "year":
-        return Decimal(iv.months // 12)
-    raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not supported for type interval')
-
-
-def date_trunc(field: str, value: dt.datetime) -> dt.datetime:
-    f = field.lower()
-    if f == "microseconds":
-        return value
-    if f == "milliseconds":
-        return value.replace(microsecond=value.microsecond // 1000 * 1000)
-    if f == "second":
-        return value.replace(microsecond=0)
-    if f == "minute":
-        return value.replace(second=0, microsecond=0)
-    if f == "hour":
-        return value.replace(minute=0, second=0, microsecond=0)
-    if f == "day":
-        return value.replace(hour=0, minute=0, second=0, microsecond=0)
-    if f == "week":
-        d = value - dt.timedelta(days=value.weekday())
-        return d.replace(hour=0, minute=0, second=0, microsecond=0)
-    if f == "month":
-        return value.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    if f == "quarter":
-        m = (value.month - 1) // 3 * 3 + 1
-        return value.replace(month=m, day=1, hour=0, minute=0, second=0, microsecond=0)
-    if f == "year":
-        return value.replace(month=1, day=1, hour=0, minute=0, second=0, microsecond=0)
-    raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not recognized for type timestamp')
-
-
-@register("date_part")
-def _date_part(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) != 2:
-        return None
-    return FunctionImpl(extract, T.NUMERIC)
-
-
-@register("date_trunc")
-def _date_trunc(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) != 2:
-        return None
-    if not string_or_unknown(args[0]):
-        return None
-    if args[1].id not in (TypeId.TIMESTAMPTZ, TypeId.TIMESTAMP, TypeId.DATE, TypeId.UNKNOWN):
-        return None
-    # date_trunc(text, date) resolves to the timestamptz version (the server runs in UTC).
-    rt = T.TIMESTAMP if args[1].id is TypeId.TIMESTAMP else T.TIMESTAMPTZ
-
-    def trunc(field: str, v: object) -> dt.datetime:
-        if not isinstance(v, dt.datetime):
-            v = dt.datetime(v.year, v.month, v.day, tzinfo=dt.UTC)  # type: ignore[attr-defined]
-        return date_trunc(field, v)
-
-    return FunctionImpl(trunc, rt)
-
-
-define(("make_date",), lambda y, m, d: dt.date(y, m, d), T.DATE, 3)
-define(("to_timestamp",), lambda s: dt.datetime.fromtimestamp(float(s), dt.UTC), T.TIMESTAMPTZ, 1)
-define(("isfinite",), lambda v: True, T.BOOL, 1)
 
 
 # -- misc -----------------------------------------------------------------------------------
@@ -622,6 +516,12 @@ def string_or_unknown(t: SqlType) -> bool:
     return is_string(t) or t.id is TypeId.UNKNOWN
 
 
+def wall_clock(v: dt.datetime) -> dt.datetime:
+    """``v`` as a naive timestamp of the session time zone."""
+    # The session time zone is UTC: timestamptz values are shown (and split) in UTC.
+    return v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo is not None else v
+
+
 # -- argument checks ---------------------------------------------------------------------------
 
 
@@ -641,7 +541,7 @@ def _text_first(resolver: Resolver, allow_bytea: bool) -> Resolver:
 
 for _name in ("lower", "upper", "btrim", "trim", "ltrim", "rtrim", "replace", "repeat",
               "reverse", "left", "right", "strpos", "split_part", "initcap", "lpad", "rpad",
-              "starts_with", "ascii", "quote_literal"):  # fmt: skip
+              "starts_with", "ascii", "translate"):  # fmt: skip
     _REGISTRY[_name] = [_text_first(r, False) for r in _REGISTRY.get(_name, [])]
 _BYTEA_TOO = ("length", "octet_length", "substr", "substring", "md5")
 for _name in ("char_length", "character_length", *_BYTEA_TOO):
@@ -678,3 +578,15 @@ def _div_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
     if len(args) != 2 or not all(is_numeric(a) or a.id is TypeId.UNKNOWN for a in args):
         return None
     return FunctionImpl(_div, T.NUMERIC)
+
+
+# The modules below register more functions when imported. They are imported here, after the
+# registry and the helpers they use are defined, so that whoever can call resolve() sees their
+# functions. They import only this module (never one another), so the import cycle is harmless
+# whichever module is imported first.
+from percolator.server.sql import (  # noqa: E402, F401
+    datetime_functions,
+    numeric_math,
+    quoting,
+    to_char,
+)
