@@ -38,7 +38,8 @@ class SequenceAllocator:
             if value is not None:
                 return value
             first = await self._client.run_in_transaction(lambda txn: self._reserve(txn, key))
-            self._ranges[key] = (first + 1, first + self._block)
+            # The block is [first, first + block - 1]: its last value is not the next one's first.
+            self._ranges[key] = (first + 1, first + self._block - 1)
             return first
 
     def nextval_nowait(self, key: str) -> int | None:
