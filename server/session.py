@@ -964,7 +964,14 @@ class SqlSession:
 
     def _writer(self, table: TableDef, binder: Binder) -> TableWriter:
         checks = [(ck.name, bind_table_expr(binder, table, ck.expression)) for ck in table.checks]
-        return make_writer(table, self.engine.planner.codec(table), checks)
+        catalog = binder.catalog
+        return make_writer(
+            table,
+            self.engine.planner.codec(table),
+            checks,
+            catalog,
+            lambda child: self._writer(child, Binder(catalog, Params())),
+        )
 
     def _plan_insert(
         self, bound: InsertStmt, binder: Binder, catalog: Catalog, param_types: list[SqlType]

@@ -54,6 +54,7 @@ DEFAULTS: dict[str, str] = {
     "lock_timeout": "0",
     "idle_in_transaction_session_timeout": "0",
     "max_identifier_length": "63",
+    "max_index_keys": "32",  # pgjdbc reads it (pg_settings) to list foreign key columns
     "default_table_access_method": "heap",
     "jit": "off",
     "bytea_output": "hex",
@@ -82,8 +83,9 @@ DEFAULTS: dict[str, str] = {
 
 _CANONICAL = {name.lower(): name for name in REPORTED}
 _READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer_datetimes",
-              "in_hot_standby", "is_superuser", "max_identifier_length", "session_authorization",
-              "transaction_isolation", "transaction_read_only"}  # fmt: skip
+              "in_hot_standby", "is_superuser", "max_identifier_length", "max_index_keys",
+              "session_authorization", "transaction_isolation",
+              "transaction_read_only"}  # fmt: skip
 _UTC_NAMES = {"utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "universal", "+00", "00:00", "0",
               "+00:00", "uct", "etc/uct"}  # fmt: skip
 

@@ -117,6 +117,12 @@ async def plan_write(options: WriteOptions, schema: StructType, overwrite: bool)
                 FEATURE_NOT_SUPPORTED,
                 f'upsert needs a primary key, and table "{table.name}" has none',
             )
+        if table.foreign_keys:
+            raise PercolatorSparkError(
+                FEATURE_NOT_SUPPORTED,
+                f'table "{table.name}" has foreign keys, which Spark writes do not check: '
+                "load it through SQL (COPY or INSERT), or drop the constraint for the load",
+            )
         token = None
         if options.atomic:
             coordinator = options.connection.coordinator

@@ -1,12 +1,13 @@
 """The data work some DDL needs, run in the DDL's transaction: building an index over the
 existing rows, filling a new column's default, moving rows to a new primary key, giving rows a
-marker, and checking a new constraint against every row."""
+marker, and checking a new constraint (CHECK, NOT NULL, FOREIGN KEY) against every row."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from percolator.server.planner.dml import TableWriter, format_row, insert_rows
+from percolator.server.planner import foreign_keys
+from percolator.server.planner.dml import CHUNK, TableWriter, format_row, insert_rows
 from percolator.server.planner.row_codec import MARKER, IndexCodec, RowCodec
 from percolator.server.sql.catalog import Catalog
 from percolator.server.sql.ddl import (
@@ -14,6 +15,7 @@ from percolator.server.sql.ddl import (
     DataAction,
     FillColumn,
     MoveRows,
+    ValidateForeignKey,
     ValidateRows,
     WriteMarkers,
 )
@@ -84,6 +86,18 @@ async def run_action(
             # one that updates or deletes the row (writing that cell, not the marker) then
             # conflicts with it, instead of leaving a marker on a row it deleted.
             old_codec.lock(ctx.txn, key)
+    elif isinstance(action, ValidateForeignKey):
+        table = catalog.table(action.table)
+        fks = foreign_keys.for_table(table, catalog, None)
+        fks.references = [r for r in fks.references if r.fk == action.foreign_key]
+        fks.referrers = []
+        batch: list[tuple[Any, ...]] = []
+        async for _, row in _rows(RowCodec(table, trust_not_null=False), ctx):
+            batch.append(row)
+            if len(batch) >= CHUNK:
+                await foreign_keys.check_references(fks, ctx, batch)
+                batch = []
+        await foreign_keys.check_references(fks, ctx, batch)
     elif isinstance(action, ValidateRows):
         table = catalog.table(action.table)
         codec = RowCodec(table, trust_not_null=False)

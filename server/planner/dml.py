@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from percolator.server.planner import foreign_keys
 from percolator.server.planner.compile import Compiled, compile_expr
+from percolator.server.planner.foreign_keys import ForeignKeys
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
 from percolator.server.sql.bound import BExpr, OnConflict
-from percolator.server.sql.catalog import ColumnDef, TableDef
+from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
     CARDINALITY_VIOLATION,
     CHECK_VIOLATION,
@@ -46,6 +48,7 @@ class TableWriter:
     indexes: list[IndexCodec]
     checks: list[tuple[str, Compiled]]
     not_null: list[tuple[int, ColumnDef]]
+    foreign_keys: ForeignKeys = field(default_factory=ForeignKeys)
 
     @property
     def unique_indexes(self) -> list[IndexCodec]:
@@ -252,6 +255,7 @@ async def insert_rows(
     """Insert complete rows (defaults already applied), checking constraints."""
     count = 0
     written: list[Row] = []
+    changed: list[tuple[Row, Row]] = []
     for start in range(0, len(rows), CHUNK):
         chunk = rows[start : start + CHUNK]
         for row in chunk:
@@ -278,8 +282,9 @@ async def insert_rows(
                 skip[i] = True
                 if on_conflict.do_update and conflict_update is not None:
                     updates.append((chunk[i], c))
-            for updated in await _update_conflicting(writer, ctx, updates, conflict_update):
+            for old, updated in await _update_conflicting(writer, ctx, updates, conflict_update):
                 written.append(updated)
+                changed.append((old, updated))
                 count += 1
         for i, row in enumerate(chunk):
             if skip[i]:
@@ -289,6 +294,10 @@ async def insert_rows(
                 ix.write(ctx.txn, row, keys[i])
             written.append(row)
             count += 1
+    if writer.foreign_keys:
+        # At the end of the statement, as Postgres checks them.
+        await foreign_keys.check_references(writer.foreign_keys, ctx, written)
+        await foreign_keys.on_update(writer.foreign_keys, ctx, changed)
     return InsertResult(count, written)
 
 
@@ -297,16 +306,16 @@ async def _update_conflicting(
     ctx: Any,
     updates: list[tuple[Row, Conflict]],
     conflict_update: Callable[[Row, Row], Any] | None,
-) -> list[Row]:
+) -> list[tuple[Row, Row]]:
     """ON CONFLICT DO UPDATE: update each existing row a proposed row collided with; returns
-    the updated rows. The existing rows are read in one batch, unless two proposed rows hit
+    the (old, updated) rows. The existing rows are read in one batch, unless two proposed rows hit
     the same row (through different constraints): then each must see the other's update."""
     if not updates or conflict_update is None:
         return []
     keys = [c.existing_key for _, c in updates]
     batched = len(set(keys)) == len(keys)
     existing_rows = await writer.codec.get_rows(ctx.txn, keys) if batched else []
-    out: list[Row] = []
+    out: list[tuple[Row, Row]] = []
     for j, (proposed, c) in enumerate(updates):
         if batched:
             existing = existing_rows[j]
@@ -317,7 +326,7 @@ async def _update_conflicting(
         updated = await conflict_update(existing, proposed)
         if updated is not None:
             await update_row(writer, ctx, c.existing_key, existing, updated)
-            out.append(updated)
+            out.append((existing, updated))
     return out
 
 
@@ -371,12 +380,26 @@ async def update_rows(
         for pos, fn in assignments:
             new[pos] = fn(full, ctx)
         targets.append((key, old, tuple(new)))
-    out = []
+    await update_keys(writer, ctx, targets)
+    return [new for _, _, new in targets]
+
+
+async def update_keys(
+    writer: TableWriter, ctx: Any, targets: Sequence[tuple[bytes, Row, Row]]
+) -> None:
+    """Update rows given as (row key, old row, new row), then enforce the foreign keys."""
     for key, old, new in targets:
         writer.check_row(new, ctx)
         await update_row(writer, ctx, key, old, new)
-        out.append(new)
-    return out
+    fks = writer.foreign_keys
+    if fks:
+        moved = [
+            new
+            for _, old, new in targets
+            if any(ref.key_of(old) != ref.key_of(new) for ref in fks.references)
+        ]
+        await foreign_keys.check_references(fks, ctx, moved)
+        await foreign_keys.on_update(fks, ctx, [(old, new) for _, old, new in targets])
 
 
 async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
@@ -385,19 +408,38 @@ async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
     async for full in source.rows(ctx):
         old = full[:width]
         victims.setdefault(writer.codec.key_of_stored(old), old)
+    await delete_keys(writer, ctx, victims)
+    return list(victims.values())
+
+
+async def delete_keys(writer: TableWriter, ctx: Any, victims: dict[bytes, Row]) -> None:
+    """Delete rows given by row key, then run the actions of the foreign keys referencing
+    them."""
     for key, old in victims.items():
         writer.codec.write_delete(ctx.txn, key, old)
         for ix in writer.indexes:
             ix.delete(ctx.txn, old, key)
-    return list(victims.values())
+    if writer.foreign_keys.referrers:
+        await foreign_keys.on_delete(writer.foreign_keys, ctx, list(victims.values()))
 
 
-def make_writer(table: TableDef, codec: RowCodec, checks: list[tuple[str, BExpr]]) -> TableWriter:
+def make_writer(
+    table: TableDef,
+    codec: RowCodec,
+    checks: list[tuple[str, BExpr]],
+    catalog: Catalog | None = None,
+    writer_for: Callable[[TableDef], TableWriter] | None = None,
+) -> TableWriter:
+    """A writer of ``table``; with ``catalog``, one that enforces its foreign keys (building
+    the writers of referencing tables with ``writer_for`` when an action writes them)."""
     indexes = [IndexCodec(table, ix) for ix in table.indexes]
     pk = set(table.primary_key)
     not_null = [(i, c) for i, c in enumerate(table.columns) if c.not_null or c.id in pk]
     compiled = [(name, compile_expr(e)) for name, e in checks]
-    return TableWriter(table, codec, indexes, compiled, not_null)
+    fks = (
+        foreign_keys.for_table(table, catalog, writer_for) if catalog is not None else ForeignKeys()
+    )
+    return TableWriter(table, codec, indexes, compiled, not_null, fks)
 
 
 __all__ = ["TableWriter", "insert_rows", "make_writer"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 
 from percolator.server.sql.errors import (
     UNDEFINED_COLUMN,
@@ -74,6 +75,36 @@ class CheckDef:
     expression: str
 
 
+class FkAction(Enum):
+    """What deleting or updating a referenced key does to the rows that reference it (the
+    value is Postgres's code, as pg_constraint.confdeltype/confupdtype shows it)."""
+
+    NO_ACTION = "a"
+    RESTRICT = "r"
+    CASCADE = "c"
+    SET_NULL = "n"
+    SET_DEFAULT = "d"
+
+    @property
+    def sql(self) -> str:
+        return self.name.replace("_", " ")
+
+
+@dataclass(frozen=True)
+class ForeignKeyDef:
+    """A FOREIGN KEY constraint of the referencing table (MATCH SIMPLE: a row with a NULL in
+    any of its columns references nothing). Tables and columns are named by id, so renaming a
+    column keeps the constraint."""
+
+    name: str
+    column_ids: tuple[int, ...]
+    ref_table_id: int
+    ref_column_ids: tuple[int, ...]
+    """The referenced table's primary key or the columns of one of its unique indexes."""
+    on_delete: FkAction = FkAction.NO_ACTION
+    on_update: FkAction = FkAction.NO_ACTION
+
+
 @dataclass(frozen=True)
 class TableDef:
     """A table: columns in order, primary key, indexes, checks, where its rows are stored."""
@@ -86,6 +117,7 @@ class TableDef:
     storage: str
     indexes: tuple[IndexDef, ...] = ()
     checks: tuple[CheckDef, ...] = ()
+    foreign_keys: tuple[ForeignKeyDef, ...] = ()
     next_column_id: int = 1
     pk_name: str | None = None
     existence: int | None = None
@@ -254,6 +286,13 @@ class Catalog:
 
     # -- building new snapshots --------------------------------------------------------------
 
+    def references_to(self, table_id: int) -> Iterator[tuple[TableDef, ForeignKeyDef]]:
+        """The foreign keys that reference table ``table_id``, with their tables."""
+        for table in self.tables.values():
+            for fk in table.foreign_keys:
+                if fk.ref_table_id == table_id:
+                    yield table, fk
+
     def allocate_id(self) -> tuple[int, Catalog]:
         """A fresh object id and the catalog that has used it."""
         return self.next_id, dataclasses.replace(self, next_id=self.next_id + 1)
@@ -340,6 +379,17 @@ def table_to_json(t: TableDef) -> dict[str, object]:
         ],
         "checks": [{"name": ck.name, "expression": ck.expression} for ck in t.checks],
         "existence": t.existence,
+        "foreign_keys": [
+            {
+                "name": fk.name,
+                "columns": list(fk.column_ids),
+                "ref_table": fk.ref_table_id,
+                "ref_columns": list(fk.ref_column_ids),
+                "on_delete": fk.on_delete.value,
+                "on_update": fk.on_update.value,
+            }
+            for fk in t.foreign_keys
+        ],
     }
 
 
@@ -382,6 +432,17 @@ def table_from_json(d: dict[str, object]) -> TableDef:
         next_column_id=int(d["next_column_id"]),  # type: ignore[arg-type]
         pk_name=d.get("pk_name"),  # type: ignore[arg-type]
         existence=d.get("existence"),  # type: ignore[arg-type]
+        foreign_keys=tuple(
+            ForeignKeyDef(
+                name=str(fk["name"]),
+                column_ids=tuple(fk["columns"]),
+                ref_table_id=int(fk["ref_table"]),
+                ref_column_ids=tuple(fk["ref_columns"]),
+                on_delete=FkAction(fk["on_delete"]),
+                on_update=FkAction(fk["on_update"]),
+            )
+            for fk in d.get("foreign_keys", ())  # type: ignore[union-attr]
+        ),
     )
 
 

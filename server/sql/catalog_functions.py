@@ -12,13 +12,14 @@ import datetime as dt
 import json
 import re
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from percolator.server.sql import types as T
 from percolator.server.sql.catalog import (
     INFORMATION_SCHEMA_NAMESPACE_OID,
     PG_CATALOG_NAMESPACE_OID,
     PUBLIC_NAMESPACE_OID,
+    FkAction,
 )
 from percolator.server.sql.errors import (
     UNDEFINED_OBJECT,
@@ -27,6 +28,9 @@ from percolator.server.sql.errors import (
 )
 from percolator.server.sql.functions import define
 from percolator.server.sql.types import SqlType, TypeId
+
+if TYPE_CHECKING:
+    from percolator.server.sql.pg_catalog_tables import ForeignKeyInfo
 
 BOOTSTRAP_ROLE_OID = 10
 DATABASE_OWNER_ROLE_OID = 6171
@@ -62,8 +66,12 @@ class OidName(int):
 
 
 def reg_lookup(ctx: Any, t: SqlType, value: object) -> OidName:
-    """'name'::regclass (and regtype, regnamespace, regproc): the OID of the named object."""
+    """'name'::regclass (and regtype, regnamespace, regproc): the OID of the named object.
+
+    A number is an OID already, taken as it is (psql's ``\\d`` writes ``'16385'::regclass``)."""
     name = str(value).strip()
+    if name.isdigit():
+        return oid_to_reg(ctx, t, int(name))
     if t.id is TypeId.REGNAMESPACE:
         key = _unquote(name)
         if key not in NAMESPACES:
@@ -79,7 +87,7 @@ def reg_lookup(ctx: Any, t: SqlType, value: object) -> OidName:
     oid = relation_oid(ctx, name)
     if oid is None:
         raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
-    return OidName(oid, _unquote(name.split(".")[-1]))
+    return oid_to_reg(ctx, t, oid)
 
 
 def relation_oid(ctx: Any, name: str) -> int | None:
@@ -108,9 +116,10 @@ def relation_name(ctx: Any, oid: int) -> str | None:
     r = pgc.relation_by_oid(ctx.catalog, oid)
     if r is None:
         return None
+    # Quoted as regclassout quotes (psql shows a referencing table "Fk Other" as ""Fk Other"").
     if r.namespace == INFORMATION_SCHEMA_NAMESPACE_OID:
-        return f"information_schema.{r.name}"
-    return r.name
+        return f"information_schema.{quote_ident(r.name)}"
+    return quote_ident(r.name)
 
 
 def oid_to_reg(ctx: Any, t: SqlType, oid: int) -> OidName:
@@ -250,7 +259,8 @@ def pg_get_indexdef(ctx: Any, oid: int, column: int = 0, pretty: bool = False) -
 
 
 def pg_get_constraintdef(ctx: Any, oid: int, pretty: bool = False) -> str | None:
-    """``PRIMARY KEY (a, b)``, ``UNIQUE (e)``, ``CHECK ((a > 0))`` (pretty: ``CHECK (a > 0)``)."""
+    """``PRIMARY KEY (a, b)``, ``UNIQUE (e)``, ``CHECK ((a > 0))`` (pretty: ``CHECK (a > 0)``),
+    ``FOREIGN KEY (p) REFERENCES parent(id) ON DELETE CASCADE``."""
     from percolator.server.sql import pg_catalog_tables as pgc
 
     con = pgc.constraint_by_oid(ctx.catalog, oid)
@@ -260,7 +270,21 @@ def pg_get_constraintdef(ctx: Any, oid: int, pretty: bool = False) -> str | None
         text = con.expression if not pretty else pgc.redeparse(con.expression, con.table, True)
         return f"CHECK ({text})"
     cols = ", ".join(quote_ident(con.table.columns[n - 1].name) for n in con.attnums)
+    if con.foreign is not None:
+        return f"FOREIGN KEY ({cols}) REFERENCES {_references(con.foreign)}"
     return f"{'PRIMARY KEY' if con.contype == 'p' else 'UNIQUE'} ({cols})"
+
+
+def _references(fk: ForeignKeyInfo) -> str:
+    """``parent(id) ON UPDATE CASCADE ON DELETE SET NULL`` as ruleutils.c writes it: the table
+    unqualified (public is on the search path), MATCH SIMPLE and NO ACTION left unsaid."""
+    ref = fk.ref_table
+    ref_cols = ", ".join(quote_ident(ref.columns[n - 1].name) for n in fk.ref_attnums)
+    text = f"{quote_ident(ref.name)}({ref_cols})"
+    for word, action in (("UPDATE", fk.on_update), ("DELETE", fk.on_delete)):
+        if action is not FkAction.NO_ACTION:
+            text += f" ON {word} {action.sql}"
+    return text
 
 
 def pg_get_serial_sequence(ctx: Any, table: str, column: str) -> str | None:

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from percolator.server.sql import foreign_key_ddl
 from percolator.server.sql.catalog import (
     Catalog,
     CheckDef,
     ColumnDef,
+    ForeignKeyDef,
     IndexDef,
     SequenceDef,
     TableDef,
@@ -86,7 +88,15 @@ class ValidateRows:
     check: CheckDef | None = None
 
 
-DataAction = BuildIndex | FillColumn | MoveRows | ValidateRows | WriteMarkers
+@dataclass(frozen=True)
+class ValidateForeignKey:
+    """Existing rows of ``table`` must reference existing rows (ALTER TABLE ADD FOREIGN KEY)."""
+
+    table: str
+    foreign_key: ForeignKeyDef
+
+
+DataAction = BuildIndex | FillColumn | MoveRows | ValidateRows | WriteMarkers | ValidateForeignKey
 
 
 @dataclass
@@ -170,12 +180,19 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
     uniques: list[tuple[list[int], str | None]] = []
     checks: list[CheckDef] = []
     sequences: list[SequenceDef] = []
+    references: list[tuple[str | None, list[str], exp.Reference]] = []
     next_col = 1
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
-            col, col_pk, col_unique, col_checks, seq = _column(
-                catalog, name, item, next_col, bind_type
+            spec = _column(catalog, name, item, next_col, bind_type)
+            col, col_pk, col_unique, col_checks, seq = (
+                spec.column,
+                spec.primary_key,
+                spec.unique,
+                spec.checks,
+                spec.sequence,
             )
+            references += [(cname, [col.name], ref) for cname, ref in spec.references]
             if any(c.name == col.name for c in columns):
                 raise SqlError(DUPLICATE_COLUMN, f'column "{col.name}" specified more than once')
             next_col += 1
@@ -193,6 +210,8 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
             if seq is not None:
                 seq_oid, catalog = catalog.allocate_id()
                 sequences.append(SequenceDef(seq, seq_oid + 16384, name))
+        elif (fk := _foreign_key_clause(item)) is not None:
+            references.append(fk)
         else:
             kind, cols, cname, check_sql = _table_constraint(item)
             if kind == "pk":
@@ -235,6 +254,9 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
         if tuple(sorted(cols)) == tuple(sorted(pk)):
             continue
         table, catalog, _ = _add_index(catalog, table, index_name, cols, True, constraint=True)
+    for cname, cols_named, ref in references:
+        fk = foreign_key_ddl.foreign_key(catalog, table, cname, cols_named, ref)
+        table = foreign_key_ddl.add(catalog, table, fk)
     catalog = catalog.with_table(table)
     for s in sequences:
         catalog = catalog.with_sequence(s)
@@ -310,9 +332,22 @@ def _col_id(columns: list[ColumnDef], name: str, table: str) -> int:
     raise SqlError(UNDEFINED_COLUMN, f'column "{name}" named in key does not exist')
 
 
+@dataclass
+class ColumnSpec:
+    """A column definition and the constraints written on it."""
+
+    column: ColumnDef
+    primary_key: bool
+    unique: bool
+    checks: list[CheckDef]
+    sequence: str | None
+    references: list[tuple[str | None, exp.Reference]]
+    """REFERENCES clauses, with their constraint names."""
+
+
 def _column(
     catalog: Catalog, table: str, node: exp.ColumnDef, col_id: int, bind_type: BindType
-) -> tuple[ColumnDef, bool, bool, list[CheckDef], str | None]:
+) -> ColumnSpec:
     name = _check_name(node.name)
     kind = node.args.get("kind")
     if kind is None:
@@ -328,6 +363,7 @@ def _column(
     is_pk = False
     unique = False
     checks: list[CheckDef] = []
+    references: list[tuple[str | None, exp.Reference]] = []
     for c in node.args.get("constraints") or []:
         k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
         cname = c.name if isinstance(c, exp.ColumnConstraint) and c.this else None
@@ -349,7 +385,7 @@ def _column(
         elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
             raise unsupported("identity columns (use serial)")
         elif isinstance(k, exp.Reference):
-            raise unsupported("foreign keys (REFERENCES)")
+            references.append((cname, k))
         elif isinstance(k, exp.CollateColumnConstraint):
             continue
         else:
@@ -359,7 +395,7 @@ def _column(
         seq = f"{table}_{name}_seq"
         default = f"nextval('{seq}'::regclass)"
     col = ColumnDef(col_id, name, sql_type, not_null, default, seq)
-    return col, is_pk, unique, checks, seq
+    return ColumnSpec(col, is_pk, unique, checks, seq, references)
 
 
 def _table_constraint(item: exp.Expression) -> tuple[str, list[str], str | None, str | None]:
@@ -381,11 +417,26 @@ def _table_constraint(item: exp.Expression) -> tuple[str, list[str], str | None,
         return "unique", cols, cname, None
     if isinstance(node, exp.CheckColumnConstraint):
         return "check", [], cname, node.this.sql(dialect="postgres")
-    if isinstance(node, exp.ForeignKey):
-        raise unsupported("foreign keys")
     if isinstance(node, exp.PrimaryKeyColumnConstraint):
         raise SqlError(SYNTAX_ERROR, "PRIMARY KEY needs a column list here")
     raise unsupported(f"table constraint {item.sql(dialect='postgres')}")
+
+
+def _foreign_key_clause(
+    item: exp.Expression,
+) -> tuple[str | None, list[str], exp.Reference] | None:
+    """A table constraint ``[CONSTRAINT name] FOREIGN KEY (cols) REFERENCES ...``, or None."""
+    cname = None
+    node = item
+    if isinstance(item, exp.Constraint):
+        cname = item.name
+        node = item.expressions[0] if item.expressions else item
+    if not isinstance(node, exp.ForeignKey):
+        return None
+    reference = node.args.get("reference")
+    if reference is None:
+        raise SqlError(SYNTAX_ERROR, "FOREIGN KEY needs REFERENCES")
+    return cname, [_ident_name(e) for e in node.expressions], reference
 
 
 def _ident_name(e: exp.Expression) -> str:
@@ -500,21 +551,29 @@ def _drop_index(catalog: Catalog, node: exp.Drop) -> DdlResult:
 
 
 def _drop_tables(catalog: Catalog, node: exp.Drop) -> DdlResult:
-    notices = []
-    for t in node.expressions or node.args.get("tables") or []:
-        name = _table_name(t)
+    notices: list[str] = []
+    targets = [_table_name(t) for t in node.expressions or node.args.get("tables") or []]
+    for name in targets:
         if name not in catalog.tables:
             if node.args.get("exists"):
                 notices.append(f'table "{name}" does not exist, skipping')
                 continue
             raise SqlError(UNDEFINED_TABLE, f'table "{name}" does not exist')
+        catalog = foreign_key_ddl.drop_references(
+            catalog, catalog.tables[name], targets, bool(node.args.get("cascade")), notices
+        )
         catalog = catalog.without_table(name)
     return DdlResult(catalog, "DROP TABLE", notices=notices)
 
 
 def _truncate(catalog: Catalog, node: exp.TruncateTable) -> DdlResult:
-    for t in node.expressions:
-        name = _table_name(t)
+    names = [_table_name(t) for t in node.expressions]
+    for name in names:
+        catalog.table(name)  # 42P01 for a missing one
+    cascade = str(node.args.get("option") or "").upper() == "CASCADE"
+    everything = foreign_key_ddl.truncate_closure(catalog, names, cascade)
+    notices = [f'truncate cascades to table "{name}"' for name in everything[len(names) :]]
+    for name in everything:
         table = catalog.table(name)
         storage_id, catalog = catalog.allocate_id()
         indexes = []
@@ -524,10 +583,51 @@ def _truncate(catalog: Catalog, node: exp.TruncateTable) -> DdlResult:
         catalog = catalog.with_table(
             table.replace(storage=f"t{storage_id}", indexes=tuple(indexes))
         )
-    return DdlResult(catalog, "TRUNCATE TABLE")
+    return DdlResult(catalog, "TRUNCATE TABLE", notices=notices)
 
 
 # -- ALTER TABLE ----------------------------------------------------------------------------
+
+
+def _drop_constraint(
+    catalog: Catalog, table: TableDef, action: exp.Drop, notices: list[str]
+) -> Catalog:
+    """ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name: a foreign key, a check, or a unique
+    constraint (with its index)."""
+    targets = action.expressions or action.args.get("tables") or []
+    for target in targets:
+        name = target.name
+        if any(fk.name == name for fk in table.foreign_keys):
+            table = table.replace(
+                foreign_keys=tuple(f for f in table.foreign_keys if f.name != name)
+            )
+        elif any(ck.name == name for ck in table.checks):
+            table = table.replace(checks=tuple(c for c in table.checks if c.name != name))
+        elif any(ix.name == name and ix.constraint for ix in table.indexes):
+            index = next(ix for ix in table.indexes if ix.name == name)
+            for child, fk in catalog.references_to(table.id):
+                if child.id != table.id and sorted(fk.ref_column_ids) == sorted(index.column_ids):
+                    raise SqlError(
+                        DEPENDENT_OBJECTS_STILL_EXIST,
+                        f"cannot drop constraint {name} on table {table.name} because other "
+                        "objects depend on it",
+                        detail=f"constraint {fk.name} on table {child.name} depends on index "
+                        f"{name}",
+                        hint="Use DROP ... CASCADE to drop the dependent objects too.",
+                    )
+            table = table.replace(indexes=tuple(ix for ix in table.indexes if ix.name != name))
+        elif table.primary_key and name == (table.pk_name or f"{table.name}_pkey"):
+            raise unsupported("dropping a primary key")
+        elif action.args.get("exists"):
+            notices.append(
+                f'constraint "{name}" of relation "{table.name}" does not exist, skipping'
+            )
+        else:
+            raise SqlError(
+                UNDEFINED_OBJECT,
+                f'constraint "{name}" of relation "{table.name}" does not exist',
+            )
+    return catalog.with_table(table)
 
 
 def _alter_table(catalog: Catalog, node: exp.Alter, bind_type: BindType) -> DdlResult:
@@ -568,8 +668,13 @@ def _alter_action(
                 DUPLICATE_COLUMN,
                 f'column "{action.name}" of relation "{table.name}" already exists',
             )
-        col, is_pk, unique, checks, seq = _column(
-            catalog, table.name, action, table.next_column_id, bind_type
+        spec = _column(catalog, table.name, action, table.next_column_id, bind_type)
+        col, is_pk, unique, checks, seq = (
+            spec.column,
+            spec.primary_key,
+            spec.unique,
+            spec.checks,
+            spec.sequence,
         )
         if is_pk:
             raise unsupported("ADD COLUMN ... PRIMARY KEY")
@@ -597,6 +702,10 @@ def _alter_action(
                 constraint=True,
             )
             actions.append(BuildIndex(table.name, index))
+        for cname, ref in spec.references:
+            fk = foreign_key_ddl.foreign_key(catalog, table, cname, [col.name], ref)
+            table = foreign_key_ddl.add(catalog, table, fk)
+            actions.append(ValidateForeignKey(table.name, fk))
         return catalog.with_table(table), table.name
     if isinstance(action, exp.Drop):
         kind = (action.args.get("kind") or "").upper()
@@ -624,6 +733,7 @@ def _alter_action(
                     )
                 if len(table.columns) == 1:
                     raise unsupported("dropping the last column of a table")
+                table = foreign_key_ddl.check_column_drop(catalog, table, col.id)
                 table = table.replace(
                     columns=tuple(c for c in table.columns if c.id != col.id),
                     indexes=tuple(ix for ix in table.indexes if col.id not in ix.column_ids),
@@ -631,7 +741,7 @@ def _alter_action(
                 catalog = catalog.with_table(table)
             return catalog, table.name
         if kind == "CONSTRAINT":
-            raise unsupported("ALTER TABLE ... DROP CONSTRAINT")
+            return _drop_constraint(catalog, table, action, notices), table.name
         raise unsupported(f"ALTER TABLE ... DROP {kind}")
     if isinstance(action, exp.RenameColumn):
         old = action.this.name
@@ -657,6 +767,13 @@ def _alter_action(
         return catalog, new
     if isinstance(action, exp.AddConstraint):
         for c in action.expressions:
+            if (clause := _foreign_key_clause(c)) is not None:
+                cname, cols, ref = clause
+                fk = foreign_key_ddl.foreign_key(catalog, table, cname, cols, ref)
+                table = foreign_key_ddl.add(catalog, table, fk)
+                actions.append(ValidateForeignKey(table.name, fk))
+                catalog = catalog.with_table(table)
+                continue
             kind, cols, cname, check_sql = _table_constraint(c)
             if kind == "pk":
                 if table.primary_key:

@@ -37,6 +37,8 @@ from percolator.server.sql.catalog import (
     PUBLIC_NAMESPACE_OID,
     Catalog,
     ColumnDef,
+    FkAction,
+    ForeignKeyDef,
     IndexDef,
     SequenceDef,
     TableDef,
@@ -74,6 +76,8 @@ PK_CONSTRAINT_OID_BASE = 1_100_000_000
 UNIQUE_CONSTRAINT_OID_BASE = 1_200_000_000
 CHECK_CONSTRAINT_OID_BASE = 1_300_000_000
 CHECKS_PER_TABLE = 100
+FK_CONSTRAINT_OID_BASE = 1_400_000_000
+FKS_PER_TABLE = 100
 ATTRDEF_OID_BASE = 1_500_000_000
 COLUMNS_PER_TABLE = 1600  # Postgres's limit
 
@@ -88,6 +92,11 @@ def pk_index_name(table: TableDef) -> str:
 
 def check_constraint_oid(table: TableDef, position: int) -> int:
     return CHECK_CONSTRAINT_OID_BASE + table.id * CHECKS_PER_TABLE + position
+
+
+def fk_constraint_oid(table: TableDef, position: int) -> int:
+    """The OID of the table's foreign key at ``position`` in ``TableDef.foreign_keys``."""
+    return FK_CONSTRAINT_OID_BASE + table.id * FKS_PER_TABLE + position
 
 
 def attrdef_oid(table: TableDef, attnum: int) -> int:
@@ -290,8 +299,21 @@ class IndexInfo:
 
 
 @dataclass(frozen=True)
+class ForeignKeyInfo:
+    """What a foreign key references, as pg_constraint's conf* columns show it."""
+
+    ref_table: TableDef
+    ref_attnums: tuple[int, ...]
+    """The referenced columns' attnums in the constraint's order (confkey)."""
+    on_update: FkAction
+    on_delete: FkAction
+    ref_index: IndexInfo | None
+    """The referenced table's unique index whose columns the key matches (conindid)."""
+
+
+@dataclass(frozen=True)
 class ConstraintInfo:
-    """A row of pg_constraint: primary key 'p', unique 'u' or check 'c'."""
+    """A row of pg_constraint: primary key 'p', unique 'u', check 'c' or foreign key 'f'."""
 
     oid: int
     name: str
@@ -299,8 +321,21 @@ class ConstraintInfo:
     contype: str
     attnums: tuple[int, ...]
     index: IndexInfo | None = None
+    """For primary keys and unique constraints: the index that implements them."""
     expression: str | None = None
     """For checks: the expression as Postgres's non-pretty deparser writes it."""
+    foreign: ForeignKeyInfo | None = None
+    """For foreign keys: what they reference."""
+
+    @property
+    def conindid(self) -> int:
+        """pg_constraint.conindid: the constraint's own index, or for a foreign key the
+        referenced one (0 for none)."""
+        if self.index is not None:
+            return self.index.oid
+        if self.foreign is not None and self.foreign.ref_index is not None:
+            return self.foreign.ref_index.oid
+        return 0
 
 
 @dataclass(frozen=True)
@@ -351,8 +386,10 @@ def indexes_of(table: TableDef) -> list[IndexInfo]:
 
 
 # fmt: off
-def constraints_of(table: TableDef) -> list[ConstraintInfo]:
-    """The table's constraints: primary key, unique constraints, checks."""
+def constraints_of(table: TableDef, catalog: Catalog | None = None) -> list[ConstraintInfo]:
+    """The table's constraints: primary key, unique constraints, checks, then foreign keys
+    (those need ``catalog`` to resolve the tables they reference; without it they are left
+    out)."""
     out = []
     for ix in indexes_of(table):
         if ix.primary:
@@ -369,8 +406,51 @@ def constraints_of(table: TableDef) -> list[ConstraintInfo]:
                 _referenced_attnums(table, ck.expression), expression=text,
             )
         )
+    if catalog is not None:
+        for n, fk in enumerate(table.foreign_keys):
+            info = _foreign_key_info(catalog, fk)
+            if info is not None:
+                attnums = tuple(table.position(c) + 1 for c in fk.column_ids)
+                out.append(
+                    ConstraintInfo(
+                        fk_constraint_oid(table, n), fk.name, table, "f", attnums,
+                        foreign=info,
+                    )
+                )
     return out
 # fmt: on
+
+
+def _foreign_key_info(catalog: Catalog, fk: ForeignKeyDef) -> ForeignKeyInfo | None:
+    ref = catalog.table_by_id(fk.ref_table_id)
+    if ref is None:  # not in this snapshot (a dropped table's keys go with it)
+        return None
+    ref_attnums = tuple(ref.position(c) + 1 for c in fk.ref_column_ids)
+    return ForeignKeyInfo(
+        ref, ref_attnums, fk.on_update, fk.on_delete, referenced_index(ref, fk.ref_column_ids)
+    )
+
+
+def referenced_index(table: TableDef, column_ids: tuple[int, ...]) -> IndexInfo | None:
+    """The unique index a foreign key on ``column_ids`` of ``table`` depends on, as Postgres
+    picks it (transformFkeyCheckAttrs): the first unique index, in creation order, whose
+    columns are the same set in any order; the primary key's was created with the table."""
+    wanted = set(column_ids)
+    for ix in indexes_of(table):
+        if ix.unique and len(ix.column_ids) == len(column_ids) and set(ix.column_ids) == wanted:
+            return ix
+    return None
+
+
+def unique_constraint_of(catalog: Catalog, index: IndexInfo | None) -> ConstraintInfo | None:
+    """The primary key or unique constraint an index implements (None for a plain unique
+    index, which a foreign key may reference too)."""
+    if index is None:
+        return None
+    for c in constraints_of(index.table):
+        if c.index is not None and c.index.oid == index.oid:
+            return c
+    return None
 
 
 _cache: dict[str, tuple[object, object]] = {}
@@ -430,17 +510,22 @@ def all_constraints(catalog: Catalog) -> list[ConstraintInfo]:
         "constraints",
         catalog,
         lambda: [c for t in sorted(catalog.tables.values(), key=lambda t: t.id)
-                 for c in constraints_of(t)],
+                 for c in constraints_of(t, catalog)],
     )
 # fmt: on
 
 
 def constraint_by_oid(catalog: Catalog, oid: int) -> ConstraintInfo | None:
     """A constraint by its OID; an index's OID also finds the constraint it implements."""
-    for c in all_constraints(catalog):
-        if c.oid == oid or (c.index is not None and c.index.oid == oid):
-            return c
-    return None
+    by_oid = _memo(
+        "constraints_by_oid",
+        catalog,
+        lambda: {
+            **{c.index.oid: c for c in all_constraints(catalog) if c.index is not None},
+            **{c.oid: c for c in all_constraints(catalog)},
+        },
+    )
+    return by_oid.get(oid)
 
 
 # -- expressions as Postgres's deparser writes them (pg_get_expr, pg_get_constraintdef) --------
@@ -853,11 +938,23 @@ def _pg_namespace(ctx: Any) -> Iterable[tuple[object, ...]]:
     relminmxid xid; relacl aclitem[]; reloptions text[]; relpartbound pg_node_tree""",
 )
 def _pg_class(ctx: Any) -> Iterable[tuple[object, ...]]:
-    return _memo("pg_class", ctx.catalog, lambda: [_class_row(r) for r in relations(ctx.catalog)])
+    return _memo("pg_class", ctx.catalog, lambda: _class_rows(ctx.catalog))
+
+
+def _class_rows(catalog: Catalog) -> list[tuple[object, ...]]:
+    # Postgres enforces foreign keys with triggers on both tables, so relhastriggers is set
+    # on each (psql only looks for foreign keys and references when it is).
+    triggered: set[int] = set()
+    for t in catalog.tables.values():
+        for fk in t.foreign_keys:
+            triggered |= {t.id, fk.ref_table_id}
+    return [
+        _class_row(r, r.table is not None and r.table.id in triggered) for r in relations(catalog)
+    ]
 
 
 # fmt: off
-def _class_row(r: Relation) -> tuple[object, ...]:
+def _class_row(r: Relation, has_triggers: bool = False) -> tuple[object, ...]:
     hasindex = False
     checks = 0
     am = 0
@@ -880,7 +977,7 @@ def _class_row(r: Relation) -> tuple[object, ...]:
     return (
         r.oid, r.name, r.namespace, 0, 0, BOOTSTRAP_ROLE_OID, am, r.oid if r.kind != "v" else 0,
         GLOBAL_TABLESPACE_OID if shared else 0, 0, tuples, 0, 0, hasindex, shared, "p", r.kind,
-        natts, checks, False, False, False, False, False, True, replident, False, 0, 0, 0,
+        natts, checks, False, has_triggers, False, False, False, True, replident, False, 0, 0, 0,
         None, None, None,
     )
 # fmt: on
@@ -994,14 +1091,28 @@ def _index_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
     confdelsetcols smallint[]; conexclop oid[]; conbin pg_node_tree""",
 )
 def _pg_constraint(ctx: Any) -> Iterable[tuple[object, ...]]:
-    return [
-        (
-            c.oid, c.name, PUBLIC_NAMESPACE_OID, c.contype, False, False, True, c.table.oid, 0,
-            c.index.oid if c.index is not None else 0, 0, 0, " ", " ", " ", True, 0,
-            c.contype != "c", list(c.attnums), None, None, None, None, None, None, c.expression,
+    return _memo("pg_constraint", ctx.catalog, lambda: _constraint_rows(ctx.catalog))
+
+
+def _constraint_rows(catalog: Catalog) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
+    for c in all_constraints(catalog):
+        # Foreign keys: MATCH SIMPLE ('s'), the equality operators left NULL (no client reads
+        # conpfeqop/conppeqop/conffeqop; Postgres has the btree '=' of each column pair there).
+        f = c.foreign
+        confrelid, confkey = (f.ref_table.oid, list(f.ref_attnums)) if f else (0, None)
+        updtype, deltype, matchtype = (
+            (f.on_update.value, f.on_delete.value, "s") if f else (" ", " ", " ")
         )
-        for c in all_constraints(ctx.catalog)
-    ]
+        out.append(
+            (
+                c.oid, c.name, PUBLIC_NAMESPACE_OID, c.contype, False, False, True, c.table.oid,
+                0, c.conindid, 0, confrelid, updtype, deltype, matchtype, True, 0,
+                c.contype != "c", list(c.attnums), confkey, None, None, None, None, None,
+                c.expression,
+            )
+        )
+    return out
 # fmt: on
 
 
@@ -1192,6 +1303,7 @@ _SETTING_INFO: dict[str, tuple[str | None, str, str, str]] = {
     "server_encoding": (None, _PRESET, "string", "internal"),
     "integer_datetimes": (None, _PRESET, "bool", "internal"),
     "max_identifier_length": (None, _PRESET, "integer", "internal"),
+    "max_index_keys": (None, _PRESET, "integer", "internal"),
     "in_hot_standby": (None, _PRESET, "bool", "internal"),
     "is_superuser": (None, _PRESET, "bool", "internal"),
     "session_authorization": (None, _PRESET, "string", "internal"),
@@ -1662,7 +1774,7 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
 # fmt: on
 
 
-_CONSTRAINT_TYPES = {"p": "PRIMARY KEY", "u": "UNIQUE", "c": "CHECK"}
+_CONSTRAINT_TYPES = {"p": "PRIMARY KEY", "u": "UNIQUE", "c": "CHECK", "f": "FOREIGN KEY"}
 
 
 @_info(
@@ -1703,12 +1815,76 @@ def _table_constraints(ctx: Any) -> Iterable[tuple[object, ...]]:
 )
 def _key_column_usage(ctx: Any) -> Iterable[tuple[object, ...]]:
     db = ctx.database
-    return [
-        (db, "public", c.name, db, "public", c.table.name, c.table.columns[n - 1].name, k + 1, None)
-        for c in all_constraints(ctx.catalog)
-        if c.contype in ("p", "u")
-        for k, n in enumerate(c.attnums)
-    ]
+    out: list[tuple[object, ...]] = []
+    for c in all_constraints(ctx.catalog):
+        if c.contype not in ("p", "u", "f"):
+            continue
+        for k, n in enumerate(c.attnums):
+            column = c.table.columns[n - 1].name
+            position = _position_in_unique(c.foreign, k) if c.foreign is not None else None
+            out.append((db, "public", c.name, db, "public", c.table.name, column, k + 1, position))
+    return out
+
+
+def _position_in_unique(fk: ForeignKeyInfo, k: int) -> int | None:
+    """Where the k-th referenced column sits in the referenced index (Postgres's
+    _pg_index_position(conindid, confkey[k]))."""
+    if fk.ref_index is None:
+        return None
+    attnums = fk.ref_index.attnums
+    n = fk.ref_attnums[k]
+    return attnums.index(n) + 1 if n in attnums else None
+
+
+_MATCH_OPTIONS = {"f": "FULL", "p": "PARTIAL", "s": "NONE"}
+
+
+@_info(
+    "referential_constraints",
+    12536,
+    """constraint_catalog name; constraint_schema name; constraint_name name;
+    unique_constraint_catalog name; unique_constraint_schema name;
+    unique_constraint_name name; match_option character varying;
+    update_rule character varying; delete_rule character varying""",
+)
+def _referential_constraints(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """Foreign keys with the primary key or unique constraint they reference (none for a
+    plain unique index) and their actions spelled out ('NO ACTION', 'SET NULL', ...)."""
+    db = ctx.database
+    out: list[tuple[object, ...]] = []
+    for c in all_constraints(ctx.catalog):
+        if c.foreign is None:
+            continue
+        unique = unique_constraint_of(ctx.catalog, c.foreign.ref_index)
+        where = (db, "public", unique.name) if unique is not None else (None, None, None)
+        out.append(
+            (
+                db, "public", c.name, *where, _MATCH_OPTIONS["s"], c.foreign.on_update.sql,
+                c.foreign.on_delete.sql,
+            )
+        )  # fmt: skip
+    return out
+
+
+@_info(
+    "constraint_column_usage",
+    12497,
+    """table_catalog name; table_schema name; table_name name; column_name name;
+    constraint_catalog name; constraint_schema name; constraint_name name""",
+)
+def _constraint_column_usage(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The columns each constraint uses: a check's own columns, a key's columns, and for a
+    foreign key the columns it references (in the referenced table)."""
+    db = ctx.database
+    out: list[tuple[object, ...]] = []
+    for c in all_constraints(ctx.catalog):
+        table, attnums = c.table, c.attnums
+        if c.foreign is not None:
+            table, attnums = c.foreign.ref_table, c.foreign.ref_attnums
+        # Postgres joins pg_attribute, so columns come in table order, each once.
+        for n in sorted(set(attnums)):
+            out.append((db, "public", table.name, table.columns[n - 1].name, db, "public", c.name))
+    return out
 
 
 # fmt: off

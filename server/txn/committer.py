@@ -5,8 +5,10 @@
    record at or after our start_ts, or the lock of a live transaction, aborts us (first
    committer wins).
 2. Take commit_ts from the oracle.
-3. Commit the primary: the commit point. It succeeds only if our lock is still there.
-4. Hand the secondaries to the background committer and return.
+3. Run the commit checks, if any (reads registered by the transaction, read again at
+   commit_ts: see commit_checks.py).
+4. Commit the primary: the commit point. It succeeds only if our lock is still there.
+5. Hand the secondaries to the background committer and return.
 
 While this runs, a heartbeat keeps the primary lock's TTL ahead of the time spent, so a slow
 but live committer is never rolled back by a reader.
@@ -30,6 +32,7 @@ from percolator.server.storage.cells import (
 )
 from percolator.server.storage.errors import StoreError
 from percolator.server.storage.store import CellStore
+from percolator.server.txn.commit_checks import CommitCheck, run_checks
 from percolator.server.txn.config import TxnConfig
 from percolator.server.txn.errors import (
     CommitOutcomeUnknown,
@@ -55,6 +58,7 @@ class TwoPhaseCommitter:
         start_ts: int,
         mutations: Sequence[Mutation],
         txn_bytes: int,
+        checks: Sequence[CommitCheck] = (),
     ) -> None:
         self._store = store
         self._clock = clock
@@ -63,6 +67,7 @@ class TwoPhaseCommitter:
         self._config = config
         self.start_ts = start_ts
         self._mutations = mutations
+        self._checks = checks
         self.primary = mutations[0].key
         self.ttl_ms = config.lock_ttl_ms(txn_bytes)
         self._heartbeat_task: asyncio.Task[None] | None = None
@@ -76,6 +81,8 @@ class TwoPhaseCommitter:
             await self._prewrite_all()
             self._prewritten = True
             commit_ts = await self._clock.get_timestamp()
+            if self._checks:
+                await self._run_checks(commit_ts)
             await self._commit_primary(commit_ts)
         finally:
             heartbeat.cancel()
@@ -134,6 +141,15 @@ class TwoPhaseCommitter:
                 failure.key, self.start_ts, failure.conflict_ts or 0, "write committed"
             )
         return [f.lock for f in failures if f.lock is not None]
+
+    async def _run_checks(self, commit_ts: int) -> None:
+        """The reads this transaction's decisions rest on, again at commit_ts (see
+        commit_checks.py); a failure aborts it."""
+        try:
+            await run_checks(self._store, self.start_ts, commit_ts, self._checks, self._mutations)
+        except BaseException:
+            await self._abort()
+            raise
 
     async def _commit_primary(self, commit_ts: int) -> None:
         try:

@@ -36,6 +36,7 @@ from percolator.server.storage.cells import (
 from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
 from percolator.server.storage.packed import PackedCells, pack_rows
 from percolator.server.storage.store import CellStore
+from percolator.server.txn.commit_checks import CommitCheck
 from percolator.server.txn.committer import TwoPhaseCommitter
 from percolator.server.txn.config import TxnConfig
 from percolator.server.txn.errors import (
@@ -148,6 +149,7 @@ class Transaction:
         self.state = TransactionState.ACTIVE
         self._writes: dict[CellKey, Mutation] = {}
         self._bytes = 0
+        self._checks: list[CommitCheck] = []
         self._sink = sink
         self._cache: dict[CellKey, bytes | None] = {}
         self._cache_ts = self.read_ts
@@ -571,6 +573,13 @@ class Transaction:
         self._writes[key] = mutation
         self._bytes += size
 
+    def check_at_commit(self, check: CommitCheck) -> None:
+        """Have the commit read ``check`` again at commit_ts, after the prewrite, and fail
+        with a write conflict if it no longer holds (see commit_checks.py). Foreign keys
+        register the reads they rest on this way."""
+        self._check_active()
+        self._checks.append(check)
+
     def savepoint(self) -> Savepoint:
         """The buffered writes as they are now (writes are buffered until commit, so a
         savepoint is a copy of the buffer, with no round trip)."""
@@ -615,6 +624,7 @@ class Transaction:
                     self.start_ts,
                     mutations,
                     self._bytes,
+                    self._checks,
                 )
                 self.commit_ts = await committer.commit()
             self.state = TransactionState.COMMITTED

@@ -17,6 +17,7 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 from sqlalchemy import orm
+from sqlalchemy.engine.interfaces import ReflectedForeignKeyConstraint
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from tests.server.conftest import SqlServer
@@ -455,3 +456,98 @@ def test_metadata_reflect(reflected: tuple[sa.Engine, sa.Engine]) -> None:
 
     ours, reference = reflected
     assert tables(ours) == tables(reference)
+
+
+# ---------------------------------------------------------------------------- foreign keys
+
+FOREIGN_KEY_DDL = [
+    "CREATE TABLE fk_parent (id int PRIMARY KEY, code text UNIQUE, a int, b int, UNIQUE (a, b))",
+    """CREATE TABLE fk_child (
+        id int PRIMARY KEY,
+        p int REFERENCES fk_parent ON DELETE CASCADE,
+        code text REFERENCES fk_parent (code) ON UPDATE CASCADE ON DELETE SET NULL,
+        x int, y int,
+        CONSTRAINT fk_child_xy FOREIGN KEY (y, x) REFERENCES fk_parent (b, a)
+            ON UPDATE RESTRICT ON DELETE NO ACTION)""",
+    "CREATE TABLE fk_tree (id int PRIMARY KEY, up int REFERENCES fk_tree)",
+]
+FOREIGN_KEY_TABLES = ("fk_parent", "fk_child", "fk_tree")
+
+
+@pytest.fixture(scope="module")
+def with_foreign_keys(
+    reflected: tuple[sa.Engine, sa.Engine],
+) -> tuple[sa.Engine, sa.Engine]:
+    """The reflection engines after FOREIGN_KEY_DDL ran on both servers."""
+    for engine in reflected:
+        with engine.begin() as conn:
+            for ddl in FOREIGN_KEY_DDL:
+                conn.exec_driver_sql(ddl)
+    return reflected
+
+
+def test_reflect_foreign_keys(with_foreign_keys: tuple[sa.Engine, sa.Engine]) -> None:
+    """get_foreign_keys parses pg_get_constraintdef's text: the same dicts as on Postgres."""
+    ours, reference = with_foreign_keys
+    found: dict[str, list[ReflectedForeignKeyConstraint]] = {}
+    for table in FOREIGN_KEY_TABLES:
+        expected = sorted(sa.inspect(reference).get_foreign_keys(table), key=lambda f: f["name"])
+        found[table] = sorted(sa.inspect(ours).get_foreign_keys(table), key=lambda f: f["name"])
+        assert found[table] == expected, table
+    p_fkey = next(f for f in found["fk_child"] if f["name"] == "fk_child_p_fkey")
+    assert p_fkey["constrained_columns"] == ["p"]
+    assert (p_fkey["referred_table"], p_fkey["referred_columns"]) == ("fk_parent", ["id"])
+    assert p_fkey["options"] == {"ondelete": "CASCADE"}
+
+
+def test_metadata_reflect_foreign_keys(with_foreign_keys: tuple[sa.Engine, sa.Engine]) -> None:
+    """MetaData.reflect builds the same ForeignKey objects (it reads all tables' keys at once
+    through get_multi_foreign_keys), and sorts tables by them for create/drop order."""
+
+    def keys(engine: sa.Engine) -> tuple[dict[str, list[tuple[object, ...]]], list[str]]:
+        metadata = sa.MetaData()
+        metadata.reflect(engine, only=list(FOREIGN_KEY_TABLES))
+        found = {
+            name: sorted(
+                (
+                    fk.name,
+                    tuple(c.name for c in fk.columns),
+                    tuple(e.target_fullname for e in fk.elements),
+                    fk.ondelete,
+                    fk.onupdate,
+                )
+                for fk in t.foreign_key_constraints
+            )
+            for name, t in sorted(metadata.tables.items())
+        }
+        return found, [t.name for t in metadata.sorted_tables]
+
+    ours, reference = with_foreign_keys
+    found, order = keys(ours)
+    assert (found, order) == keys(reference)
+    assert ("fk_child_xy", ("y", "x"), ("fk_parent.b", "fk_parent.a"), None, "RESTRICT") in found[
+        "fk_child"
+    ]
+    assert order.index("fk_parent") < order.index("fk_child")
+
+
+def test_core_foreign_keys_round_trip(sync_engine: sa.Engine) -> None:
+    """Tables declared with ForeignKey in Core: create_all's DDL, then reflection gives the
+    keys back."""
+    metadata = sa.MetaData()
+    sa.Table("rt_owner", metadata, sa.Column("id", sa.Integer, primary_key=True))
+    sa.Table(
+        "rt_pet",
+        metadata,
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("owner_id", sa.Integer, sa.ForeignKey("rt_owner.id", ondelete="SET NULL")),
+    )
+    metadata.create_all(sync_engine)
+    try:
+        (fk,) = sa.inspect(sync_engine).get_foreign_keys("rt_pet")
+        assert fk["constrained_columns"] == ["owner_id"]
+        assert (fk["referred_table"], fk["referred_columns"]) == ("rt_owner", ["id"])
+        assert fk["options"] == {"ondelete": "SET NULL"}
+    finally:
+        metadata.drop_all(sync_engine)
+    assert not sa.inspect(sync_engine).has_table("rt_pet")

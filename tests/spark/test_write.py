@@ -226,3 +226,9 @@ def test_bad_input_fails_before_anything_is_written(spark: Any, deployment: Depl
         writer(nulls, deployment, "strict").mode("append").save()
     assert deployment.sql("SELECT count(*) FROM strict") == [(0,)]
     assert deployment.locks("strict") == []
+    # Foreign keys are not checked by Spark writes: refused before anything is written.
+    deployment.sql("CREATE TABLE strict_child (id bigint PRIMARY KEY, n int REFERENCES strict)")
+    child = spark.createDataFrame([(1, 5)], "id long, n int")
+    with pytest.raises(PySparkException, match=r"0A000.*foreign keys"):
+        writer(child, deployment, "strict_child").mode("append").save()
+    assert deployment.sql("SELECT count(*) FROM strict_child") == [(0,)]

@@ -25,6 +25,8 @@ from percolator.server.sql.catalog import (
     Catalog,
     CheckDef,
     ColumnDef,
+    FkAction,
+    ForeignKeyDef,
     IndexDef,
     RoleDef,
     SequenceDef,
@@ -45,6 +47,14 @@ CREATE TABLE orders (
 CREATE UNIQUE INDEX orders_f_idx ON orders (f DESC, a);
 CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL, qty int DEFAULT 2 + 3);
 CREATE INDEX items_name_idx ON items (name);
+CREATE TABLE lines (
+    id int PRIMARY KEY, item_id bigint REFERENCES items ON DELETE CASCADE, oa int,
+    ob varchar(20), note text, ff char(3), "Up" int REFERENCES lines,
+    FOREIGN KEY (oa, ob) REFERENCES orders ON UPDATE CASCADE ON DELETE SET NULL,
+    FOREIGN KEY (ob, oa) REFERENCES orders (b, a) ON UPDATE RESTRICT ON DELETE SET DEFAULT,
+    CONSTRAINT "Note FK" FOREIGN KEY (note) REFERENCES orders (e) ON UPDATE SET NULL,
+    FOREIGN KEY (oa, ff) REFERENCES orders (a, f) ON DELETE RESTRICT
+);
 """
 
 
@@ -101,7 +111,33 @@ def build_catalog() -> Catalog:
         indexes=(IndexDef(10, "items_name_idx", (2,), False, "i10"),),
         next_column_id=4,
     )
-    catalog = Catalog(next_id=11).with_table(orders).with_table(items)
+    fk = ForeignKeyDef
+    lines = TableDef(
+        id=11,
+        name="lines",
+        columns=(
+            c(1, "id", T.INT4, True),
+            c(2, "item_id", T.INT8),
+            c(3, "oa", T.INT4),
+            c(4, "ob", T.varchar(20)),
+            c(5, "note", T.TEXT),
+            c(6, "ff", T.bpchar(3)),
+            c(7, "Up", T.INT4),
+        ),
+        primary_key=(1,),
+        storage="t12",
+        # Named as Postgres names them; (oa, ff) references the plain unique index orders_f_idx.
+        foreign_keys=(
+            fk("lines_item_id_fkey", (2,), 7, (1,), on_delete=FkAction.CASCADE),
+            fk("lines_Up_fkey", (7,), 11, (1,)),
+            fk("lines_oa_ob_fkey", (3, 4), 1, (1, 2), FkAction.SET_NULL, FkAction.CASCADE),
+            fk("lines_ob_oa_fkey", (4, 3), 1, (2, 1), FkAction.SET_DEFAULT, FkAction.RESTRICT),
+            fk("Note FK", (5,), 1, (5,), on_update=FkAction.SET_NULL),
+            fk("lines_oa_ff_fkey", (3, 6), 1, (1, 6), on_delete=FkAction.RESTRICT),
+        ),
+        next_column_id=8,
+    )
+    catalog = Catalog(next_id=12).with_table(orders).with_table(items).with_table(lines)
     catalog = catalog.with_sequence(SequenceDef("orders_d_seq", FIRST_USER_OID + 3, "orders"))
     catalog = catalog.with_sequence(SequenceDef("items_id_seq", FIRST_USER_OID + 9, "items"))
     return catalog.with_role(RoleDef("alice", 16500, scram_verifier="SCRAM-SHA-256$4096:x"))
@@ -202,7 +238,8 @@ def test_pg_class(ctx: FakeCtx) -> None:
     assert orders["oid"] == FIRST_USER_OID + 1
     assert (orders["relkind"], orders["relnamespace"], orders["relam"]) == ("r", 2200, 2)
     assert (orders["relnatts"], orders["relchecks"], orders["relhasindex"]) == (20, 2, True)
-    assert orders["relhastriggers"] is False
+    # Referenced by lines: Postgres's foreign key triggers live on both tables.
+    assert orders["relhastriggers"] is True
     assert by_name["orders_pkey"]["oid"] == pgc.pk_index_oid(ctx.catalog.tables["orders"])
     assert (by_name["orders_pkey"]["relkind"], by_name["orders_pkey"]["relam"]) == ("i", 403)
     assert by_name["orders_d_seq"]["relkind"] == "S"
@@ -526,7 +563,7 @@ def test_information_schema_columns_match_postgres(ctx: FakeCtx, pg: psycopg.Con
     real = query(
         pg,
         f"SELECT {cols} FROM information_schema.columns WHERE table_schema = 'public' "
-        "AND table_name IN ('orders', 'items') ORDER BY 1, 3",
+        "AND table_name IN ('orders', 'items', 'lines') ORDER BY 1, 3",
     )
     wanted = [c.strip() for c in cols.split(",")]
     ours = sorted(
@@ -540,7 +577,7 @@ def test_information_schema_columns_match_postgres(ctx: FakeCtx, pg: psycopg.Con
 def test_information_schema_constraints_match_postgres(
     ctx: FakeCtx, pg: psycopg.Connection
 ) -> None:
-    real_oids = {t: pg_oid(pg, t) for t in ("orders", "items")}
+    real_oids = {t: pg_oid(pg, t) for t in ("orders", "items", "lines")}
     ours_oids = {t.name: t.oid for t in ctx.catalog.tables.values()}
 
     def normal(name: str, table: str, oids: dict[str, int]) -> str:
@@ -572,6 +609,58 @@ def test_information_schema_constraints_match_postgres(
         for r in rows_of(ctx, "information_schema", "key_column_usage")
     ]  # fmt: skip
     assert sorted(ours_keys) == sorted(tuple(x) for x in real_keys)
+
+
+def test_foreign_keys_match_postgres(ctx: FakeCtx, pg: psycopg.Connection) -> None:
+    """pg_constraint's foreign key columns (OIDs compared as names), pg_get_constraintdef, and
+    the information_schema views that describe references."""
+    real = query(
+        pg,
+        """SELECT conname, conrelid::regclass::text, confrelid::regclass::text,
+                  conindid::regclass::text, conkey, confkey, confupdtype, confdeltype,
+                  confmatchtype, condeferrable, condeferred, convalidated, conislocal,
+                  coninhcount, connoinherit, contypid, conparentid,
+                  pg_get_constraintdef(oid), pg_get_constraintdef(oid, true)
+           FROM pg_constraint WHERE contype = 'f' ORDER BY conname""",
+    )
+    names = {r.oid: r.name for r in pgc.relations(ctx.catalog)}
+    ours = sorted(
+        (
+            r["conname"], names[r["conrelid"]], names[r["confrelid"]], names[r["conindid"]],
+            r["conkey"], r["confkey"], r["confupdtype"], r["confdeltype"], r["confmatchtype"],
+            r["condeferrable"], r["condeferred"], r["convalidated"], r["conislocal"],
+            r["coninhcount"], r["connoinherit"], r["contypid"], r["conparentid"],
+            cf.pg_get_constraintdef(ctx, r["oid"]), cf.pg_get_constraintdef(ctx, r["oid"], True),
+        )
+        for r in rows_of(ctx, "pg_catalog", "pg_constraint")
+        if r["contype"] == "f"
+    )  # fmt: skip
+    assert len(ours) == 6
+    assert ours == [tuple(x) for x in real]
+    for view, order in (
+        ("referential_constraints", "constraint_name"),
+        ("constraint_column_usage", "constraint_name, table_name, column_name"),
+    ):
+        table = system_tables.lookup("information_schema", view)
+        assert table is not None
+        assert table.oid == pg_oid(pg, f"information_schema.{view}")
+        cols = [c for c, _ in table.columns if not c.endswith("_catalog")]
+        real_rows = query(
+            pg,
+            f"SELECT {', '.join(cols)} FROM information_schema.{view} "
+            f"WHERE constraint_schema = 'public' ORDER BY {order}",
+        )
+        ours_rows = sorted(
+            tuple(r[c] for c in cols) for r in rows_of(ctx, "information_schema", view)
+        )
+        assert ours_rows == sorted(tuple(x) for x in real_rows), view
+        catalogs = {
+            r[c]
+            for r in rows_of(ctx, "information_schema", view)
+            for c in r
+            if c.endswith("_catalog")
+        }
+        assert catalogs <= {ctx.database, None}
 
 
 def test_fixed_catalog_rows_match_postgres(ctx: FakeCtx, pg: psycopg.Connection) -> None:

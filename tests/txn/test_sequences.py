@@ -16,9 +16,7 @@ def test_values_are_unique_across_blocks_and_allocators() -> None:
         client = TransactionClient(MemoryCellStore(), WallClock(), FAST_CONFIG)
         # Two allocators stand for two server processes sharing the counter.
         first, second = SequenceAllocator(client, block=4), SequenceAllocator(client, block=4)
-        values = await asyncio.gather(
-            *(a.nextval("s") for _ in range(15) for a in (first, second))
-        )
+        values = await asyncio.gather(*(a.nextval("s") for _ in range(15) for a in (first, second)))
         return list(values)
 
     values = asyncio.run(draw())
