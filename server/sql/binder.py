@@ -501,7 +501,9 @@ class Binder:
         return BColumn(e.type, len(out_cols) - 1)
 
     def _apply_where(self, q: _Query, pred: BExpr) -> Rel:
-        """Push conjuncts that read one table (and nothing correlated) into its scan."""
+        """Push conjuncts that read one table (and nothing correlated) into its scan, and
+        those that read both sides of an inner join (``FROM a, b WHERE a.x = b.y``) into
+        that join's condition, where a hash join can use them."""
         rest = []
         offsets = _table_offsets(q.rel)
         for conj in _conjuncts(pred):
@@ -509,12 +511,33 @@ class Binder:
             if target is not None:
                 table, offset = target
                 table.filters.append(_shift(conj, -offset))
-            else:
+            elif not self._push_into_join(q.rel, conj):
                 rest.append(conj)
         if not rest:
             return q.rel
         combined = rest[0] if len(rest) == 1 else self.exprs.make_and(rest)
         return FilterRel(q.rel.columns, q.rel, combined)
+
+    def _push_into_join(self, rel: Rel, conj: BExpr) -> bool:
+        """Add ``conj`` to the condition of the deepest inner join whose two sides it reads,
+        reached from ``rel`` through inner joins and the preserved sides of outer joins
+        only (a WHERE conjunct must not filter rows before an outer join null-extends
+        them)."""
+        columns = _plain_columns(conj)
+        if columns is None:
+            return False
+        found = _join_spanning(rel, 0, columns)
+        if found is None:
+            return False
+        join, offset = found
+        shifted = _shift(conj, -offset)
+        join.condition = (
+            shifted if join.condition is None else self.exprs.make_and([join.condition, shifted])
+        )
+        if join.kind is JoinKind.CROSS:
+            join.kind = JoinKind.INNER
+        join.equi_keys = _equi_keys(join.condition, len(join.left.columns))
+        return True
 
     # -- FROM ------------------------------------------------------------------------------
 
@@ -1205,6 +1228,39 @@ def _single_table(
             continue
         if all(off <= i < off + len(t.columns) for i in indexes):
             return t, off
+    return None
+
+
+def _plain_columns(e: BExpr) -> set[int] | None:
+    """The columns ``e`` reads, or None if it also reads an outer query, a subquery or the
+    session (those stay in the WHERE filter)."""
+    indexes = set()
+    for node in walk(e):
+        if isinstance(node, BOuter | BSubquery) or node.__class__.__name__ == "BContextCall":
+            return None
+        if isinstance(node, BColumn):
+            indexes.add(node.index)
+    return indexes or None
+
+
+def _join_spanning(rel: Rel, offset: int, columns: set[int]) -> tuple[JoinRel, int] | None:
+    """The deepest inner join under ``rel`` (whose columns start at ``offset``) that reads
+    ``columns`` on both of its sides, reached through inner joins and the preserved sides of
+    outer joins; with its offset."""
+    if not isinstance(rel, JoinRel):
+        return None
+    nleft = len(rel.left.columns)
+    if all(offset <= i < offset + nleft for i in columns):
+        if rel.kind in (JoinKind.INNER, JoinKind.CROSS, JoinKind.LEFT):
+            return _join_spanning(rel.left, offset, columns)
+        return None
+    end = offset + len(rel.left.columns) + len(rel.right.columns)
+    if all(offset + nleft <= i < end for i in columns):
+        if rel.kind in (JoinKind.INNER, JoinKind.CROSS, JoinKind.RIGHT):
+            return _join_spanning(rel.right, offset + nleft, columns)
+        return None
+    if rel.kind in (JoinKind.INNER, JoinKind.CROSS) and all(offset <= i < end for i in columns):
+        return rel, offset
     return None
 
 
