@@ -499,10 +499,16 @@ class ExprBinder:
 
     def _reg_cast(self, e: BExpr, target: SqlType) -> BExpr:
         """'name'::regclass and friends: looked up when the statement runs."""
-        from percolator.server.sql.catalog_functions import reg_lookup
+        from percolator.server.sql.catalog_functions import oid_to_reg, reg_lookup
 
         if operators.is_numeric(e.type):
-            return BCall(target, "cast", int, [e])
+            # An OID (pg_constraint.conrelid::regclass): printed as the name, as in Postgres.
+            return BContextCall(
+                target,
+                "reg",
+                lambda ctx, v, _t=target: None if v is None else oid_to_reg(ctx, _t, int(v)),
+                [e],
+            )
         return BContextCall(target, "reg", lambda ctx, v, _t=target: reg_lookup(ctx, _t, v), [e])
 
     def common_type(self, exprs: list[BExpr], context: str) -> SqlType:

@@ -211,11 +211,6 @@ def test_describe_shows_foreign_key_constraints(foreign_keys: tuple[SqlServer, s
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="conrelid::regclass prints the OID: the binder casts a number to regclass with "
-    'int() (expr_binder._reg_cast), so psql\'s "Referenced by:" shows TABLE "16391"',
-)
 def test_describe_shows_references_to_the_table(foreign_keys: tuple[SqlServer, str]) -> None:
     """``\\d`` of a referenced table: the "Referenced by:" footer as against Postgres."""
     for table in ("fk_parent", "fk_child"):
