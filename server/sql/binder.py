@@ -234,10 +234,18 @@ class Binder:
             q = _Query(ValuesRel([], [[]]), Scope([], outer))  # type: ignore[arg-type]
             q.rel = ValuesRel([], [[]])
         for lock in node.args.get("locks") or []:
-            if not lock.args.get("update", False) and lock.args.get("update") is not None:
-                pass
+            # FOR SHARE / KEY SHARE lock as FOR UPDATE does (Percolator has one kind of
+            # lock): stronger, never weaker. OF names the tables whose rows are locked.
+            names = {t.name for t in lock.expressions}
             for t in q.tables:
+                if names and t.alias not in names:
+                    continue
                 t.lock_rows = True
+            for name in names - {t.alias for t in q.tables}:
+                raise SqlError(
+                    UNDEFINED_TABLE,
+                    f'relation "{name}" in FOR UPDATE clause not found in FROM clause',
+                )
         where = node.args.get("where")
         if where is not None:
             pred = self.exprs.bind_condition(where.this, q.scope, "WHERE")

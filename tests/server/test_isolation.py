@@ -114,6 +114,29 @@ def test_select_for_update_prevents_write_skew(sql_server: SqlServer, table: str
         assert conn.execute("SELECT count(*) FROM acct WHERE on_call").fetchone() == (1,)
 
 
+def test_for_update_of_locks_only_the_named_table(sql_server: SqlServer, table: str) -> None:
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS owner")
+        conn.execute("CREATE TABLE owner (acct int PRIMARY KEY, name text)")
+        conn.execute("INSERT INTO owner VALUES (1, 'ann'), (2, 'bob')")
+    query = "SELECT a.id FROM acct a JOIN owner o ON o.acct = a.id WHERE a.id = 1 FOR UPDATE OF a"
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        t1.execute(query)
+        t1.execute("UPDATE acct SET bal = bal WHERE id = 2")  # so that t1 commits writes
+        t2.execute("UPDATE owner SET name = 'anna' WHERE acct = 1")  # owner rows: not locked
+        t2.commit()
+        t1.commit()
+    with connect(sql_server) as t1, connect(sql_server) as t3:
+        t1.execute(query)
+        t1.execute("UPDATE acct SET bal = bal WHERE id = 2")
+        t3.execute("UPDATE acct SET bal = 0 WHERE id = 1")  # the locked acct row
+        t3.commit()
+        with pytest.raises(errors.SerializationFailure):
+            t1.commit()
+        with pytest.raises(errors.UndefinedTable):
+            t3.execute("SELECT 1 FROM acct FOR UPDATE OF nosuch")
+
+
 def test_read_committed_sees_new_commits_each_statement(sql_server: SqlServer, table: str) -> None:
     with connect(sql_server) as t1, connect(sql_server) as t2:
         t1.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
