@@ -263,6 +263,8 @@ _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Log: ("log", ("this", "expression")),
     exp.Sign: ("sign", ("this",)),
     exp.Hex: ("to_hex", ("this",)),
+    exp.Uuid: ("gen_random_uuid", ()),
+    exp.UnixToTime: ("to_timestamp", ("this",)),
 }
 
 

@@ -293,6 +293,8 @@ SCRIPTS: dict[str, Script] = {
             " (2, '2023-12-31', '2023-12-31 23:59:59', '2024-06-15 08:00:00-04'), (3, NULL, NULL, NULL)",
         ],
         cases=[
+            "SELECT to_timestamp(0), to_timestamp(1700000000.5)",
+            "SELECT length(gen_random_uuid()::text), gen_random_uuid() <> gen_random_uuid()",
             "SELECT date '2024-01-31' + 1, date '2024-03-01' - 1, date '2024-03-01' - date '2024-01-01'",
             "SELECT date '2024-01-31' + interval '1 month', date '2024-01-31' - interval '1 day'",
             "SELECT timestamp '2024-01-31 10:00' + interval '1 month 2 hours'",
