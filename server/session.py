@@ -22,7 +22,7 @@ import datetime as dt
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -51,9 +51,10 @@ from percolator.server.planner.dml import (
     make_writer,
     update_rows,
 )
+from percolator.server.planner.foreign_keys import Deferred, run_deferred
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import RowCodec
-from percolator.server.sequences import SEQUENCE_TABLE
+from percolator.server.sequences import SEQUENCE_TABLE, SessionSequences
 from percolator.server.settings import (
     DEFAULTS,
     normalize,
@@ -61,7 +62,14 @@ from percolator.server.settings import (
     reported_name,
     serializable_refused,
 )
-from percolator.server.sql import catalog_store, ddl, introspection, observer_ddl, utility
+from percolator.server.sql import (
+    catalog_store,
+    ddl,
+    introspection,
+    observer_ddl,
+    sequence_ddl,
+    utility,
+)
 from percolator.server.sql import types as T
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import (
@@ -69,11 +77,12 @@ from percolator.server.sql.bound import (
     BExpr,
     DeleteStmt,
     InsertStmt,
+    NextValue,
     OutCol,
     QueryStmt,
     UpdateStmt,
 )
-from percolator.server.sql.catalog import Catalog, ObserverDef, RoleDef, TableDef
+from percolator.server.sql.catalog import Catalog, ObserverDef, RoleDef, SequenceDef, TableDef
 from percolator.server.sql.errors import (
     ACTIVE_SQL_TRANSACTION,
     DUPLICATE_OBJECT,
@@ -90,6 +99,7 @@ from percolator.server.sql.errors import (
     UNDEFINED_COLUMN,
     UNDEFINED_OBJECT,
     UNDEFINED_TABLE,
+    WRONG_OBJECT_TYPE,
     SqlError,
     from_exception,
     unsupported,
@@ -100,6 +110,7 @@ from percolator.server.sql.observer_body import parse_body
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.splitter import split_statements
 from percolator.server.sql.textio import text_in
+from percolator.server.sql.time_zones import use_setting
 from percolator.server.sql.types import SqlType, TypeId
 from percolator.server.txn.observers import admin as observer_admin
 from percolator.server.txn.transaction import ReadGuard, Transaction
@@ -125,6 +136,9 @@ class Plan:
     returning: list[Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     writes: bool = False
+    views: frozenset[str] = frozenset()
+    """The views the statement expanded (transitively): the catalog guard refuses it when
+    one's definition changed (a view has no storage of its own to tell)."""
 
 
 class ConcurrentDdl(SqlError):
@@ -164,6 +178,11 @@ def _same_tables(old: Catalog, new: Catalog, storages: frozenset[str]) -> bool:
         if table is None or new.tables.get(table.name) != table:
             return False
     return True
+
+
+def _same_views(old: Catalog, new: Catalog, names: Iterable[str]) -> bool:
+    """Whether each of the views ``names`` is defined alike in both catalogs."""
+    return all(old.views.get(name) == new.views.get(name) for name in names)
 
 
 def _result_columns(cols: list[OutCol]) -> list[ResultColumn]:
@@ -355,6 +374,7 @@ class SqlSession:
         self._changes: list[tuple[str, str]] = []
         self._deallocations: list[str | None] = []
         self._apply_startup_options(options)
+        use_setting(self.settings["timezone"])  # this connection's task reads it (text I/O)
         # transaction state
         self.txn: Transaction | None = None
         self.block = False
@@ -365,6 +385,8 @@ class SqlSession:
         """The oldest catalog the open transaction's statements were planned with."""
         self._ddl_read_catalog = False
         """This transaction's DDL read the catalog version itself (the guard is moot)."""
+        self._views_used: set[str] = set()
+        """The views the open transaction's statements expanded (see _check_catalog)."""
         self.txn_time = dt.datetime.now(dt.UTC)
         self.isolation = self.settings["default_transaction_isolation"]
         self.read_only = False
@@ -372,6 +394,9 @@ class SqlSession:
         self._next_read_only: bool | None = None
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
         self.cursors = Cursors()
+        self.sequences = SessionSequences(engine.sequences)
+        self.deferred_constraints = Deferred()
+        """The open transaction's deferred foreign-key checks and SET CONSTRAINTS modes."""
         self.sql_prepared: dict[str, SqlPrepared] = {}
         """Statements of SQL-level PREPARE, by name."""
         # cancellation
@@ -623,6 +648,13 @@ class SqlSession:
         self._stop_timer()
         if self.block or self.txn is None:
             return
+        if not self._implicit_failed:
+            try:
+                await self._run_deferred(self.txn)
+            except BaseException:
+                self._implicit_failed = True
+                await self.sync()
+                raise
         txn, catalog = self._detach_transaction()
         committed = False
         try:
@@ -633,6 +665,7 @@ class SqlSession:
             await self._commit(txn, catalog)
             committed = True
         finally:
+            self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
 
     def cursor_columns(self, name: str) -> list[ResultColumn] | None:
@@ -756,6 +789,7 @@ class SqlSession:
         catalog, self.txn_catalog = self.txn_catalog, None
         self._catalog_floor = None
         self._ddl_read_catalog = False
+        self._views_used = set()
         return txn, catalog
 
     async def _new_transaction(self) -> Transaction:
@@ -783,7 +817,9 @@ class SqlSession:
         if stored <= planned.version:
             return
         await self.engine.refresh_catalog()
-        if _same_tables(planned, self.engine.catalog, used):
+        if _same_tables(planned, self.engine.catalog, used) and _same_views(
+            planned, self.engine.catalog, self._views_used
+        ):
             return
         raise ConcurrentDdl()
 
@@ -838,6 +874,7 @@ class SqlSession:
         commit = commit and not self.failed
         if commit and self.txn is not None:
             try:
+                await self._run_deferred(self.txn)
                 await self.cursors.before_commit()
             except BaseException:
                 await self._end_block(commit=False)
@@ -856,6 +893,7 @@ class SqlSession:
             else:
                 await txn.rollback()
         finally:
+            self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
         return "COMMIT" if committed else "ROLLBACK"
 
@@ -868,7 +906,14 @@ class SqlSession:
                 raise unsupported("EXPLAIN of this statement")
             plan = self._plan(inner, payload.statement, param_oids, catalog)
             cols = [ResultColumn("QUERY PLAN", T.TEXT)]
-            return Plan("explain", plan.catalog, plan, columns=cols, param_types=plan.param_types)
+            return Plan(
+                "explain",
+                plan.catalog,
+                plan,
+                columns=cols,
+                param_types=plan.param_types,
+                views=plan.views,
+            )
         if isinstance(payload, utility.CopyStatement):
             return self._plan_copy(payload, catalog, param_oids)
         if isinstance(payload, utility.DeclareCursor):
@@ -890,6 +935,18 @@ class SqlSession:
         binder = Binder(catalog, params)
         bound = binder.bind_statement(payload)
         param_types = params.finish()
+        plan = self._plan_bound(bound, binder, catalog, param_types)
+        plan.views = frozenset(binder.dependencies.expanded)
+        return plan
+
+    def _plan_bound(
+        self,
+        bound: QueryStmt | InsertStmt | UpdateStmt | DeleteStmt,
+        binder: Binder,
+        catalog: Catalog,
+        param_types: list[SqlType],
+    ) -> Plan:
+        """The plan of a bound statement (query or DML)."""
         planner = self.engine.planner
         if isinstance(bound, QueryStmt):
             node = planner.plan_query(bound.rel)
@@ -960,6 +1017,7 @@ class SqlSession:
             (stmt, query),
             param_types=query.param_types,
             writes=query.writes,
+            views=query.views,
         )
 
     def _writer(self, table: TableDef, binder: Binder) -> TableWriter:
@@ -984,14 +1042,20 @@ class SqlSession:
         for cid, e in bound.defaults.items():
             col = table.column_by_id(cid)
             pos = table.position(cid)
-            if col.serial_sequence is not None:
-                seq = catalog.sequences.get(col.serial_sequence)
-                defaults.append(
-                    (pos, ("serial", seq.counter_key if seq is not None else f"{table.oid}.{cid}"))
-                )
+            if (seq := sequence_ddl.default_sequence(table, col, catalog)) is not None:
+                defaults.append((pos, ("serial", seq)))
             elif not (isinstance(e, BConst) and e.value is None):
                 defaults.append((pos, ("expr", compile_expr(e))))
-        extra: dict[str, Any] = {"positions": positions, "defaults": defaults}
+        sequenced = [
+            p
+            for p in positions
+            if sequence_ddl.default_sequence(table, table.columns[p], catalog) is not None
+        ]  # where VALUES may say DEFAULT for a sequence's next value
+        extra: dict[str, Any] = {
+            "positions": positions,
+            "defaults": defaults,
+            "sequenced": sequenced,
+        }
         oc = bound.on_conflict
         if oc is not None and oc.do_update:
             extra["conflict_assign"] = [
@@ -1019,7 +1083,16 @@ class SqlSession:
             if not isinstance(inner, exp.Query):
                 raise unsupported("COPY (statement) other than a query")
             plan = self._plan(inner, stmt.query, param_oids, catalog)
-            return Plan("copy", catalog, stmt, plan.node, None, [], extra={"columns": plan.columns})
+            return Plan(
+                "copy",
+                catalog,
+                stmt,
+                plan.node,
+                None,
+                [],
+                extra={"columns": plan.columns},
+                views=plan.views,
+            )
         table = catalog.table(stmt.table or "")
         names = list(stmt.columns) if stmt.columns else [c.name for c in table.columns]
         cols = [table.column(n) for n in names]
@@ -1037,6 +1110,9 @@ class SqlSession:
     # -- execution -------------------------------------------------------------------------
 
     def _context(self, txn: Transaction, catalog: Catalog, params: list[object]) -> ExecContext:
+        # The statement's zone is the session's now (plans are shared by sessions in other
+        # zones): value-level code without the context reads it from the task's variable.
+        use_setting(self.settings["timezone"])
         return ExecContext(
             txn=txn,
             catalog=catalog,
@@ -1051,10 +1127,13 @@ class SqlSession:
             set_setting=lambda name, value: self._set(name, value),
             client=self.engine.client,
             cursors=self.cursors,
+            deferred_constraints=self.deferred_constraints,
+            sequences=self.sequences,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:
         kind = plan.kind
+        self._views_used |= plan.views
         if kind == "utility":
             return await self._utility(plan.statement)
         if kind == "introspection":
@@ -1138,14 +1217,18 @@ class SqlSession:
         width = len(table.columns)
         positions = plan.extra["positions"]
         defaults = plan.extra["defaults"]
+        sequenced = plan.extra["sequenced"]
         rows = []
         async for src in plan.node.rows(ctx):
             row: list[object] = [None] * width
             for pos, v in zip(positions, src, strict=False):
                 row[pos] = v
+            for pos in sequenced:
+                if isinstance(v := row[pos], NextValue):  # DEFAULT in VALUES
+                    row[pos] = await self.sequences.nextval(v.sequence)
             for pos, (kind, f) in defaults:
                 if kind == "serial":
-                    row[pos] = await self.engine.sequences.nextval(f)
+                    row[pos] = await self.sequences.nextval(f)
                 else:
                     row[pos] = f((), ctx)
             rows.append(tuple(row))
@@ -1242,12 +1325,10 @@ class SqlSession:
         out: list[tuple[int, Callable[[ExecContext], Awaitable[object]]]] = []
         for col in columns:
             pos = table.position(col.id)
-            if col.serial_sequence is not None:
-                seq = catalog.sequences.get(col.serial_sequence)
-                key = seq.counter_key if seq is not None else f"{table.oid}.{col.id}"
+            if (seq := sequence_ddl.default_sequence(table, col, catalog)) is not None:
 
-                async def serial(_ctx: ExecContext, _key: str = key) -> object:
-                    return await self.engine.sequences.nextval(_key)
+                async def serial(_ctx: ExecContext, _seq: SequenceDef = seq) -> object:
+                    return await self.sequences.nextval(_seq)
 
                 out.append((pos, serial))
             elif col.default is not None:
@@ -1306,9 +1387,17 @@ class SqlSession:
                 for name in list(self.settings):
                     if name in DEFAULTS and name not in ("session_authorization",):
                         self.settings[name] = DEFAULTS[name]
+                use_setting(self.settings["timezone"])
             else:
                 self._set(stmt.name, DEFAULTS.get(stmt.name.lower(), ""))
             return _done(self, "RESET")
+        if isinstance(stmt, utility.SetConstraints):
+            return await self._set_constraints(stmt)
+        if isinstance(
+            stmt,
+            sequence_ddl.CreateSequence | sequence_ddl.AlterSequence | sequence_ddl.DropSequence,
+        ):
+            return await self._sequence_ddl(stmt)
         if isinstance(stmt, utility.PrepareStatement):
             return self._sql_prepare(stmt)
         if isinstance(stmt, utility.ExecuteStatement):
@@ -1390,6 +1479,29 @@ class SqlSession:
         rows = [row async for row in query.node.rows(ctx)]
         return list(rows[0])
 
+    async def _sequence_ddl(self, stmt: Any) -> Any:
+        """CREATE / ALTER / DROP SEQUENCE, in the transaction like other DDL."""
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        notices: list[str] = []
+        if isinstance(stmt, sequence_ddl.CreateSequence):
+            after, notice = sequence_ddl.create(base, stmt, str(txn.start_ts))
+            notices.append(notice)
+            tag = "CREATE SEQUENCE"
+        elif isinstance(stmt, sequence_ddl.AlterSequence):
+            after, seq, notice = sequence_ddl.alter(base, stmt)
+            notices.append(notice)
+            restart = stmt.options.restart
+            if seq is not None and (restart is not None or stmt.options.restart_default):
+                self.sequences.restart(txn, seq, seq.start if restart is None else restart)
+            tag = "ALTER SEQUENCE"
+        else:
+            after, notices = sequence_ddl.drop(base, stmt)
+            tag = "DROP SEQUENCE"
+        if after is not base:
+            await self._stage_catalog(txn, base, after)
+        return _done(self, tag, [Notice("00000", n) for n in notices if n])
+
     async def _observer_ddl(self, stmt: Any) -> Any:
         txn = await self.transaction(writes=True)
         base = await self._catalog_for_ddl(txn)
@@ -1447,6 +1559,40 @@ class SqlSession:
                 )
             except SqlError as exc:
                 raise _shifted(exc, stmt.body_offset + st.offset) from None
+
+    async def _run_deferred(self, txn: Transaction, names: set[str] | None = None) -> None:
+        """The checks of deferred foreign keys (all, or those named), in ``txn``."""
+        deferred = self.deferred_constraints
+        if deferred.references or deferred.referrers:
+            ctx = self._context(txn, self.current_catalog(), [])
+            await run_deferred(deferred, ctx, names)
+
+    async def _set_constraints(self, stmt: utility.SetConstraints) -> Any:
+        if not self.block:
+            warning = _warning(
+                NO_ACTIVE_SQL_TRANSACTION, "SET CONSTRAINTS can only be used in transaction blocks"
+            )
+            return _done(self, "SET CONSTRAINTS", [warning])
+        deferred = self.deferred_constraints
+        if stmt.names is None:
+            deferred.all_deferred = stmt.deferred
+            deferred.by_name.clear()
+            names = None
+        else:
+            fks = {
+                fk.name: fk for t in self.current_catalog().tables.values() for fk in t.foreign_keys
+            }
+            for name in stmt.names:
+                fk = fks.get(name)
+                if fk is None:
+                    raise SqlError(UNDEFINED_OBJECT, f'constraint "{name}" does not exist')
+                if not fk.deferrable:
+                    raise SqlError(WRONG_OBJECT_TYPE, f'constraint "{name}" is not deferrable')
+                deferred.by_name[name] = stmt.deferred
+            names = set(stmt.names)
+        if not stmt.deferred and self.txn is not None:
+            await self._run_deferred(self.txn, names)
+        return _done(self, "SET CONSTRAINTS")
 
     async def _begin(self, modes: utility.TransactionModes) -> Any:
         if self.block:
@@ -1515,6 +1661,8 @@ class SqlSession:
         if key == "default_transaction_read_only":
             value = "on" if value.lower() in ("on", "true", "1", "yes") else "off"
         self.settings[key] = value
+        if key == "timezone":
+            use_setting(value)
         reported = reported_name(key)
         if reported is not None and not quiet:
             self._changes.append((reported, value))
@@ -1734,6 +1882,9 @@ def bind_table_expr(binder: Binder, table: TableDef, sql: str) -> BExpr:
     return binder.exprs.bind_condition(node, scope, "CHECK")
 
 
+_OVERRIDING = re.compile(r"\bOVERRIDING\s+(SYSTEM|USER)\s+VALUE\b", re.IGNORECASE)
+
+
 def _parse_one(text: str, offset: int) -> Any:
     """A statement's parse: a utility dataclass, or a sqlglot expression."""
     stmt = utility.parse_utility(text)
@@ -1741,10 +1892,19 @@ def _parse_one(text: str, offset: int) -> Any:
         if isinstance(stmt, utility.Explain | utility.DeclareCursor):
             return replace(stmt, offset=offset + stmt.offset)
         return stmt
+    overriding = None
+    if (m := _OVERRIDING.search(text)) is not None and text.lstrip()[:6].upper() == "INSERT":
+        # sqlglot does not parse INSERT ... OVERRIDING {SYSTEM | USER} VALUE: taken out here.
+        overriding = m.group(1).lower()
+        if overriding == "user":
+            raise unsupported("OVERRIDING USER VALUE")
+        text = text[: m.start()] + " " * (m.end() - m.start()) + text[m.end() :]
     try:
         node = sqlglot.parse_one(text, read="postgres")
     except (ParseError, TokenError) as err:
         raise _syntax_error(text, offset, err) from None
+    if overriding is not None:
+        node.meta["overriding"] = overriding
     # Unquoted identifiers fold to lower case, quoted ones keep theirs (as in Postgres).
     node = normalize_identifiers(node, dialect="postgres")
     if isinstance(node, exp.Command):

@@ -12,6 +12,7 @@ from percolator.server.sql.errors import (
     INVALID_PARAMETER_VALUE,
     SqlError,
 )
+from percolator.server.sql.time_zones import canonical_setting
 
 # Reported at startup and whenever they change (the list Postgres 15 sends).
 REPORTED = (
@@ -86,8 +87,6 @@ _READ_ONLY = {"server_version", "server_version_num", "server_encoding", "intege
               "in_hot_standby", "is_superuser", "max_identifier_length", "max_index_keys",
               "session_authorization", "transaction_isolation",
               "transaction_read_only"}  # fmt: skip
-_UTC_NAMES = {"utc", "etc/utc", "gmt", "etc/gmt", "z", "zulu", "universal", "+00", "00:00", "0",
-              "+00:00", "uct", "etc/uct"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -116,13 +115,7 @@ def normalize(name: str, value: str) -> str:
             )
         return "UTF8"
     if key == "timezone":
-        if value.strip().lower() not in _UTC_NAMES:
-            raise SqlError(
-                FEATURE_NOT_SUPPORTED,
-                f'time zone "{value}" is not supported: the server runs in UTC',
-                hint="Timestamps with time zone are stored and shown in UTC.",
-            )
-        return "UTC"
+        return canonical_setting(value)
     if key == "datestyle":
         if not value.upper().startswith("ISO"):
             raise SqlError(FEATURE_NOT_SUPPORTED, f'DateStyle "{value}" is not supported: only ISO')

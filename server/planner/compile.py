@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from percolator.server.sql.bound import (
+    BAsyncCall,
     BBool,
     BCall,
     BCase,
@@ -246,7 +247,13 @@ def _subquery(e: BSubquery) -> Compiled:
     return lambda row, ctx: ctx.subquery_values[slot]
 
 
+def _async_call(e: BAsyncCall) -> Compiled:
+    slot = e.slot
+    return lambda row, ctx: ctx.subquery_values[slot]
+
+
 _BUILDERS: dict[type, Callable[[Any], Compiled]] = {
+    BAsyncCall: _async_call,
     BColumn: _column,
     BOuter: _outer,
     BConst: _const,

@@ -31,6 +31,10 @@ class ExecContext:
     """The process's TransactionClient (system tables that read the store use it)."""
     cursors: Iterable[Any] = ()
     """The session's open SQL cursors (``pg_cursors``)."""
+    deferred_constraints: Any = None
+    sequences: Any = None
+    """The session's sequence functions (server/sequences.SessionSequences)."""
+    """The transaction's deferred foreign-key checks (planner/foreign_keys.Deferred)."""
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)
 

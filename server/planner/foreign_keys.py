@@ -16,6 +16,11 @@ or delete a whole tree of a self-referencing table):
   columns. The commit scans the same ranges again for rows committed concurrently.
 
 MATCH SIMPLE: a row with a NULL in any referencing column references nothing.
+
+A DEFERRABLE constraint that is deferred (INITIALLY DEFERRED, or SET CONSTRAINTS ... DEFERRED)
+is checked at COMMIT instead: its checks wait in the transaction's :class:`Deferred` (the
+referencing side's rows, the referenced side's NO ACTION keys) and :func:`run_deferred` makes
+them then. Actions (CASCADE, SET NULL) are never deferred, as in Postgres.
 """
 
 from __future__ import annotations
@@ -137,55 +142,39 @@ def _reference(table: TableDef, parent: TableDef, fk: ForeignKeyDef) -> Referenc
 
 def _referrer(parent: TableDef, child: TableDef, fk: ForeignKeyDef) -> Referrer:
     codec = RowCodec(child)
-    reference = _reference(child, parent, fk)
-    parent_positions = tuple(parent.position(c) for c in fk.ref_column_ids)
-    child_positions = tuple(child.position(c) for c in fk.column_ids)
-    n = len(fk.column_ids)
-    wanted = sorted(fk.column_ids)
-    # A prefix scan needs the referencing columns first, in any order, in the key.
-    if child.primary_key and sorted(child.primary_key[:n]) == wanted:
-        order = [fk.column_ids.index(c) for c in child.primary_key[:n]]
-        return Referrer(
-            fk,
-            parent,
-            child,
-            reference,
-            parent_positions,
-            child_positions,
-            codec,
-            _reordered(codec.key_of_values, order),
-            child.storage,
-            codec.presence,
-        )
-    for ix in child.indexes:
-        if sorted(ix.column_ids[:n]) == wanted:
-            index = IndexCodec(child, ix)
-            order = [fk.column_ids.index(c) for c in ix.column_ids[:n]]
-            return Referrer(
-                fk,
-                parent,
-                child,
-                reference,
-                parent_positions,
-                child_positions,
-                codec,
-                _reordered(index.prefix, order),
-                ix.storage,
-                MARKER,
-                index,
-            )
+    prefix, storage, column, index = _child_lookup(child, codec, fk)
     return Referrer(
         fk,
         parent,
         child,
-        reference,
-        parent_positions,
-        child_positions,
+        _reference(child, parent, fk),
+        tuple(parent.position(c) for c in fk.ref_column_ids),
+        tuple(child.position(c) for c in fk.column_ids),
         codec,
-        None,
-        child.storage,
-        codec.presence,
+        prefix,
+        storage,
+        column,
+        index,
     )
+
+
+def _child_lookup(
+    child: TableDef, codec: RowCodec, fk: ForeignKeyDef
+) -> tuple[Callable[[Key], bytes] | None, str, str, IndexCodec | None]:
+    """How to find the child rows of a key: (prefix, storage, cell column, index walked). A
+    prefix scan needs the referencing columns first, in any order, in the primary key or an
+    index; else (None, the table's storage, ...): a scan of the table."""
+    n = len(fk.column_ids)
+    wanted = sorted(fk.column_ids)
+    if child.primary_key and sorted(child.primary_key[:n]) == wanted:
+        order = [fk.column_ids.index(c) for c in child.primary_key[:n]]
+        return _reordered(codec.key_of_values, order), child.storage, codec.presence, None
+    for ix in child.indexes:
+        if sorted(ix.column_ids[:n]) == wanted:
+            index = IndexCodec(child, ix)
+            order = [fk.column_ids.index(c) for c in ix.column_ids[:n]]
+            return _reordered(index.prefix, order), ix.storage, MARKER, index
+    return None, child.storage, codec.presence, None
 
 
 def _reordered(
@@ -195,25 +184,86 @@ def _reordered(
     return lambda key: encode([key[i] for i in order])
 
 
+# -- deferred constraints -------------------------------------------------------------------
+
+
+@dataclass
+class Deferred:
+    """One transaction's SET CONSTRAINTS modes and the checks its deferred constraints owe."""
+
+    all_deferred: bool | None = None
+    """SET CONSTRAINTS ALL DEFERRED (True) / IMMEDIATE (False); None: not said."""
+    by_name: dict[str, bool] = field(default_factory=dict)
+    references: list[tuple[Reference, list[Row]]] = field(default_factory=list)
+    referrers: list[tuple[Referrer, list[Key]]] = field(default_factory=list)
+
+    def is_deferred(self, fk: ForeignKeyDef) -> bool:
+        if not fk.deferrable:
+            return False
+        if fk.name in self.by_name:
+            return self.by_name[fk.name]
+        if self.all_deferred is not None:
+            return self.all_deferred
+        return fk.initially_deferred
+
+    def clear(self) -> None:
+        self.all_deferred = None
+        self.by_name.clear()
+        self.references.clear()
+        self.referrers.clear()
+
+
+def _deferred(ctx: Any, fk: ForeignKeyDef) -> Deferred | None:
+    """The transaction's Deferred if ``fk`` is deferred now, else None."""
+    deferred: Deferred | None = getattr(ctx, "deferred_constraints", None)
+    return deferred if deferred is not None and deferred.is_deferred(fk) else None
+
+
+async def run_deferred(deferred: Deferred, ctx: Any, names: set[str] | None = None) -> None:
+    """Make the deferred checks (of the constraints ``names``, or all): at COMMIT, or when
+    SET CONSTRAINTS makes them IMMEDIATE."""
+    keep_refs, keep_referrers = [], []
+    for ref, rows in deferred.references:
+        if names is not None and ref.fk.name not in names:
+            keep_refs.append((ref, rows))
+            continue
+        await _check_reference(ref, ctx, rows)
+    for referrer, keys in deferred.referrers:
+        if names is not None and referrer.fk.name not in names:
+            keep_referrers.append((referrer, keys))
+            continue
+        await _check_unreferenced(referrer, ctx, keys)
+    deferred.references, deferred.referrers = keep_refs, keep_referrers
+
+
 # -- the referencing side -------------------------------------------------------------------
 
 
 async def check_references(fks: ForeignKeys, ctx: Any, rows: Sequence[Row]) -> None:
     """Every row's referenced rows exist (23503 otherwise); the commit checks again."""
     for ref in fks.references:
-        probes: dict[CellKey, Row] = {}
-        for row in rows:
-            key = ref.key_of(row)
-            if key is not None:
-                probes.setdefault(ref.probe(key), row)
-        if not probes:
+        deferred = _deferred(ctx, ref.fk)
+        if deferred is not None:
+            deferred.references.append((ref, list(rows)))
             continue
-        cells = list(probes)
-        found = await ctx.txn.get_many(cells)
-        for row, value in zip(probes.values(), found, strict=True):
-            if value is None:
-                raise _missing_parent(ref, row)
-        ctx.txn.check_at_commit(StillPresent(tuple(cells)))
+        await _check_reference(ref, ctx, rows)
+
+
+async def _check_reference(ref: Reference, ctx: Any, rows: Sequence[Row]) -> None:
+    """The rows' referenced rows exist (23503 otherwise); the commit checks again."""
+    probes: dict[CellKey, Row] = {}
+    for row in rows:
+        key = ref.key_of(row)
+        if key is not None:
+            probes.setdefault(ref.probe(key), row)
+    if not probes:
+        return
+    cells = list(probes)
+    found = await ctx.txn.get_many(cells)
+    for row, value in zip(probes.values(), found, strict=True):
+        if value is None:
+            raise _missing_parent(ref, row)
+    ctx.txn.check_at_commit(StillPresent(tuple(cells)))
 
 
 def _missing_parent(ref: Reference, row: Row) -> SqlError:
@@ -267,6 +317,12 @@ async def _act(
 ) -> None:
     """Run ``action`` on the rows that reference ``keys`` (old keys; ``moved`` maps each to
     its new key on UPDATE), then have the commit check that none appeared meanwhile."""
+    if action is FkAction.NO_ACTION and (deferred := _deferred(ctx, referrer.fk)) is not None:
+        deferred.referrers.append((referrer, keys))
+        return
+    if action in (FkAction.NO_ACTION, FkAction.RESTRICT):
+        await _check_unreferenced(referrer, ctx, keys)
+        return
     # Keys the statement wrote back (deleted and inserted again) still exist.
     probes = [referrer.reference.probe(k) for k in keys]
     found = await ctx.txn.get_many(probes)
@@ -275,8 +331,6 @@ async def _act(
         return
     children = await _referencing_rows(referrer, ctx, keys)
     if children:
-        if action in (FkAction.NO_ACTION, FkAction.RESTRICT):
-            raise _still_referenced(referrer, children[0][2])
         writer = fks.writer_for(referrer.child) if fks.writer_for is not None else None
         assert writer is not None
         from percolator.server.planner import dml
@@ -326,6 +380,20 @@ async def _referencing_rows(
             if row is not None:
                 out.append((row_key, row, key))
     return out
+
+
+async def _check_unreferenced(referrer: Referrer, ctx: Any, keys: list[Key]) -> None:
+    """NO ACTION / RESTRICT: no row references ``keys`` (unless a row with that key exists
+    again): 23503 otherwise; the commit looks again."""
+    probes = [referrer.reference.probe(k) for k in keys]
+    found = await ctx.txn.get_many(probes)
+    keys = [k for k, v in zip(keys, found, strict=True) if v is None]
+    if not keys:
+        return
+    children = await _referencing_rows(referrer, ctx, keys)
+    if children:
+        raise _still_referenced(referrer, children[0][2])
+    _check_at_commit(referrer, ctx, keys)
 
 
 def _check_at_commit(referrer: Referrer, ctx: Any, keys: list[Key]) -> None:

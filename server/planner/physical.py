@@ -8,16 +8,19 @@ requires it (sort, hash join build side, aggregation, DISTINCT), as in any datab
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from percolator.server.planner.compile import Compiled, compile_expr
-from percolator.server.planner.row_codec import IndexCodec, Row, RowCodec
+from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
 from percolator.server.sql.aggregates import Accumulator
 from percolator.server.sql.bound import BSubquery, SubqueryKind
 from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
 from percolator.server.sql.keycodec import prefix_successor
+from percolator.server.storage.cells import CellKey
+
+T = TypeVar("T")
 
 BATCH_GET = 256
 """Rows fetched per batch by index lookups (one round trip per shard each)."""
@@ -108,9 +111,32 @@ class SubqueryRunner:
         return values, has_null
 
 
+@dataclass
+class AsyncCallRunner:
+    """Awaits one call of a function that needs a round trip (nextval) into
+    ``ctx.subquery_values`` before a row is evaluated: for every row."""
+
+    slot: int
+    fn: Callable[..., Awaitable[object]]
+    args: list[Compiled]
+    node: Node | None = None
+    """No plan of its own (a subquery runner's plan shows in EXPLAIN)."""
+
+    async def prepare(self, row: Row, ctx: Any) -> None:
+        ctx.subquery_values[self.slot] = await self.fn(ctx, *[a(row, ctx) for a in self.args])
+
+
+Runner = SubqueryRunner | AsyncCallRunner
+
+
 async def _prepare(runners: list[SubqueryRunner], row: Row, ctx: Any) -> None:
     for r in runners:
         await r.prepare(row, ctx)
+
+
+def _runner_plans(runners: list[Any]) -> list[Node]:
+    """The plans of subquery runners (EXPLAIN shows them under the operator)."""
+    return [r.node for r in runners if r.node is not None]
 
 
 # -- scans ----------------------------------------------------------------------------------
@@ -286,9 +312,14 @@ class VirtualScan(Node):
 class ValuesScan(Node):
     rows_exprs: list[list[Compiled]]
     width: int = 0
+    runners: list[list[Runner]] = field(default_factory=list)
+    """Per row, what its expressions need computed first (nextval); empty: nothing."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
-        for exprs in self.rows_exprs:
+        runners = self.runners
+        for i, exprs in enumerate(self.rows_exprs):
+            if runners and runners[i]:
+                await _prepare(runners[i], (), ctx)  # type: ignore[arg-type]
             yield tuple(e((), ctx) for e in exprs)
 
     def explain(self) -> list[str]:
@@ -339,7 +370,7 @@ class Filter(Node):
 
     def explain(self) -> list[str]:
         return _explain_tree(
-            "Filter", [f"Filter: {self.text}"], [self.input, *(r.node for r in self.runners)]
+            "Filter", [f"Filter: {self.text}"], [self.input, *_runner_plans(self.runners)]
         )
 
     def children(self) -> list[Node]:
@@ -370,7 +401,7 @@ class Project(Node):
         if self.passthrough:
             return self.input.explain()
         if self.runners:
-            return _explain_tree("Project", [], [self.input, *(r.node for r in self.runners)])
+            return _explain_tree("Project", [], [self.input, *_runner_plans(self.runners)])
         return self.input.explain()
 
     def children(self) -> list[Node]:
@@ -468,6 +499,193 @@ class HashJoin(Node):
     def explain(self) -> list[str]:
         label = "Hash Join" if self.kind == "inner" else f"Hash {self.kind.title()} Join"
         return _explain_tree(label, [], [self.left, self.right])
+
+
+LOOKUP_BATCH = 1000
+"""Outer rows a lookup join gathers before fetching their matches in one batched read."""
+LOOKUP_SCANS = 32
+"""Prefix scans a lookup join runs at once (a prefix lookup scans one key range per distinct
+key): bounded, so one batch does not take every connection of the store's pool."""
+
+
+@dataclass
+class LookupTarget:
+    """The inner table of a lookup join and how an encoded lookup key reaches its rows.
+
+    ``mode``: ``"primary key"`` (the key is a row key: one batched read), ``"unique"`` (the
+    key is a unique index's entry key: one batched read of the entries, one of the rows),
+    ``"index"`` (a prefix of a secondary index: one scan per key, then one batched read of
+    the rows) or ``"range"`` (a prefix of the primary key: one scan per key)."""
+
+    codec: RowCodec
+    table_name: str
+    mode: str
+    index: IndexCodec | None
+    describe: str
+    """The lookup columns and what fixes them, for EXPLAIN."""
+    predicate: Compiled | None
+    """The inner table's own (pushed) filters, over its row."""
+    filter_text: str
+    lock_rows: bool = False
+
+    async def fetch(self, ctx: Any, keys: list[bytes]) -> dict[bytes, list[Row]]:
+        """The rows (passing the table's filters) of each key, in key order within one."""
+        if self.mode == "primary key":
+            found = await self._rows_by_key(ctx, keys)
+        elif self.mode == "unique":
+            found = await self._rows_by_unique_entry(ctx, keys)
+        elif self.mode == "index":
+            found = await self._rows_by_index_prefix(ctx, keys)
+        else:
+            found = await self._rows_by_key_prefix(ctx, keys)
+        pred = self.predicate
+        if pred is None:
+            return found
+        return {k: [r for r in rows if pred(r, ctx) is True] for k, rows in found.items()}
+
+    async def _rows_by_key(self, ctx: Any, keys: list[bytes]) -> dict[bytes, list[Row]]:
+        rows = await self.codec.get_rows(ctx.txn, keys)
+        return {k: [r] for k, r in zip(keys, rows, strict=True) if r is not None}
+
+    async def _rows_by_unique_entry(self, ctx: Any, keys: list[bytes]) -> dict[bytes, list[Row]]:
+        assert self.index is not None
+        storage = self.index.storage
+        entries = await ctx.txn.get_many([CellKey(storage, k, MARKER) for k in keys])
+        pairs = [(k, rk) for k, rk in zip(keys, entries, strict=True) if rk is not None]
+        by_row_key = await self._rows_by_key(ctx, sorted({rk for _, rk in pairs}))
+        return {k: by_row_key.get(rk, []) for k, rk in pairs}
+
+    async def _rows_by_index_prefix(self, ctx: Any, keys: list[bytes]) -> dict[bytes, list[Row]]:
+        assert self.index is not None
+        storage = self.index.storage
+
+        async def row_keys(prefix: bytes) -> list[bytes]:
+            return [
+                rk
+                async for _, cells in ctx.txn.scan(
+                    storage, prefix, prefix_successor(prefix), [MARKER]
+                )
+                if (rk := cells.get(MARKER)) is not None
+            ]
+
+        per_key = await _bounded_gather([lambda k=k: row_keys(k) for k in keys])
+        by_row_key = await self._rows_by_key(ctx, sorted({rk for rks in per_key for rk in rks}))
+        return {
+            k: [r for rk in rks for r in by_row_key.get(rk, ())]
+            for k, rks in zip(keys, per_key, strict=True)
+        }
+
+    async def _rows_by_key_prefix(self, ctx: Any, keys: list[bytes]) -> dict[bytes, list[Row]]:
+        codec = self.codec
+
+        async def rows(prefix: bytes) -> list[Row]:
+            return [
+                codec.decode(key, cells)
+                async for key, cells in ctx.txn.scan(
+                    codec.storage, prefix, prefix_successor(prefix), codec.read_names
+                )
+                if codec.exists(cells)
+            ]
+
+        per_key = await _bounded_gather([lambda k=k: rows(k) for k in keys])
+        return dict(zip(keys, per_key, strict=True))
+
+    def explain(self) -> list[str]:
+        """EXPLAIN lines of the inner side, shaped as the access path it amounts to."""
+        if self.mode == "primary key":
+            label = f"Point Get on {self.table_name} (primary key {self.describe})"
+        elif self.mode == "range":
+            label = f"Range Scan on {self.table_name} (primary key {self.describe})"
+        else:
+            assert self.index is not None
+            label = (
+                f"Index Lookup using {self.index.index.name} on {self.table_name} ({self.describe})"
+            )
+        details = [f"Filter: {self.filter_text}"] if self.filter_text else []
+        if self.lock_rows:
+            details.append("Lock Rows: FOR UPDATE")
+        return _explain_tree(label, details, [])
+
+
+async def _bounded_gather(calls: list[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run the calls concurrently, at most LOOKUP_SCANS at a time; results in call order.
+    A task group cancels the others when one fails (none is left reading on its own)."""
+    out: list[T] = []
+    for i in range(0, len(calls), LOOKUP_SCANS):
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(c()) for c in calls[i : i + LOOKUP_SCANS]]
+        out.extend(t.result() for t in tasks)
+    return out
+
+
+@dataclass
+class LookupJoin(Node):
+    """An index nested loop join: the outer input's rows in batches of LOOKUP_BATCH, each
+    batch's matches fetched from the inner table by key in one batched read (see
+    :class:`LookupTarget`); joined rows come out in the outer input's order.
+
+    ``outer_first``: the outer input is the join's left side (else the planner swapped the
+    sides, and joined rows put the inner row first to keep the statement's column order).
+    ``preserve_outer``: an outer row without a match comes out null-extended (LEFT JOIN, or a
+    RIGHT JOIN driven from its right side). ``residual``: the whole join condition, over the
+    joined row (the keys only find candidates)."""
+
+    outer: Node
+    target: LookupTarget
+    key_of: Callable[[Row, Any], bytes | None]
+    """The encoded lookup key of an outer row; None: the row matches nothing (a NULL key)."""
+    residual: Compiled | None
+    kind: str
+    preserve_outer: bool
+    outer_first: bool
+    inner_width: int
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        batch: list[Row] = []
+        async for row in self.outer.rows(ctx):
+            batch.append(row)
+            if len(batch) >= LOOKUP_BATCH:
+                async for out in self._join_batch(batch, ctx):
+                    yield out
+                batch = []
+        if batch:
+            async for out in self._join_batch(batch, ctx):
+                yield out
+
+    async def _join_batch(self, batch: list[Row], ctx: Any) -> AsyncIterator[Row]:
+        keys = [self.key_of(r, ctx) for r in batch]
+        wanted = sorted({k for k in keys if k is not None})
+        found = await self.target.fetch(ctx, wanted) if wanted else {}
+        residual = self.residual
+        null_inner = (None,) * self.inner_width
+        n = 0
+        for orow, key in zip(batch, keys, strict=True):
+            hit = False
+            for irow in found.get(key, ()) if key is not None else ():
+                n += 1
+                await _pause(n)
+                row = orow + irow if self.outer_first else irow + orow
+                if residual is not None and residual(row, ctx) is not True:
+                    continue
+                hit = True
+                if self.target.lock_rows:
+                    codec = self.target.codec
+                    codec.lock(ctx.txn, codec.key_of_stored(irow))
+                yield row
+            if not hit and self.preserve_outer:
+                yield orow + null_inner if self.outer_first else null_inner + orow
+
+    def explain(self) -> list[str]:
+        label = "Lookup Join" if self.kind == "inner" else f"Lookup {self.kind.title()} Join"
+        lines = _explain_tree(label, [], [self.outer])
+        inner = self.target.explain()
+        lines.append("  ->  " + inner[0])
+        lines.extend("      " + s for s in inner[1:])
+        return lines
+
+    def children(self) -> list[Node]:
+        return [self.outer]
 
 
 def _unmatched_right(left_width: int, right_rows: list[Row], matched: list[bool]) -> list[Row]:

@@ -9,12 +9,31 @@ For a table, the conjuncts the binder pushed into it decide the path, in this or
 4. otherwise a full snapshot scan.
 
 Every conjunct is still applied as a filter afterwards, so the path only has to be a superset.
-Joins with equality conditions become hash joins, others nested loops. The planner's output
-for a statement is cached with the prepared statement (no re-planning per execution).
+
+Joins with equality conditions become lookup joins or hash joins, others nested loops. A
+*lookup join* (index nested loop) streams one input (the outer, or driving, side) in batches
+and fetches the other's matching rows by key, one batched read per batch. Without statistics,
+the rule is:
+
+- the inner side must be a plain table (its pushed filters allowed) *keyed* by the join's
+  equalities: its whole primary key, a whole unique index, or the leading columns of a
+  secondary index or of the primary key fixed by outer-side expressions (or by constants of
+  its own filters, at least one column by the outer side);
+- the driving side must be bounded: ranked by :func:`driving_rank` (point get 4, index lookup
+  3, primary-key range or LIMIT 2, scan with pushed filters 1, full scan 0), it needs 1 or more;
+- INNER and LEFT joins may drive from the left, INNER and RIGHT joins from the right (the
+  sides are swapped, the joined row keeps the statement's column order). When both sides
+  qualify, the higher-ranked side drives (the left one on a tie);
+- otherwise a hash join (an unbounded driving side would cost a read per batch of a table
+  likely bigger than the one the hash join scans).
+
+The planner's output for a statement is cached with the prepared statement (no re-planning
+per execution).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +41,7 @@ from typing import Any
 from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.physical import (
     Aggregate,
+    AsyncCallRunner,
     Distinct,
     Filter,
     FunctionScan,
@@ -29,6 +49,8 @@ from percolator.server.planner.physical import (
     IndexLookup,
     KeyRange,
     Limit,
+    LookupJoin,
+    LookupTarget,
     NestedLoopJoin,
     Node,
     PointGet,
@@ -44,7 +66,7 @@ from percolator.server.planner.physical import (
     WorkTableScan,
 )
 from percolator.server.planner.pruning import Needed, needed_columns
-from percolator.server.planner.row_codec import IndexCodec, RowCodec
+from percolator.server.planner.row_codec import IndexCodec, Row, RowCodec
 from percolator.server.planner.window_agg import (
     Frame,
     FrameEdge,
@@ -58,6 +80,7 @@ from percolator.server.sql import casts
 from percolator.server.sql.aggregates import make_factory
 from percolator.server.sql.bound import (
     AggregateRel,
+    BAsyncCall,
     BBool,
     BCall,
     BColumn,
@@ -73,8 +96,10 @@ from percolator.server.sql.bound import (
     FrameBound,
     FrameMode,
     FunctionRel,
+    JoinKind,
     JoinRel,
     LimitRel,
+    OutCol,
     ProjectRel,
     ProjectSetRel,
     RecursiveUnionRel,
@@ -89,7 +114,7 @@ from percolator.server.sql.bound import (
     WorkTableRel,
     walk,
 )
-from percolator.server.sql.catalog import TableDef
+from percolator.server.sql.catalog import IndexDef, TableDef
 from percolator.server.sql.errors import unsupported
 from percolator.server.sql.keycodec import KeyType, prefix_successor
 from percolator.server.sql.types import SqlType, TypeId, key_type
@@ -180,7 +205,11 @@ class Planner:
         return VirtualScan(rel.name, rel.rows, _conjunction(rel.filters))
 
     def _plan_ValuesRel(self, rel: ValuesRel) -> Node:
-        return ValuesScan([[compile_expr(e) for e in row] for row in rel.rows])
+        runners = [self.runners(row) for row in rel.rows]
+        return ValuesScan(
+            [[compile_expr(e) for e in row] for row in rel.rows],
+            runners=runners if any(runners) else [],
+        )
 
     def _plan_FunctionRel(self, rel: FunctionRel) -> Node:
         return FunctionScan(rel.name, rel.fn, [compile_expr(a) for a in rel.args], rel.ordinality)
@@ -210,9 +239,12 @@ class Planner:
         nleft, nright = len(rel.left.columns), len(rel.right.columns)
         kind = rel.kind.value
         has_subquery = rel.condition is not None and any(
-            isinstance(n, BSubquery) for n in walk(rel.condition)
+            isinstance(n, BSubquery | BAsyncCall) for n in walk(rel.condition)
         )
         if rel.equi_keys and not has_subquery:
+            lookup = self._lookup_join(rel, left, right)
+            if lookup is not None:
+                return lookup
             return HashJoin(
                 left,
                 right,
@@ -226,6 +258,74 @@ class Planner:
         cond = compile_expr(rel.condition) if rel.condition is not None else None
         runners = self.runners([rel.condition]) if rel.condition is not None else []
         return NestedLoopJoin(left, right, kind, cond, nright, nleft, runners)
+
+    def _lookup_join(self, rel: JoinRel, left: Node, right: Node) -> LookupJoin | None:
+        """A lookup join for an equi-join, when one side is a table keyed by the join keys
+        and the other is bounded (see the module docstring for the rule); else None."""
+        if not LOOKUP_JOINS:
+            return None
+        forward = backward = None
+        if rel.kind in (JoinKind.INNER, JoinKind.LEFT) and isinstance(rel.right, TableRel):
+            pairs = [(r, lft) for lft, r in rel.equi_keys]
+            forward = self._lookup_target(rel.right, pairs, rel.left.columns)
+        if rel.kind in (JoinKind.INNER, JoinKind.RIGHT) and isinstance(rel.left, TableRel):
+            backward = self._lookup_target(rel.left, list(rel.equi_keys), rel.right.columns)
+        rank_left, rank_right = driving_rank(left), driving_rank(right)
+        residual = compile_expr(rel.condition) if rel.condition is not None else None
+        kind = rel.kind.value
+        if forward is not None and rank_left >= 1 and (backward is None or rank_left >= rank_right):
+            target, key_of = forward
+            return LookupJoin(
+                left, target, key_of, residual, kind, kind == "left", True, len(rel.right.columns)
+            )
+        if backward is not None and rank_right >= 1:
+            target, key_of = backward
+            return LookupJoin(
+                right, target, key_of, residual, kind, kind == "right", False, len(rel.left.columns)
+            )
+        return None
+
+    def _lookup_target(
+        self, inner: TableRel, pairs: list[tuple[BExpr, BExpr]], outer_columns: list[OutCol]
+    ) -> tuple[LookupTarget, Callable[[Row, Any], bytes | None]] | None:
+        """How to fetch ``inner``'s rows matching an outer row, given (inner expression, outer
+        expression) equalities: its primary key, a unique index, the leading columns of a
+        secondary index or of the primary key, each column fixed by an outer expression or a
+        constant of the table's own filters (at least one by the outer row). None if none."""
+        table = inner.table
+        eq, _, _ = _analyze(inner.filters)
+        fixed: dict[int, tuple[BExpr, bool]] = {p: (e, False) for p, e in eq.items()}
+        for inner_e, outer_e in pairs:
+            p = _key_column(inner_e)
+            if p is not None and p < len(table.columns):
+                fixed[p] = (outer_e, True)  # preferred: the point of the lookup
+        path = _lookup_path(table, fixed)
+        if path is None:
+            return None
+        mode, index, positions = path
+        needed = self._needed.get(id(inner))
+        codec = self.codec(table, frozenset(needed) if needed is not None else None)
+        icodec = IndexCodec(table, index) if index is not None else None
+        exprs = [fixed[p][0] for p in positions]
+        encode = icodec.prefix if icodec is not None else codec.key_of_values
+        types = [table.columns[p].type for p in positions]
+        names = [table.columns[p].name for p in positions]
+        shown = [
+            _qualified(e, outer_columns) if fixed[p][1] else e
+            for p, e in zip(positions, exprs, strict=True)
+        ]
+        desc = ", ".join(f"{n} = {describe(e)}" for n, e in zip(names, shown, strict=True))
+        target = LookupTarget(
+            codec,
+            table.name,
+            mode,
+            icodec,
+            desc,
+            _conjunction(inner.filters),
+            " AND ".join(describe(f, table) for f in inner.filters),
+            inner.lock_rows,
+        )
+        return target, _lookup_key([compile_expr(e) for e in exprs], types, encode)
 
     def _plan_AggregateRel(self, rel: AggregateRel) -> Node:
         child = self.plan(rel.input)
@@ -255,7 +355,7 @@ class Planner:
             exprs.extend(c.args)
             if c.filter is not None:
                 exprs.append(c.filter)
-        if any(isinstance(n, BSubquery) for e in exprs for n in walk(e)):
+        if any(isinstance(n, BSubquery | BAsyncCall) for e in exprs for n in walk(e)):
             raise unsupported("subqueries in window function arguments or windows")
         specs = [
             (
@@ -321,14 +421,26 @@ class Planner:
     def _plan_SetOpRel(self, rel: SetOpRel) -> Node:
         return SetOp(rel.kind.value, rel.all, self.plan(rel.left), self.plan(rel.right))
 
-    def runners(self, exprs: list[BExpr]) -> list[SubqueryRunner]:
-        """Runners for the subqueries inside these expressions (not inside nested ones)."""
-        out = []
+    def runners(self, exprs: list[BExpr]) -> list[Any]:
+        """Runners for the subqueries inside these expressions (not inside nested ones), and
+        for the calls that need a round trip (nextval), innermost first."""
+        out: list[Any] = []
         for e in exprs:
             for n in walk(e):
                 if isinstance(n, BSubquery):
                     out.append(SubqueryRunner(n, self.plan_query(n.rel)))
+            out.extend(_async_runners(e))
         return out
+
+
+def _async_runners(e: BExpr) -> list[AsyncCallRunner]:
+    """A runner per async call in ``e``, arguments before the calls that use them."""
+    out: list[AsyncCallRunner] = []
+    for child in e.children():
+        out.extend(_async_runners(child))
+    if isinstance(e, BAsyncCall):
+        out.append(AsyncCallRunner(e.slot, e.fn, [compile_expr(a) for a in e.args]))
+    return out
 
 
 # -- access-path analysis -------------------------------------------------------------------
@@ -337,7 +449,7 @@ class Planner:
 def _is_runtime_constant(e: BExpr) -> bool:
     """True if ``e`` does not depend on the scanned row (constants, parameters, outer refs)."""
     for n in walk(e):
-        if isinstance(n, BColumn | BSubquery):
+        if isinstance(n, BColumn | BSubquery | BAsyncCall):
             return False
         if isinstance(n, BCall) and n.volatile:
             return False
@@ -392,6 +504,102 @@ def _analyze(
     for col in eq:
         ins.pop(col, None)
     return eq, ins, ranges
+
+
+LOOKUP_JOINS = True
+"""Whether equi-joins may become lookup joins (off: hash joins only, to compare the two)."""
+
+_RANK_POINT, _RANK_INDEX, _RANK_RANGE, _RANK_FILTERED, _RANK_UNBOUNDED = 4, 3, 2, 1, 0
+
+
+def driving_rank(node: Node) -> int:
+    """How few rows a plan is expected to produce, without statistics, from its access path:
+    4 a point get (or a few constant rows), 3 an index lookup, 2 a primary-key range (or a
+    LIMIT), 1 a scan with pushed filters, 0 a full scan or anything unknown. A lookup join
+    drives from a side ranked 1 or more."""
+    if isinstance(node, PointGet | ValuesScan):
+        return _RANK_POINT
+    if isinstance(node, IndexLookup):
+        return _RANK_INDEX
+    if isinstance(node, TableScan):
+        if node.key_range is not None:
+            return _RANK_RANGE
+        return _RANK_FILTERED if node.predicate is not None else _RANK_UNBOUNDED
+    if isinstance(node, Limit):
+        return max(_RANK_RANGE, driving_rank(node.input))
+    if isinstance(node, Aggregate) and not node.groups:
+        return _RANK_POINT
+    if isinstance(node, LookupJoin):
+        return driving_rank(node.outer)
+    if isinstance(node, HashJoin):
+        return min(driving_rank(node.left), driving_rank(node.right))
+    if isinstance(node, Filter | Project | Sort | Distinct | Aggregate):
+        return driving_rank(node.input)
+    return _RANK_UNBOUNDED
+
+
+def _lookup_path(
+    table: TableDef, fixed: dict[int, tuple[BExpr, bool]]
+) -> tuple[str, IndexDef | None, list[int]] | None:
+    """(mode, index, lookup column positions) of the best way to look rows of ``table`` up
+    with the columns ``fixed`` (position -> (expression, from the outer row)): the whole
+    primary key, then a whole unique index, then the longest prefix of an index or of the
+    primary key (the primary key on a tie: no second read). Each needs an outer column."""
+
+    def leading(positions: list[int]) -> list[int]:
+        n = 0
+        while n < len(positions) and positions[n] in fixed:
+            n += 1
+        out = positions[:n]
+        return out if any(fixed[p][1] for p in out) else []
+
+    pk = [table.position(c) for c in table.primary_key]
+    pk_prefix = leading(pk)
+    if pk and len(pk_prefix) == len(pk):
+        return "primary key", None, pk
+    best: tuple[str, IndexDef | None, list[int]] | None = (
+        ("range", None, pk_prefix) if pk_prefix else None
+    )
+    for ix in table.indexes:
+        positions = [table.position(c) for c in ix.column_ids]
+        prefix = leading(positions)
+        if ix.unique and prefix and len(prefix) == len(positions):
+            return "unique", ix, prefix
+        if prefix and (best is None or len(prefix) > len(best[2])):
+            best = ("index", ix, prefix)
+    return best
+
+
+def _qualified(e: BExpr, columns: list[OutCol]) -> BExpr:
+    """A copy of ``e`` whose columns are named ``relation.name`` (EXPLAIN of a lookup key:
+    the outer row's columns, told apart from the inner table's)."""
+    clone = copy.deepcopy(e)
+    for n in walk(clone):
+        if isinstance(n, BColumn) and n.index < len(columns):
+            c = columns[n.index]
+            n.name = f"{c.relation}.{c.name}" if c.relation else c.name
+    return clone
+
+
+def _lookup_key(
+    exprs: list[Compiled], types: list[SqlType], encode: Callable[[list[object]], bytes]
+) -> Callable[[Row, Any], bytes | None]:
+    """The encoded lookup key of an outer row; None when no inner row can match it: a NULL
+    value (equality never holds) or one out of its column's range."""
+
+    def key_of(row: Row, ctx: Any) -> bytes | None:
+        values: list[object] = []
+        for f, t in zip(exprs, types, strict=True):
+            v = f(row, ctx)
+            if v is None:
+                return None
+            v = _to_column_type(v, t)
+            if v is _NO_MATCH:
+                return None
+            values.append(v)
+        return encode(values)
+
+    return key_of
 
 
 def _point_keys(

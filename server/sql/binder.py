@@ -14,14 +14,16 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
-from percolator.server.sql import recursive_cte, system_tables
+from percolator.server.sql import recursive_cte, sequence_ddl, system_tables, views
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggregateRel,
+    BAsyncCall,
     BCall,
     BCoalesce,
     BColumn,
     BConst,
+    BContextCall,
     BExpr,
     BOuter,
     BSubquery,
@@ -33,6 +35,7 @@ from percolator.server.sql.bound import (
     JoinKind,
     JoinRel,
     LimitRel,
+    NextValue,
     OnConflict,
     OutCol,
     ProjectRel,
@@ -101,6 +104,9 @@ class Binder:
         self.params = params
         self.exprs = ExprBinder(self)
         self._ctes: list[dict[str, _Cte]] = []
+        self.dependencies = views.Dependencies()
+        """The tables and views named (a view's dependencies; the plan's, for the catalog
+        guard)."""
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -226,6 +232,15 @@ class Binder:
     # -- SELECT ----------------------------------------------------------------------------
 
     def bind_select(self, node: exp.Select, outer: Scope | None) -> Rel:
+        # Inside a select-list item, a subquery's own clauses are not select-list items.
+        saved = self.exprs.async_calls_ok
+        self.exprs.async_calls_ok = False
+        try:
+            return self._bind_select(node, outer)
+        finally:
+            self.exprs.async_calls_ok = saved
+
+    def _bind_select(self, node: exp.Select, outer: Scope | None) -> Rel:
         node = resolve_named_windows(node)
         from_ = node.args.get("from_") or node.args.get("from")
         if from_ is not None:
@@ -276,7 +291,7 @@ class Binder:
                 if agg_ctx is not None:
                     e = self.exprs.bind_in_aggregate(item, agg_ctx)
                 else:
-                    e = self.exprs.bind(item, source_scope)
+                    e = self._bind_allowing_async(item, source_scope)
                 project_exprs.append(e)
                 out_cols.append(self._out_col(item, name, e, source_scope))
         having_pred = None
@@ -508,6 +523,16 @@ class Binder:
         out_cols.append(OutCol("?sort?", e.type, hidden=True))
         return BColumn(e.type, len(out_cols) - 1)
 
+    def _bind_allowing_async(self, node: exp.Expression, scope: Scope) -> BExpr:
+        """Bind a select-list or VALUES item, where calls that need a round trip (nextval)
+        may be: the operator computing the item awaits them first."""
+        saved = self.exprs.async_calls_ok
+        self.exprs.async_calls_ok = True
+        try:
+            return self.exprs.bind(node, scope)
+        finally:
+            self.exprs.async_calls_ok = saved
+
     def _apply_where(self, q: _Query, pred: BExpr) -> Rel:
         """Push conjuncts that read one table (and nothing correlated) into its scan, and
         those that read both sides of an inner join (``FROM a, b WHERE a.x = b.y``) into
@@ -559,6 +584,8 @@ class Binder:
         return q
 
     def _bind_from_item(self, node: exp.Expression, outer: Scope | None) -> _Query:
+        if _is_join_tree(node):
+            return self._bind_join_tree(node, outer)
         if isinstance(node, exp.Table):
             if isinstance(node.this, exp.Func | exp.Anonymous):
                 return self._bind_function_table(node, outer)
@@ -579,6 +606,39 @@ class Binder:
         if isinstance(node, exp.Lateral):
             raise unsupported("LATERAL")
         raise unsupported(f"FROM item {type(node).__name__}")
+
+    def _bind_join_tree(self, node: exp.Expression, outer: Scope | None) -> _Query:
+        """A parenthesized join (``a LEFT JOIN (b JOIN c ON ...) ON ...``), which sqlglot gives
+        as a Subquery around a Table that carries the inner joins (or the Table alone, for
+        ``a JOIN b JOIN c ON ... ON ...``). Its ON conditions see only its own tables (and
+        enclosing queries). With an alias, its columns are reached through that name only."""
+        if isinstance(node, exp.Table):
+            first = node.copy()
+            first.set("joins", None)
+            return self._bind_from(first, node.args["joins"], outer)
+        if isinstance(node.this, exp.Table) and not node.this.args.get("joins"):
+            # Postgres's grammar has no parenthesized table name
+            raise SqlError(SYNTAX_ERROR, 'syntax error at or near ")"')
+        q = self._bind_from_item(node.this, outer)
+        alias = node.alias
+        if not alias:
+            return q
+        return self._aliased_join(q, alias, _column_aliases(node), outer)
+
+    def _aliased_join(self, q: _Query, alias: str, names: list[str], outer: Scope | None) -> _Query:
+        """``(a JOIN b ...) AS alias``: the join's visible columns (as ``*`` orders them, a
+        USING join's merged columns once), all qualified by ``alias``."""
+        cols = q.scope.columns
+        order = q.scope.star_order
+        if order is None:
+            order = [i for i, c in enumerate(cols) if not c.hidden]
+        out = []
+        for n, i in enumerate(order):
+            c = cols[i]
+            name = names[n] if n < len(names) else c.name
+            out.append(OutCol(name, c.type, c.table_oid, c.column_number, alias))
+        rel = ProjectRel(out, q.rel, [BColumn(cols[i].type, i) for i in order])
+        return _Query(rel, Scope(out, outer, {alias}))
 
     def _wrap_order_limit(self, node: exp.Expression, rel: Rel, outer: Scope | None) -> Rel:
         return rel
@@ -615,7 +675,12 @@ class Binder:
                     for i, c in enumerate(table.columns)
                 ] + _hidden_key(table, alias)
                 rel = TableRel(cols, table, alias)
+                self.dependencies.tables.add(table.id)
                 return _Query(rel, Scope(cols, outer, {alias}), [rel])
+            view = self.catalog.views.get(name)
+            if view is not None:
+                vrel = views.expand(self, view, alias, col_aliases)
+                return _Query(vrel, Scope(vrel.columns, outer, {alias}))
         if schema is None or schema in system_tables.SYSTEM_SCHEMAS:
             sys_table = system_tables.lookup(schema, name)
             if sys_table is not None:
@@ -817,7 +882,7 @@ class Binder:
             items = tup.expressions if isinstance(tup, exp.Tuple) else [tup]
             rows.append(
                 [
-                    self.exprs.bind(i, scope)
+                    self._bind_allowing_async(i, scope)
                     if not isinstance(i, exp.Var) or i.name.upper() != "DEFAULT"
                     else _DEFAULT
                     for i in items
@@ -902,6 +967,7 @@ class Binder:
             raise unsupported(f"DML target {type(node).__name__}")
         if node.db and node.db != "public":
             raise SqlError(UNDEFINED_TABLE, f'relation "{node.db}.{node.name}" does not exist')
+        views.refuse_write(node, self.catalog)
         table = self.catalog.table(node.name)
         return table, node.alias or node.name
 
@@ -958,16 +1024,26 @@ class Binder:
             for row in source.rows:
                 for i, e in enumerate(row):
                     if e is _DEFAULT:
-                        row[i] = self.default_expr(table, targets[i])
+                        row[i] = self._values_default(table, targets[i])
+        if node.meta.get("overriding") != "system":
+            _check_identity_targets(targets, source)
         on_conflict = self._bind_on_conflict(node.args.get("conflict"), table, alias)
         returning, returning_cols = self._bind_returning(node.args.get("returning"), table, alias)
         return InsertStmt(
             table, source, target_ids, defaults, on_conflict, returning, returning_cols
         )
 
+    def _values_default(self, table: TableDef, col: ColumnDef) -> BExpr:
+        """``DEFAULT`` in VALUES: the column's default (a serial or identity column's next
+        value is drawn by the executor)."""
+        seq = sequence_ddl.default_sequence(table, col, self.catalog)
+        if seq is not None:
+            return BConst(col.type, NextValue(seq))
+        return self.default_expr(table, col)
+
     def default_expr(self, table: TableDef, col: ColumnDef) -> BExpr:
         """The column's default as a bound expression (NULL when it has none)."""
-        if col.default is None or col.serial_sequence is not None:
+        if col.default is None or sequence_ddl.default_sequence(table, col, self.catalog):
             # A serial column's nextval() is drawn by the executor (serial_sequence).
             return BConst(col.type, None)
         from sqlglot import parse_one
@@ -1049,7 +1125,16 @@ class Binder:
                 and not value_node.table
                 and scope.lookup(None, "default") is None
             ):
+                if col.serial_sequence is not None:
+                    raise unsupported("SET column = DEFAULT on a serial or identity column")
                 value = self.default_expr(table, col)
+            elif col.identity == "a":
+                raise SqlError(
+                    GENERATED_ALWAYS,
+                    f'column "{col.name}" can only be updated to DEFAULT',
+                    detail=f'Column "{col.name}" is an identity column defined as GENERATED '
+                    "ALWAYS.",
+                )
             else:
                 value = self.exprs.coerce(
                     self.exprs.bind(value_node, scope), col.type, assignment=True
@@ -1128,6 +1213,26 @@ class _IndexRef(exp.Expression):
         self.column_index = index
 
 
+def _check_identity_targets(targets: list[ColumnDef], source: Rel) -> None:
+    """428C9 for a value given to a GENERATED ALWAYS identity column (DEFAULT is allowed)."""
+    for i, col in enumerate(targets):
+        if col.identity != "a":
+            continue
+        given = not isinstance(source, ValuesRel) or any(
+            not (isinstance(row[i], BConst) and isinstance(row[i].value, NextValue))
+            for row in source.rows
+        )
+        if given:
+            raise SqlError(
+                GENERATED_ALWAYS,
+                f'cannot insert a non-DEFAULT value into column "{col.name}"',
+                detail=f'Column "{col.name}" is an identity column defined as GENERATED ALWAYS.',
+                hint="Use OVERRIDING SYSTEM VALUE to override.",
+            )
+
+
+GENERATED_ALWAYS = "428C9"
+
 _DEFAULT = BConst(T.UNKNOWN, None)
 """Marks a DEFAULT keyword inside VALUES until the target column is known."""
 
@@ -1190,6 +1295,17 @@ def _column_aliases(node: exp.Expression) -> list[str]:
     return []
 
 
+def _is_join_tree(node: exp.Expression) -> bool:
+    """Whether a FROM item is a join nested in it (a Table carrying joins), possibly in
+    parentheses (a Subquery around one, or around a plain table: ``(b)``)."""
+    if isinstance(node, exp.Table):
+        return bool(node.args.get("joins"))
+    if isinstance(node, exp.Subquery):
+        inner = node.this
+        return isinstance(inner, exp.Table) or _is_join_tree(inner)
+    return False
+
+
 def _conjuncts(e: BExpr) -> list[BExpr]:
     from percolator.server.sql.bound import BBool
 
@@ -1222,7 +1338,7 @@ def _single_table(
 ) -> tuple[TableRel, int] | None:
     indexes = set()
     for node in walk(e):
-        if isinstance(node, BOuter | BSubquery):
+        if isinstance(node, BOuter | BSubquery | BAsyncCall):
             return None
         if node.__class__.__name__ == "BContextCall":
             return None
@@ -1244,7 +1360,7 @@ def _plain_columns(e: BExpr) -> set[int] | None:
     session (those stay in the WHERE filter)."""
     indexes = set()
     for node in walk(e):
-        if isinstance(node, BOuter | BSubquery) or node.__class__.__name__ == "BContextCall":
+        if isinstance(node, BOuter | BSubquery | BAsyncCall | BContextCall):
             return None
         if isinstance(node, BColumn):
             indexes.add(node.index)
@@ -1301,7 +1417,7 @@ def _equi_keys(cond: BExpr, nleft: int) -> list[tuple[BExpr, BExpr]]:
 def _side(e: BExpr, nleft: int) -> str | None:
     sides = set()
     for node in walk(e):
-        if isinstance(node, BOuter | BSubquery):
+        if isinstance(node, BOuter | BSubquery | BAsyncCall):
             return None
         if isinstance(node, BColumn):
             sides.add("L" if node.index < nleft else "R")

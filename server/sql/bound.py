@@ -8,12 +8,12 @@ for :class:`TableRel` from the conjuncts pushed into it, and compiles expression
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from percolator.server.sql.catalog import ColumnDef, TableDef
+from percolator.server.sql.catalog import ColumnDef, SequenceDef, TableDef
 from percolator.server.sql.types import SqlType
 
 # -- expressions ----------------------------------------------------------------------------
@@ -77,6 +77,22 @@ class BContextCall(BExpr):
     name: str
     fn: Callable[..., object]
     args: list[BExpr]
+
+    def children(self) -> list[BExpr]:
+        return self.args
+
+
+@dataclass(eq=False)
+class BAsyncCall(BExpr):
+    """A function that needs a round trip (nextval, setval): the operator evaluating the
+    expression awaits it first, for each row, into ``ctx.subquery_values[slot]`` (as it
+    computes subqueries)."""
+
+    name: str
+    fn: Callable[..., Awaitable[object]]
+    """``fn(ctx, *argument values)``."""
+    args: list[BExpr]
+    slot: int
 
     def children(self) -> list[BExpr]:
         return self.args
@@ -519,6 +535,15 @@ class InsertStmt:
     on_conflict: OnConflict | None
     returning: list[BExpr] | None
     returning_cols: list[OutCol] | None
+
+
+@dataclass(frozen=True)
+class NextValue:
+    """The value of ``DEFAULT`` in an INSERT's VALUES for a serial or identity column: the
+    executor replaces it with the next value of ``sequence`` (drawing one needs a round trip,
+    which an expression cannot make)."""
+
+    sequence: SequenceDef
 
 
 @dataclass(eq=False)

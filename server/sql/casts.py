@@ -16,6 +16,7 @@ from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Context, Decimal
 from functools import cache
 
+from percolator.server.sql import time_zones
 from percolator.server.sql.errors import (
     CANNOT_COERCE,
     DATATYPE_MISMATCH,
@@ -453,12 +454,16 @@ def _time_to_interval(v: object) -> object:
     return Interval(0, 0, us)
 
 
+# Casts between instants and wall-clock times use the session's zone of the running
+# statement (time_zones.current_zone); the binder never folds them at plan time.
+
+
 def _ts_to_tstz(v: object) -> object:
-    return v.replace(tzinfo=dt.UTC)  # type: ignore[attr-defined]
+    return time_zones.from_local(v)  # type: ignore[arg-type]
 
 
 def _tstz_to_ts(v: object) -> object:
-    return v.astimezone(dt.UTC).replace(tzinfo=None)  # type: ignore[attr-defined]
+    return time_zones.to_local(v)  # type: ignore[arg-type]
 
 
 def _date_to_ts(v: object) -> object:
@@ -468,7 +473,7 @@ def _date_to_ts(v: object) -> object:
 
 def _date_to_tstz(v: object) -> object:
     d: dt.date = v  # type: ignore[assignment]
-    return dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC)
+    return time_zones.from_local(dt.datetime(d.year, d.month, d.day))
 
 
 def _build_convert() -> dict[tuple[TypeId, TypeId], Callable[[object], object]]:
@@ -527,6 +532,17 @@ def _build_convert() -> dict[tuple[TypeId, TypeId], Callable[[object], object]]:
 
 
 _CONVERT = _build_convert()
+
+_ZONED = frozenset({_T.TIMESTAMPTZ})
+_WALL_CLOCK = frozenset({_T.DATE, _T.TIMESTAMP, _T.TIME, _T.TEXT, _T.VARCHAR, _T.BPCHAR,
+                         _T.NAME, _T.UNKNOWN, _T.CHAR})  # fmt: skip
+
+
+def depends_on_zone(src: SqlType, dst: SqlType) -> bool:
+    """Whether casting ``src`` to ``dst`` reads the session's time zone (timestamptz to or
+    from a wall-clock time or text): such a cast is evaluated when the statement runs."""
+    s, d = src.id, dst.id
+    return (s in _ZONED and d in _WALL_CLOCK) or (d in _ZONED and s in _WALL_CLOCK)
 
 
 # -- ordering ---------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from enum import Enum
 from percolator.server.sql.errors import (
     UNDEFINED_COLUMN,
     UNDEFINED_TABLE,
+    WRONG_OBJECT_TYPE,
     SqlError,
 )
 from percolator.server.sql.types import SqlType, TypeId
@@ -46,6 +47,9 @@ class ColumnDef:
     not_null: bool = False
     default: str | None = None
     serial_sequence: str | None = None
+    identity: str | None = None
+    """An identity column: 'a' (GENERATED ALWAYS) or 'd' (BY DEFAULT), as attidentity says;
+    its values come from ``serial_sequence`` like a serial column's."""
     """For serial columns: the sequence that supplies the default."""
 
 
@@ -103,6 +107,10 @@ class ForeignKeyDef:
     """The referenced table's primary key or the columns of one of its unique indexes."""
     on_delete: FkAction = FkAction.NO_ACTION
     on_update: FkAction = FkAction.NO_ACTION
+    deferrable: bool = False
+    initially_deferred: bool = False
+    """DEFERRABLE INITIALLY DEFERRED: checked at COMMIT instead of at the end of each
+    statement (SET CONSTRAINTS changes it for one transaction)."""
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,39 @@ class TableDef:
 
 
 @dataclass(frozen=True)
+class ViewColumn:
+    """A column of a view: its name and the type its query gives it."""
+
+    name: str
+    type: SqlType
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    """A view: a stored query, expanded as a subquery wherever the view is named (see
+    :mod:`percolator.server.sql.views`).
+
+    ``query`` is the SQL text with its stars expanded and its column references qualified
+    (so a column added to a table later does not appear in the view, and renaming a column or
+    a table can rewrite it); ``table_ids`` and ``view_ids`` are the relations it reads directly
+    (DROP TABLE / DROP VIEW refuse while it depends on them)."""
+
+    id: int
+    name: str
+    query: str
+    columns: tuple[ViewColumn, ...]
+    table_ids: tuple[int, ...] = ()
+    view_ids: tuple[int, ...] = ()
+
+    @property
+    def oid(self) -> int:
+        return FIRST_USER_OID + self.id
+
+    def replace(self, **changes: object) -> ViewDef:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
 class RoleDef:
     """A role (user). Passwords are kept only as verifiers."""
 
@@ -184,14 +225,20 @@ class RoleDef:
 
 @dataclass(frozen=True)
 class SequenceDef:
-    """A sequence behind a serial column (values are handed out outside transactions)."""
+    """A sequence: CREATE SEQUENCE, or behind a serial or identity column (values are handed
+    out outside transactions, see server/sequences.py)."""
 
     name: str
     oid: int
     table: str
+    """The table of the column it feeds or is OWNED BY ("" for none)."""
     counter: str = ""
     """The key of its counter cell: unique per creation, so a sequence whose creation rolled
     back never passes its values on to a later one with the same OID."""
+    start: int = 1
+    increment: int = 1
+    minimum: int = 1
+    maximum: int = (1 << 63) - 1
 
     @property
     def counter_key(self) -> str:
@@ -233,13 +280,16 @@ class Catalog:
     roles: dict[str, RoleDef] = field(default_factory=dict)
     sequences: dict[str, SequenceDef] = field(default_factory=dict)
     observers: dict[str, ObserverDef] = field(default_factory=dict)
+    views: dict[str, ViewDef] = field(default_factory=dict)
 
     # -- lookups ---------------------------------------------------------------------------
 
     def table(self, name: str) -> TableDef:
-        """The table ``name``, or 42P01."""
+        """The table ``name``, or 42P01 (42809 when it is a view, as Postgres says)."""
         found = self.tables.get(name)
         if found is None:
+            if name in self.views:
+                raise SqlError(WRONG_OBJECT_TYPE, f'"{name}" is not a table')
             raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
         return found
 
@@ -269,8 +319,20 @@ class Catalog:
         return None
 
     def relation_exists(self, name: str) -> bool:
-        """True if a table, index or sequence is named ``name`` (one namespace in Postgres)."""
-        return name in self.tables or self.index(name) is not None or name in self.sequences
+        """True if a table, view, index or sequence is named ``name`` (one namespace in
+        Postgres)."""
+        return (
+            name in self.tables
+            or name in self.views
+            or self.index(name) is not None
+            or name in self.sequences
+        )
+
+    def view_by_id(self, view_id: int) -> ViewDef | None:
+        for v in self.views.values():
+            if v.id == view_id:
+                return v
+        return None
 
     def owner_of_storage(self, storage: str) -> TableDef | None:
         """The table whose rows or one of whose indexes live in ``storage``."""
@@ -307,6 +369,16 @@ class Catalog:
         del tables[name]
         sequences = {k: v for k, v in self.sequences.items() if v.table != name}
         return dataclasses.replace(self, tables=tables, sequences=sequences)
+
+    def with_view(self, view: ViewDef) -> Catalog:
+        views = dict(self.views)
+        views[view.name] = view
+        return dataclasses.replace(self, views=views)
+
+    def without_view(self, name: str) -> Catalog:
+        views = dict(self.views)
+        del views[name]
+        return dataclasses.replace(self, views=views)
 
     def with_role(self, role: RoleDef) -> Catalog:
         roles = dict(self.roles)
@@ -362,6 +434,7 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "not_null": c.not_null,
                 "default": c.default,
                 "serial_sequence": c.serial_sequence,
+                "identity": c.identity,
             }
             for c in t.columns
         ],
@@ -387,6 +460,8 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "ref_columns": list(fk.ref_column_ids),
                 "on_delete": fk.on_delete.value,
                 "on_update": fk.on_update.value,
+                "deferrable": fk.deferrable,
+                "initially_deferred": fk.initially_deferred,
             }
             for fk in t.foreign_keys
         ],
@@ -402,6 +477,7 @@ def table_from_json(d: dict[str, object]) -> TableDef:
             not_null=bool(c["not_null"]),
             default=c.get("default"),
             serial_sequence=c.get("serial_sequence"),
+            identity=c.get("identity"),
         )
         for c in d["columns"]  # type: ignore[union-attr]
     )
@@ -440,9 +516,36 @@ def table_from_json(d: dict[str, object]) -> TableDef:
                 ref_column_ids=tuple(fk["ref_columns"]),
                 on_delete=FkAction(fk["on_delete"]),
                 on_update=FkAction(fk["on_update"]),
+                deferrable=bool(fk.get("deferrable", False)),
+                initially_deferred=bool(fk.get("initially_deferred", False)),
             )
             for fk in d.get("foreign_keys", ())  # type: ignore[union-attr]
         ),
+    )
+
+
+def view_to_json(v: ViewDef) -> dict[str, object]:
+    return {
+        "id": v.id,
+        "name": v.name,
+        "query": v.query,
+        "columns": [{"name": c.name, "type": type_to_json(c.type)} for c in v.columns],
+        "table_ids": list(v.table_ids),
+        "view_ids": list(v.view_ids),
+    }
+
+
+def view_from_json(d: dict[str, object]) -> ViewDef:
+    return ViewDef(
+        id=int(d["id"]),  # type: ignore[arg-type]
+        name=str(d["name"]),
+        query=str(d["query"]),
+        columns=tuple(
+            ViewColumn(str(c["name"]), type_from_json(c["type"]))
+            for c in d["columns"]  # type: ignore[union-attr]
+        ),
+        table_ids=tuple(d.get("table_ids", ())),  # type: ignore[arg-type]
+        view_ids=tuple(d.get("view_ids", ())),  # type: ignore[arg-type]
     )
 
 
@@ -482,4 +585,6 @@ __all__ = [
     "RoleDef",
     "SequenceDef",
     "TableDef",
+    "ViewColumn",
+    "ViewDef",
 ]

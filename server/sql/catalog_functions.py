@@ -284,6 +284,10 @@ def _references(fk: ForeignKeyInfo) -> str:
     for word, action in (("UPDATE", fk.on_update), ("DELETE", fk.on_delete)):
         if action is not FkAction.NO_ACTION:
             text += f" ON {word} {action.sql}"
+    if fk.deferrable:
+        text += " DEFERRABLE"
+    if fk.initially_deferred:
+        text += " INITIALLY DEFERRED"
     return text
 
 
@@ -299,6 +303,18 @@ def pg_get_serial_sequence(ctx: Any, table: str, column: str) -> str | None:
     if col.serial_sequence is None:
         return None
     return f"public.{quote_ident(col.serial_sequence)}"
+
+
+def pg_get_viewdef(ctx: Any, oid: int, pretty: object = False) -> str | None:
+    """A view's query (`` SELECT ...;``), NULL for other relations (the system catalogs'
+    views have no stored query here)."""
+    from percolator.server.sql import pg_catalog_tables as pgc
+    from percolator.server.sql import views
+
+    r = pgc.relation_by_oid(ctx.catalog, oid)
+    if r is None or r.view is None:
+        return None
+    return views.definition(r.view)
 
 
 def pg_size_pretty(size: object) -> str:
@@ -355,7 +371,7 @@ define("pg_get_constraintdef", pg_get_constraintdef, T.TEXT, (1, 2), context=Tru
 define("pg_get_serial_sequence", pg_get_serial_sequence, T.TEXT, 2, context=True)
 define("pg_get_triggerdef", lambda *a: None, T.TEXT, (1, 2), strict=False)
 define("pg_get_ruledef", lambda *a: None, T.TEXT, (1, 2), strict=False)
-define("pg_get_viewdef", lambda *a: None, T.TEXT, (1, 2), strict=False)
+define("pg_get_viewdef", pg_get_viewdef, T.TEXT, (1, 2), context=True)
 define("pg_get_partkeydef", lambda oid: None, T.TEXT, 1, strict=False)
 define("pg_get_statisticsobjdef_columns", lambda oid: None, T.TEXT, 1, strict=False)
 define(

@@ -6,6 +6,7 @@ Layout (one row per object, JSON documents in the ``d`` column):
 - ``t/<name>``: a table with its columns, indexes and checks;
 - ``r/<name>``: a role;
 - ``o/<name>``: an observer;
+- ``v/<name>``: a view;
 - ``s/<name>``: a sequence definition; its counter lives in ``__sequences`` (see
   :mod:`percolator.server.sql.sequences`);
 - ``g/<storage>``: a store table that DROP or TRUNCATE left behind (a table's or an index's
@@ -32,6 +33,8 @@ from percolator.server.sql.catalog import (
     sequence_to_json,
     table_from_json,
     table_to_json,
+    view_from_json,
+    view_to_json,
 )
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import Transaction
@@ -61,6 +64,7 @@ async def load(txn: Transaction) -> Catalog:
     roles = {}
     sequences = {}
     observers = {}
+    views = {}
     async for row, cols in txn.scan(CATALOG_TABLE):
         if row == META_ROW:
             version = int(cols.get(VERSION, b"0"))
@@ -82,7 +86,10 @@ async def load(txn: Transaction) -> Catalog:
         elif kind == b"o/":
             o = observer_from_json(doc)
             observers[o.name] = o
-    return Catalog(version, next_id, tables, roles, sequences, observers)
+        elif kind == b"v/":
+            v = view_from_json(doc)
+            views[v.name] = v
+    return Catalog(version, next_id, tables, roles, sequences, observers, views)
 
 
 def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
@@ -108,6 +115,11 @@ def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
             txn.set(CATALOG_TABLE, b"o/" + name.encode(), DOC, _dump(observer_to_json(o)))
     for name in before.observers.keys() - after.observers.keys():
         txn.delete(CATALOG_TABLE, b"o/" + name.encode(), DOC)
+    for name, v in after.views.items():
+        if before.views.get(name) != v:
+            txn.set(CATALOG_TABLE, b"v/" + name.encode(), DOC, _dump(view_to_json(v)))
+    for name in before.views.keys() - after.views.keys():
+        txn.delete(CATALOG_TABLE, b"v/" + name.encode(), DOC)
     kept = _storages(after)
     for storage, table in sorted(_storages(before).items()):
         if storage in kept:

@@ -1,6 +1,7 @@
-"""Date and time functions: EXTRACT and date_part, date_trunc, make_date, to_timestamp,
-isfinite, age, the justify_* functions and LOCALTIME/LOCALTIMESTAMP (with round_time, which
-rounds a timestamp to a fractional-second precision)."""
+"""Date and time functions: EXTRACT and date_part, date_trunc, timezone (AT TIME ZONE),
+make_date, to_timestamp, isfinite, age, the justify_* functions and LOCALTIME/LOCALTIMESTAMP
+(with round_time, which rounds a timestamp to a fractional-second precision). Those reading a
+timestamptz's wall clock take the zone of the running statement (see time_zones)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import datetime as dt
 from collections.abc import Sequence
 from decimal import Decimal
 
+from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
-from percolator.server.sql.errors import INVALID_PARAMETER_VALUE, SqlError
+from percolator.server.sql.errors import FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE, SqlError
 from percolator.server.sql.functions import (
     FunctionImpl,
     define,
@@ -20,6 +22,8 @@ from percolator.server.sql.functions import (
 from percolator.server.sql.types import Interval, SqlType, TypeId
 
 # -- date and time --------------------------------------------------------------------------
+
+_UNIX_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 _FIELDS = {
     "microseconds": lambda t: t.second * 1_000_000 + getattr(t, "microsecond", 0),
@@ -44,18 +48,37 @@ _FIELDS = {
 }  # fmt: skip
 
 
-def extract(field: str, value: object) -> Decimal:
-    """EXTRACT(field FROM value) / date_part (numeric result, as Postgres 14+)."""
-    f = (
-        field.lower().rstrip("s")
-        if field.lower() not in ("microseconds", "milliseconds")
-        else field.lower()
-    )
-    getter = _FIELDS.get(f) or _FIELDS.get(field.lower())
+_ZONE_FIELDS = ("timezone", "timezone_hour", "timezone_minute")
+
+
+def extract(field: str, value: object, zone: dt.tzinfo | None = None) -> Decimal:
+    """EXTRACT(field FROM value) / date_part (numeric result, as Postgres 14+). The fields
+    of a timestamptz are those of its wall clock in ``zone`` (default: the running
+    statement's zone); its epoch is the instant's."""
+    low = field.lower()
+    f = low.rstrip("s") if low not in ("microseconds", "milliseconds") else low
+    if low in _ZONE_FIELDS:
+        if not (isinstance(value, dt.datetime) and value.tzinfo is not None):
+            kind = (
+                "interval" if isinstance(value, Interval)
+                else "timestamp without time zone" if isinstance(value, dt.datetime)
+                else "date"
+            )  # fmt: skip
+            raise SqlError(FEATURE_NOT_SUPPORTED, f'unit "{field}" not supported for type {kind}')
+        east = time_zones.utc_offset(value, zone)
+        hours, minutes = int(east / 3600), int(east / 60) % 60 if east >= 0 else -(-east // 60 % 60)
+        return Decimal({"timezone": east, "timezone_hour": hours, "timezone_minute": minutes}[low])
+    getter = _FIELDS.get(f) or _FIELDS.get(low)
     if getter is None:
         raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not recognized for type timestamp')
     if isinstance(value, Interval):
         return _fraction_scale(f, _extract_interval(f, value))
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        if f == "epoch":
+            delta = value - _UNIX_EPOCH_UTC
+            return _fraction_scale(f, Decimal(delta.days * 86400 + delta.seconds)
+                                   + Decimal(delta.microseconds) / 1_000_000)  # fmt: skip
+        value = wall_clock(value, zone)
     result = getter(value)
     result = result if isinstance(result, Decimal) else Decimal(result)
     if isinstance(value, dt.datetime):
@@ -120,30 +143,88 @@ def date_trunc(field: str, value: dt.datetime) -> dt.datetime:
     raise SqlError(INVALID_PARAMETER_VALUE, f'unit "{field}" not recognized for type timestamp')
 
 
+def extract_in_zone(ctx: object, field: object, value: object) -> Decimal | None:
+    """EXTRACT / date_part in the running statement's zone (NULL in, NULL out)."""
+    if field is None or value is None:
+        return None
+    return extract(field, value, time_zones.session_zone(ctx))  # type: ignore[arg-type]
+
+
 @register("date_part")
 def _date_part(args: Sequence[SqlType]) -> FunctionImpl | None:
     if len(args) != 2:
         return None
-    return FunctionImpl(extract, T.NUMERIC)
+    return FunctionImpl(extract_in_zone, T.NUMERIC, needs_context=True)
+
+
+def trunc_in_zone(field: str, v: dt.datetime, zone: dt.tzinfo) -> dt.datetime:
+    """date_trunc of an instant: its wall clock in ``zone`` truncated, and that wall-clock
+    time's instant again (Postgres's timestamptz_trunc)."""
+    local = date_trunc(field, time_zones.to_local(v, zone))
+    if field.lower() in ("microseconds", "milliseconds", "second", "minute", "hour"):
+        # Up to the hour Postgres keeps the instant's own offset (an ambiguous wall-clock
+        # time must not jump to the other side of a DST change); from the day on it looks
+        # the offset up again.
+        return v - (time_zones.to_local(v, zone) - local)
+    return time_zones.from_local(local, zone)
 
 
 @register("date_trunc")
 def _date_trunc(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) != 2:
+    if len(args) not in (2, 3):
         return None
     if not string_or_unknown(args[0]):
         return None
     if args[1].id not in (TypeId.TIMESTAMPTZ, TypeId.TIMESTAMP, TypeId.DATE, TypeId.UNKNOWN):
         return None
-    # date_trunc(text, date) resolves to the timestamptz version (the server runs in UTC).
-    rt = T.TIMESTAMP if args[1].id is TypeId.TIMESTAMP else T.TIMESTAMPTZ
+    if len(args) == 3:
+        # date_trunc(field, timestamptz, zone): truncated in the named zone.
+        if not string_or_unknown(args[2]):
+            return None
 
-    def trunc(field: str, v: object) -> dt.datetime:
-        if not isinstance(v, dt.datetime):
-            v = dt.datetime(v.year, v.month, v.day, tzinfo=dt.UTC)  # type: ignore[attr-defined]
-        return date_trunc(field, v)
+        def trunc_named(field: str, v: dt.datetime, zone: str) -> dt.datetime:
+            return trunc_in_zone(field, v, time_zones.lookup_zone(zone))
 
-    return FunctionImpl(trunc, rt)
+        return FunctionImpl(trunc_named, T.TIMESTAMPTZ, args=(T.TEXT, T.TIMESTAMPTZ, T.TEXT))
+    if args[1].id is TypeId.TIMESTAMP:
+        return FunctionImpl(date_trunc, T.TIMESTAMP)
+
+    # date_trunc(text, date) resolves to the timestamptz version: the date is midnight of the
+    # session's zone, cast by the binder when the statement runs.
+    def trunc(ctx: object, field: str | None, v: dt.datetime | None) -> dt.datetime | None:
+        if field is None or v is None:
+            return None
+        return trunc_in_zone(field, v, time_zones.session_zone(ctx))
+
+    return FunctionImpl(trunc, T.TIMESTAMPTZ, needs_context=True, args=(T.TEXT, T.TIMESTAMPTZ))
+
+
+def _at_time_zone(zone: object, v: object) -> dt.datetime:
+    """timezone(zone, value) / value AT TIME ZONE zone: a timestamptz becomes the wall-clock
+    timestamp of ``zone``; a timestamp is read as a wall-clock time of ``zone``."""
+    tz = time_zones.lookup_zone(zone) if isinstance(zone, str) else time_zones.interval_zone(zone)
+    assert isinstance(v, dt.datetime)
+    if v.tzinfo is not None:
+        return time_zones.to_local(v, tz)
+    return time_zones.from_local(v, tz)
+
+
+@register("timezone")
+def _timezone(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) != 2:
+        return None
+    zone, value = args
+    if zone.id is TypeId.INTERVAL:
+        zt = T.INTERVAL
+    elif string_or_unknown(zone):
+        zt = T.TEXT
+    else:
+        return None
+    if value.id is TypeId.TIMESTAMP:
+        return FunctionImpl(_at_time_zone, T.TIMESTAMPTZ, args=(zt, T.TIMESTAMP))
+    if value.id in (TypeId.TIMESTAMPTZ, TypeId.DATE, TypeId.UNKNOWN):
+        return FunctionImpl(_at_time_zone, T.TIMESTAMP, args=(zt, T.TIMESTAMPTZ))
+    return None
 
 
 define(("make_date",), lambda y, m, d: dt.date(y, m, d), T.DATE, 3)
@@ -218,10 +299,16 @@ def _age(args: Sequence[SqlType]) -> FunctionImpl | None:
     if len(args) == 2:
         return FunctionImpl(age, T.INTERVAL, args=(t, t))
 
-    def since_midnight(ctx: object, v: dt.datetime) -> Interval:
-        # age(x) is age(current_date, x): midnight of today in the session time zone (UTC).
-        today = ctx.transaction_time.astimezone(dt.UTC).date()  # type: ignore[attr-defined]
-        return age(dt.datetime(today.year, today.month, today.day), v)
+    def since_midnight(ctx: object, v: dt.datetime | None) -> Interval | None:
+        # age(x) is age(current_date, x): midnight of today in the session's zone.
+        if v is None:
+            return None
+        zone = time_zones.session_zone(ctx)
+        today = time_zones.to_local(ctx.transaction_time, zone).date()  # type: ignore[attr-defined]
+        midnight = dt.datetime(today.year, today.month, today.day)
+        if v.tzinfo is not None:
+            midnight = time_zones.from_local(midnight, zone)
+        return age(midnight, v)
 
     return FunctionImpl(since_midnight, T.INTERVAL, needs_context=True, args=(t,))
 
@@ -303,9 +390,15 @@ def round_time(v: dt.datetime, precision: int) -> dt.datetime:
 
 
 def local_timestamp(ctx: object, precision: int | None = 6) -> dt.datetime:
-    """LOCALTIMESTAMP [(p)]: the transaction's start in the session time zone (UTC)."""
+    """LOCALTIMESTAMP [(p)]: the transaction's start in the session's zone."""
     now = ctx.transaction_time  # type: ignore[attr-defined]
-    return round_time(wall_clock(now), 6 if precision is None else precision)
+    local = wall_clock(now, time_zones.session_zone(ctx))
+    return round_time(local, 6 if precision is None else precision)
+
+
+def current_date(ctx: object) -> dt.date:
+    """CURRENT_DATE: the date of the transaction's start in the session's zone."""
+    return time_zones.to_local(ctx.transaction_time, time_zones.session_zone(ctx)).date()  # type: ignore[attr-defined]
 
 
 def local_time(ctx: object, precision: int | None = 6) -> dt.time:

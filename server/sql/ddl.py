@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from percolator.server.sql import foreign_key_ddl
+from percolator.server.sql import foreign_key_ddl, views
 from percolator.server.sql.catalog import (
     Catalog,
     CheckDef,
@@ -33,6 +33,7 @@ from percolator.server.sql.errors import (
     UNDEFINED_COLUMN,
     UNDEFINED_OBJECT,
     UNDEFINED_TABLE,
+    WRONG_OBJECT_TYPE,
     SqlError,
     unsupported,
 )
@@ -119,6 +120,8 @@ def apply_ddl(catalog: Catalog, node: exp.Expression, bind_type: BindType) -> Dd
             return _create_table(catalog, node, bind_type)
         if kind == "INDEX":
             return _create_index(catalog, node)
+        if kind == "VIEW":
+            return DdlResult(views.create_view(catalog, node), "CREATE VIEW")
         raise unsupported(f"CREATE {kind}")
     if isinstance(node, exp.Drop):
         kind = (node.args.get("kind") or "").upper()
@@ -126,6 +129,9 @@ def apply_ddl(catalog: Catalog, node: exp.Expression, bind_type: BindType) -> Dd
             return _drop_tables(catalog, node)
         if kind == "INDEX":
             return _drop_index(catalog, node)
+        if kind == "VIEW" and not node.args.get("materialized"):
+            notices: list[str] = []
+            return DdlResult(views.drop_views(catalog, node, notices), "DROP VIEW", [], notices)
         raise unsupported(f"DROP {kind}")
     if isinstance(node, exp.Alter):
         return _alter_table(catalog, node, bind_type)
@@ -360,6 +366,7 @@ def _column(
         sql_type = bind_type(kind)
     not_null = serial
     default = None
+    identity: str | None = None
     is_pk = False
     unique = False
     checks: list[CheckDef] = []
@@ -383,7 +390,8 @@ def _column(
                 CheckDef(cname or f"{table}_{name}_check", k.this.sql(dialect="postgres"))
             )
         elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
-            raise unsupported("identity columns (use serial)")
+            identity = _identity(name, sql_type, k)
+            not_null = True
         elif isinstance(k, exp.Reference):
             references.append((cname, k))
         elif isinstance(k, exp.CollateColumnConstraint):
@@ -391,11 +399,43 @@ def _column(
         else:
             raise unsupported(f"column constraint {c.sql(dialect='postgres')}")
     seq = None
-    if serial:
+    if serial or identity is not None:
+        if serial and identity is not None:
+            raise SqlError(
+                SYNTAX_ERROR,
+                f'both default and identity specified for column "{name}" of table "{table}"',
+            )
+        if default is not None and identity is not None:
+            raise SqlError(
+                SYNTAX_ERROR,
+                f'both default and identity specified for column "{name}" of table "{table}"',
+            )
         seq = f"{table}_{name}_seq"
-        default = f"nextval('{seq}'::regclass)"
-    col = ColumnDef(col_id, name, sql_type, not_null, default, seq)
+        if serial:
+            default = f"nextval('{seq}'::regclass)"
+    col = ColumnDef(col_id, name, sql_type, not_null, default, seq, identity)
     return ColumnSpec(col, is_pk, unique, checks, seq, references)
+
+
+_IDENTITY_TYPES = (TypeId.INT2, TypeId.INT4, TypeId.INT8)
+
+
+def _identity(name: str, sql_type: SqlType, k: exp.GeneratedAsIdentityColumnConstraint) -> str:
+    """attidentity of ``GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY``: 'a' or 'd'."""
+    if sql_type.id not in _IDENTITY_TYPES or sql_type.array:
+        raise SqlError(
+            "22023",
+            f'identity column type must be smallint, integer, or bigint (column "{name}")',
+        )
+    for option in ("start", "increment", "minvalue", "maxvalue", "cycle"):
+        value = k.args.get(option)
+        if value is None or value is False:
+            continue
+        # Values come a block at a time from 1 upward (sequences.py): only the defaults.
+        if option in ("start", "increment") and getattr(value, "name", None) == "1":
+            continue
+        raise unsupported(f"identity column sequence option {option.upper()}")
+    return "a" if k.this else "d"
 
 
 def _table_constraint(item: exp.Expression) -> tuple[str, list[str], str | None, str | None]:
@@ -555,10 +595,25 @@ def _drop_tables(catalog: Catalog, node: exp.Drop) -> DdlResult:
     targets = [_table_name(t) for t in node.expressions or node.args.get("tables") or []]
     for name in targets:
         if name not in catalog.tables:
+            if name in catalog.views:
+                raise SqlError(
+                    WRONG_OBJECT_TYPE,
+                    f'"{name}" is not a table',
+                    hint="Use DROP VIEW to remove a view.",
+                )
             if node.args.get("exists"):
                 notices.append(f'table "{name}" does not exist, skipping')
                 continue
             raise SqlError(UNDEFINED_TABLE, f'table "{name}" does not exist')
+        catalog = views.drop_dependents(
+            catalog,
+            f"table {name}",
+            {catalog.tables[name].id},
+            set(),
+            targets,
+            bool(node.args.get("cascade")),
+            notices,
+        )
         catalog = foreign_key_ddl.drop_references(
             catalog, catalog.tables[name], targets, bool(node.args.get("cascade")), notices
         )
@@ -632,9 +687,16 @@ def _drop_constraint(
 
 def _alter_table(catalog: Catalog, node: exp.Alter, bind_type: BindType) -> DdlResult:
     kind = (node.args.get("kind") or "TABLE").upper()
+    name = _table_name(node.this)
+    renames = [isinstance(a, exp.AlterRename) for a in node.args.get("actions") or []]
+    if kind == "VIEW" or (name in catalog.views and renames == [True]):
+        # ALTER TABLE ... RENAME TO renames a view too, as in Postgres.
+        notices: list[str] = []
+        return DdlResult(views.alter_view(catalog, node, notices), f"ALTER {kind}", [], notices)
     if kind != "TABLE":
         raise unsupported(f"ALTER {kind}")
-    name = _table_name(node.this)
+    if name in catalog.views:
+        raise SqlError(WRONG_OBJECT_TYPE, f'"{name}" is not a table')
     if name not in catalog.tables:
         if node.args.get("exists"):
             return DdlResult(
@@ -686,7 +748,7 @@ def _alter_action(
         if seq is not None:
             seq_oid, catalog = catalog.allocate_id()
             catalog = catalog.with_sequence(SequenceDef(seq, seq_oid + 16384, table.name))
-        if col.default is not None:
+        if col.default is not None or col.identity is not None:
             actions.append(FillColumn(table.name, col))
         elif col.not_null:
             actions.append(ValidateRows(table.name, not_null_column=col.id))
@@ -738,7 +800,14 @@ def _alter_action(
                     columns=tuple(c for c in table.columns if c.id != col.id),
                     indexes=tuple(ix for ix in table.indexes if col.id not in ix.column_ids),
                 )
-                catalog = catalog.with_table(table)
+                catalog = views.check_column_drop(
+                    catalog,
+                    catalog.with_table(table),
+                    table,
+                    col.name,
+                    bool(action.args.get("cascade")),
+                    notices,
+                )
             return catalog, table.name
         if kind == "CONSTRAINT":
             return _drop_constraint(catalog, table, action, notices), table.name
@@ -755,7 +824,7 @@ def _alter_action(
             dataclasses.replace(c, name=new) if c.id == col.id else c for c in table.columns
         )
         catalog = catalog.with_table(table.replace(columns=cols))
-        return catalog, table.name
+        return views.rename_column(catalog, table, old, new), table.name
     if isinstance(action, exp.AlterRename):
         new = _table_name(action.this)
         if catalog.relation_exists(new):
@@ -764,7 +833,7 @@ def _alter_action(
         for s in list(catalog.sequences.values()):
             if s.table == table.name:
                 catalog = catalog.with_sequence(dataclasses.replace(s, table=new))
-        return catalog, new
+        return views.rename_relation(catalog, table.name, new, {table.id}, set()), new
     if isinstance(action, exp.AddConstraint):
         for c in action.expressions:
             if (clause := _foreign_key_clause(c)) is not None:

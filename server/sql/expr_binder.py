@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from percolator.server.sql import casts, functions, operators, window_binder
+from percolator.server.sql import casts, functions, operators, sequence_functions, window_binder
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggCall,
@@ -44,7 +44,12 @@ from percolator.server.sql.bound import (
     WindowCall,
     WindowSpec,
 )
-from percolator.server.sql.datetime_functions import extract, local_time, local_timestamp
+from percolator.server.sql.datetime_functions import (
+    current_date,
+    extract_in_zone,
+    local_time,
+    local_timestamp,
+)
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
     GROUPING_ERROR,
@@ -237,7 +242,7 @@ _AGG_NAMES = {"count", "sum", "avg", "min", "max", "array_agg", "string_agg", "b
 # sqlglot function classes whose Postgres name differs from sql_name(), with argument order.
 _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.StrPosition: ("strpos", ("this", "substr")),
-    exp.TimestampTrunc: ("date_trunc", ("unit", "this")),
+    exp.TimestampTrunc: ("date_trunc", ("unit", "this", "zone")),
     exp.ArraySize: ("array_length", ("this", "expression")),
     exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
     exp.Substring: ("substring", ("this", "start", "length")),
@@ -274,6 +279,9 @@ class ExprBinder:
     def __init__(self, binder: Binder) -> None:
         self.binder = binder
         self.subquery_slots = 0
+        self.async_calls_ok = False
+        """Set while binding a select-list item or a VALUES item, where nextval() may be
+        (see sequence_functions.py)."""
         self.window_ctx: WindowContext | None = None
         """Set while binding a select list or ORDER BY, where window functions may appear."""
         self.srf_ctx: SrfContext | None = None
@@ -458,6 +466,14 @@ class ExprBinder:
         if src.id is TypeId.UNKNOWN and isinstance(e, BConst):
             if e.value is None:
                 return BConst(target, None)
+            if casts.depends_on_zone(src, target):
+                # Read in the session's zone when the statement runs (plans are shared).
+                return BCall(
+                    target,
+                    "cast",
+                    lambda v, _t=target: casts.text_decoder(_t)(str(v)),
+                    [e],
+                )
             return BConst(target, self._literal_as(str(e.value), target, explicit))
         if not explicit:
             allowed = (
@@ -475,7 +491,7 @@ class ExprBinder:
                 raise SqlError(DATATYPE_MISMATCH, f"cannot cast type {src} to {target} implicitly")
         if target.id in _REG_TYPES and not target.array:
             return self._reg_cast(e, target)
-        if isinstance(e, BConst):
+        if isinstance(e, BConst) and not casts.depends_on_zone(src, target):
             if e.value is None:
                 return BConst(target, None)
             return BConst(
@@ -834,11 +850,43 @@ class ExprBinder:
         left = self.bind(node.this, scope)
         right = self.bind(node.expression, scope)
         if left.type.array or right.type.array:
-            raise unsupported("array concatenation with ||")
+            return self._array_concat(left, right)
         if left.type.id is TypeId.JSONB and right.type.id in (TypeId.JSONB, TypeId.UNKNOWN):
             raise unsupported("jsonb || jsonb")
         parts = [self._as_text(left), self._as_text(right)]
         return BCall(T.TEXT, "||", operators.concat_text, parts)
+
+    def _array_concat(self, left: BExpr, right: BExpr) -> BExpr:
+        """``array || array``, ``array || element``, ``element || array`` (one-dimensional),
+        NULL-tolerant as Postgres's array_cat / array_append / array_prepend (psql's \\d+
+        concatenates reloptions arrays)."""
+        array_type = left.type if left.type.array else right.type
+        if left.type.array and right.type.array:
+            if right.type != array_type and right.type.id is not TypeId.UNKNOWN:
+                raise SqlError(
+                    UNDEFINED_FUNCTION, f"operator does not exist: {left.type} || {right.type}"
+                )
+            right = self.coerce(right, array_type)
+        elif left.type.array:
+            # An untyped literal is an array, as Postgres resolves ``array || unknown``.
+            unknown = right.type.id is TypeId.UNKNOWN
+            right = self.coerce(right, array_type if unknown else array_type.element)
+        else:
+            unknown = left.type.id is TypeId.UNKNOWN
+            left = self.coerce(left, array_type if unknown else array_type.element)
+        left_array = left.type.array
+        right_array = right.type.array
+
+        def concat(a: object, b: object) -> object:
+            if left_array and right_array:
+                if a is None or b is None:
+                    return b if a is None else a
+                return [*a, *b]  # type: ignore[misc]
+            if left_array:
+                return [*(a or []), b]  # type: ignore[misc]
+            return [a, *(b or [])]  # type: ignore[misc]
+
+        return BCall(array_type, "||", concat, [left, right], strict=False)
 
     def _as_text(self, e: BExpr) -> BExpr:
         if e.type.id in (TypeId.TEXT, TypeId.VARCHAR) and not e.type.array:
@@ -1163,11 +1211,21 @@ class ExprBinder:
 
     def _bind_Extract(self, node: exp.Extract, scope: Scope) -> BExpr:
         field_node = node.this
-        field_name = field_node.name if hasattr(field_node, "name") else str(field_node)
+        if isinstance(field_node, exp.Var | exp.Identifier):
+            field: BExpr = BConst(T.TEXT, field_node.name)
+        else:  # date_part's field as a value: a literal lifted into a parameter, an expression
+            field = self.coerce(self.bind(field_node, scope), T.TEXT)
         arg = self.bind(node.expression, scope)
         if arg.type.id is TypeId.UNKNOWN:
             arg = self.coerce(arg, T.TIMESTAMP)
-        return BCall(T.NUMERIC, "extract", lambda v, _f=field_name: extract(_f, v), [arg])
+        # A timestamptz's fields are its wall clock's in the zone of the running statement.
+        return BContextCall(T.NUMERIC, "extract", extract_in_zone, [field, arg])
+
+    def _bind_AtTimeZone(self, node: exp.AtTimeZone, scope: Scope) -> BExpr:
+        # value AT TIME ZONE zone is timezone(zone, value).
+        return self.call(
+            "timezone", [self.bind(node.args["zone"], scope), self.bind(node.this, scope)]
+        )
 
     def _bind_Trim(self, node: exp.Trim, scope: Scope) -> BExpr:
         arg = self.coerce(self.bind(node.this, scope), T.TEXT)
@@ -1185,10 +1243,9 @@ class ExprBinder:
         return BContextCall(T.TIMESTAMPTZ, "now", lambda ctx: ctx.transaction_time, [])
 
     def _bind_CurrentDate(self, node: exp.Expression, scope: Scope) -> BExpr:
-        return BContextCall(T.DATE, "current_date", lambda ctx: ctx.transaction_time.date(), [])
+        return BContextCall(T.DATE, "current_date", current_date, [])
 
     def _bind_Localtimestamp(self, node: exp.Expression, scope: Scope) -> BExpr:
-        # The session time zone is always UTC: local time is the transaction time in UTC.
         return BContextCall(
             T.TIMESTAMP, "localtimestamp", local_timestamp, self._precision(node, scope)
         )
@@ -1403,6 +1460,8 @@ class ExprBinder:
         if name in _SET_FUNCTIONS:
             return self._set_function(name, arg_nodes, scope)
         args = [self.bind(a, scope) for a in arg_nodes]
+        if name in sequence_functions.NAMES:
+            return sequence_functions.bind(self, name, args)
         return self.call(name, args)
 
     def _set_function(self, name: str, arg_nodes: list[exp.Expression], scope: Scope) -> BExpr:

@@ -8,6 +8,7 @@ the store.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from sqlglot import exp
 
@@ -17,6 +18,7 @@ from percolator.server.sql.errors import (
     DEPENDENT_OBJECTS_STILL_EXIST,
     FEATURE_NOT_SUPPORTED,
     INVALID_FOREIGN_KEY,
+    SYNTAX_ERROR,
     UNDEFINED_TABLE,
     SqlError,
     unsupported,
@@ -83,9 +85,16 @@ def foreign_key(
                 detail=f'Key columns "{col.name}" and "{ref.name}" are of incompatible types: '
                 f"{col.type} and {ref.type}.",
             )
-    on_delete, on_update = _actions(reference)
+    options = _options(reference)
     return ForeignKeyDef(
-        constraint, tuple(c.id for c in columns), parent.id, ref_ids, on_delete, on_update
+        constraint,
+        tuple(c.id for c in columns),
+        parent.id,
+        ref_ids,
+        options.on_delete,
+        options.on_update,
+        options.deferrable,
+        options.initially_deferred,
     )
 
 
@@ -104,11 +113,29 @@ def compatible(a: SqlType, b: SqlType) -> bool:
     return a.id is b.id or any(a.id in f and b.id in f for f in _FAMILIES)
 
 
-def _actions(reference: exp.Reference) -> tuple[FkAction, FkAction]:
+@dataclass(frozen=True)
+class _Options:
+    on_delete: FkAction = FkAction.NO_ACTION
+    on_update: FkAction = FkAction.NO_ACTION
+    deferrable: bool = False
+    initially_deferred: bool = False
+
+
+def _options(reference: exp.Reference) -> _Options:
     on_delete = on_update = FkAction.NO_ACTION
+    deferrable = initially_deferred = not_deferrable = False
     for option in reference.args.get("options") or []:
         text = " ".join(str(option).upper().split())
-        if text in ("MATCH SIMPLE", "NOT DEFERRABLE", "INITIALLY IMMEDIATE"):
+        if text in ("MATCH SIMPLE", "INITIALLY IMMEDIATE"):
+            continue
+        if text == "NOT DEFERRABLE":
+            not_deferrable = True
+            continue
+        if text == "DEFERRABLE":
+            deferrable = True
+            continue
+        if text == "INITIALLY DEFERRED":
+            initially_deferred = True
             continue
         if text.startswith("ON DELETE ") or text.startswith("ON UPDATE "):
             action = _ACTIONS.get(text[len("ON DELETE ") :])
@@ -122,7 +149,10 @@ def _actions(reference: exp.Reference) -> tuple[FkAction, FkAction]:
                 on_update = action
             continue
         raise unsupported(f"foreign key option {text}")
-    return on_delete, on_update
+    if initially_deferred and not_deferrable:
+        raise SqlError(SYNTAX_ERROR, "constraint declared INITIALLY DEFERRED must be DEFERRABLE")
+    # INITIALLY DEFERRED alone implies DEFERRABLE, as in Postgres.
+    return _Options(on_delete, on_update, deferrable or initially_deferred, initially_deferred)
 
 
 def default_name(table: TableDef, column_names: Sequence[str]) -> str:

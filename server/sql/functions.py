@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
 
+from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import (
     INVALID_PARAMETER_VALUE,
@@ -516,10 +517,10 @@ def string_or_unknown(t: SqlType) -> bool:
     return is_string(t) or t.id is TypeId.UNKNOWN
 
 
-def wall_clock(v: dt.datetime) -> dt.datetime:
-    """``v`` as a naive timestamp of the session time zone."""
-    # The session time zone is UTC: timestamptz values are shown (and split) in UTC.
-    return v.astimezone(dt.UTC).replace(tzinfo=None) if v.tzinfo is not None else v
+def wall_clock(v: dt.datetime, zone: dt.tzinfo | None = None) -> dt.datetime:
+    """``v`` as a naive timestamp of ``zone`` (default: the running statement's zone); a
+    timestamp without time zone is already one."""
+    return time_zones.to_local(v, zone) if v.tzinfo is not None else v
 
 
 # -- argument checks ---------------------------------------------------------------------------

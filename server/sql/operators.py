@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 from decimal import Decimal, DivisionByZero, InvalidOperation, localcontext
 
+from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import (
     DIVISION_BY_ZERO,
@@ -310,7 +311,14 @@ def _as_timestamp(v: object) -> dt.datetime:
 
 
 def add_interval(ts: dt.datetime, iv: Interval, sign: int) -> dt.datetime:
-    """ts + sign * interval, months first (clamping the day), then days, then microseconds."""
+    """ts + sign * interval, months first (clamping the day), then days, then microseconds.
+    For a timestamptz the months and days move its wall clock in the running statement's
+    zone (``+ interval '1 day'`` keeps the time of day across a DST change), as Postgres's
+    timestamptz_pl_interval does; the microseconds are elapsed time."""
+    if ts.tzinfo is not None and (iv.months or iv.days):
+        local = add_interval(time_zones.to_local(ts), Interval(iv.months, iv.days, 0), sign)
+        ts = time_zones.from_local(local)
+        return ts + dt.timedelta(microseconds=sign * iv.microseconds)
     months = ts.month - 1 + sign * iv.months
     year = ts.year + months // 12
     month = months % 12 + 1

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import sqlglot
 from sqlglot import exp
 
-from percolator.server.sql import system_tables
+from percolator.server.sql import system_tables, views
 from percolator.server.sql import types as T
 from percolator.server.sql.catalog import (
     FIRST_USER_OID,
@@ -42,6 +42,7 @@ from percolator.server.sql.catalog import (
     IndexDef,
     SequenceDef,
     TableDef,
+    ViewDef,
 )
 from percolator.server.sql.catalog_functions import (
     BOOTSTRAP_ROLE_OID,
@@ -309,6 +310,8 @@ class ForeignKeyInfo:
     on_delete: FkAction
     ref_index: IndexInfo | None
     """The referenced table's unique index whose columns the key matches (conindid)."""
+    deferrable: bool = False
+    initially_deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -350,6 +353,7 @@ class Relation:
     index: IndexInfo | None = None
     sequence: SequenceDef | None = None
     system: SystemTable | None = None
+    view: ViewDef | None = None
 
 
 # pg_catalog relations that are views in Postgres (relkind 'v'); the rest are tables.
@@ -427,7 +431,13 @@ def _foreign_key_info(catalog: Catalog, fk: ForeignKeyDef) -> ForeignKeyInfo | N
         return None
     ref_attnums = tuple(ref.position(c) + 1 for c in fk.ref_column_ids)
     return ForeignKeyInfo(
-        ref, ref_attnums, fk.on_update, fk.on_delete, referenced_index(ref, fk.ref_column_ids)
+        ref,
+        ref_attnums,
+        fk.on_update,
+        fk.on_delete,
+        referenced_index(ref, fk.ref_column_ids),
+        fk.deferrable,
+        fk.initially_deferred,
     )
 
 
@@ -480,6 +490,8 @@ def _build_relations(catalog: Catalog) -> list[Relation]:
             out.append(Relation(ix.oid, ix.name, PUBLIC_NAMESPACE_OID, "i", index=ix))
     for s in catalog.sequences.values():
         out.append(Relation(s.oid, s.name, PUBLIC_NAMESPACE_OID, "S", sequence=s))
+    for v in sorted(catalog.views.values(), key=lambda v: v.id):
+        out.append(Relation(v.oid, v.name, PUBLIC_NAMESPACE_OID, "v", view=v))
     for st in system_tables.all_tables():
         if st.schema == "pg_catalog":
             kind = "v" if st.name in _VIEWS else "r"
@@ -959,7 +971,11 @@ def _class_row(r: Relation, has_triggers: bool = False) -> tuple[object, ...]:
     checks = 0
     am = 0
     replident = "n"
-    if r.table is not None:
+    rules = False
+    if r.view is not None:
+        # A view's query is its _RETURN rule in Postgres: relhasrules.
+        natts, tuples, rules = len(r.view.columns), -1.0, True
+    elif r.table is not None:
         natts = len(r.table.columns)
         hasindex = bool(r.table.primary_key or r.table.indexes)
         checks = len(r.table.checks)
@@ -977,7 +993,7 @@ def _class_row(r: Relation, has_triggers: bool = False) -> tuple[object, ...]:
     return (
         r.oid, r.name, r.namespace, 0, 0, BOOTSTRAP_ROLE_OID, am, r.oid if r.kind != "v" else 0,
         GLOBAL_TABLESPACE_OID if shared else 0, 0, tuples, 0, 0, hasindex, shared, "p", r.kind,
-        natts, checks, False, has_triggers, False, False, False, True, replident, False, 0, 0, 0,
+        natts, checks, rules, has_triggers, False, False, False, True, replident, False, 0, 0, 0,
         None, None, None,
     )
 # fmt: on
@@ -1002,12 +1018,21 @@ def _attribute_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
         if r.table is not None:
             for i, c in enumerate(r.table.columns):
                 yield _attribute_row(
-                    r.oid, c.name, c.type, i + 1, c.not_null, default_text(c) is not None
+                    r.oid,
+                    c.name,
+                    c.type,
+                    i + 1,
+                    c.not_null,
+                    default_text(c) is not None,
+                    c.identity or "",
                 )
         elif r.index is not None:
             for i, cid in enumerate(r.index.column_ids):
                 c = r.index.table.column_by_id(cid)
                 yield _attribute_row(r.oid, c.name, c.type, i + 1, False, False)
+        elif r.view is not None:
+            for i, vc in enumerate(r.view.columns):
+                yield _attribute_row(r.oid, vc.name, vc.type, i + 1, False, False)
         elif r.system is not None:
             for i, (name, t) in enumerate(r.system.columns):
                 yield _attribute_row(r.oid, name, t, i + 1, False, False)
@@ -1015,12 +1040,14 @@ def _attribute_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
 
 # fmt: off
 def _attribute_row(
-    relid: int, name: str, t: SqlType, attnum: int, not_null: bool, has_default: bool
+    relid: int, name: str, t: SqlType, attnum: int, not_null: bool, has_default: bool,
+    identity: str = "",
 ) -> tuple[object, ...]:
     pt = pg_type_of(t)
     return (
         relid, name, t.oid, pt.typlen, attnum, -1, t.typmod, 1 if t.array else 0, pt.typbyval,
-        pt.typalign, pt.typstorage, "", not_null, has_default, False, "", "", False, True, 0,
+        pt.typalign, pt.typstorage, "", not_null, has_default, False, identity, "", False,
+        True, 0,
         -1, pt.typcollation, None, None, None, None,
     )
 # fmt: on
@@ -1106,7 +1133,8 @@ def _constraint_rows(catalog: Catalog) -> list[tuple[object, ...]]:
         )
         out.append(
             (
-                c.oid, c.name, PUBLIC_NAMESPACE_OID, c.contype, False, False, True, c.table.oid,
+                c.oid, c.name, PUBLIC_NAMESPACE_OID, c.contype, bool(f and f.deferrable),
+                bool(f and f.initially_deferred), True, c.table.oid,
                 0, c.conindid, 0, confrelid, updtype, deltype, matchtype, True, 0,
                 c.contype != "c", list(c.attnums), confkey, None, None, None, None, None,
                 c.expression,
@@ -1367,7 +1395,16 @@ def _vartype(value: str) -> str:
     return "string"
 
 
-# -- views: pg_tables, pg_indexes, pg_sequences, pg_sequence --------------------------------
+# -- views: pg_tables, pg_views, pg_indexes, pg_sequences, pg_sequence ----------------------
+
+
+@_pg("pg_views", 12028, "schemaname name; viewname name; viewowner name; definition text")
+def _pg_views(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The user's views (the system catalogs' own views are not listed)."""
+    return [
+        ("public", v.name, ctx.bootstrap_user, views.definition(v))
+        for v in sorted(ctx.catalog.views.values(), key=lambda v: v.id)
+    ]
 
 
 @_pg(
@@ -1517,7 +1554,6 @@ def _pg_description(ctx: Any) -> Iterable[tuple[object, ...]]:
 # -- catalogs of features Percolator does not have: the right columns, no rows -------------
 
 _EMPTY_PG: tuple[tuple[str, int, str], ...] = (
-    ("pg_views", 12028, "schemaname name; viewname name; viewowner name; definition text"),
     (
         "pg_proc",
         1255,
@@ -1750,6 +1786,9 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
         if r.table is not None:
             cols = [(c.name, c.type, c.not_null, default_text(c)) for c in r.table.columns]
             updatable = "YES"
+        elif r.view is not None:
+            cols = [(c.name, c.type, False, None) for c in r.view.columns]
+            updatable = "NO"
         elif r.system is not None:
             cols = [(n, t, False, None) for n, t in r.system.columns]
             updatable = "NO"
@@ -1766,12 +1805,22 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
                     data_type_name(t), max_len, octets, precision, radix, scale,
                     None if t.array else dt_precision, None, None, None, None, None, None,
                     None, None, None, None, None, db, "pg_catalog", pg_type_of(t).typname,
-                    None, None, None, None, str(i + 1), "NO", "NO", None, None, None, None,
-                    None, "NO", "NEVER", None, updatable,
+                    None, None, None, None, str(i + 1), "NO",
+                    *_identity_facts(r.table.columns[i] if r.table is not None else None),
+                    "NEVER", None, updatable,
                 )
             )
     return out
 # fmt: on
+
+
+def _identity_facts(col: ColumnDef | None) -> tuple[object, ...]:
+    """information_schema.columns' is_identity .. identity_cycle."""
+    if col is None or col.identity is None:
+        return ("NO", None, None, None, None, None, "NO")
+    generation = "ALWAYS" if col.identity == "a" else "BY DEFAULT"
+    maximum = str(_SEQUENCE_MAX[col.type.id])
+    return ("YES", generation, "1", "1", maximum, "1", "NO")
 
 
 _CONSTRAINT_TYPES = {"p": "PRIMARY KEY", "u": "UNIQUE", "c": "CHECK", "f": "FOREIGN KEY"}
@@ -1792,8 +1841,23 @@ def _table_constraints(ctx: Any) -> Iterable[tuple[object, ...]]:
     for c in all_constraints(ctx.catalog):
         nulls = "YES" if c.contype == "u" else None
         kind = _CONSTRAINT_TYPES[c.contype]
+        f = c.foreign
+        deferrable = _yes(bool(f and f.deferrable))
+        deferred = _yes(bool(f and f.initially_deferred))
         out.append(
-            (db, "public", c.name, db, "public", c.table.name, kind, "NO", "NO", "YES", nulls)
+            (
+                db,
+                "public",
+                c.name,
+                db,
+                "public",
+                c.table.name,
+                kind,
+                deferrable,
+                deferred,
+                "YES",
+                nulls,
+            )
         )
     # Postgres also lists each NOT NULL column as a CHECK constraint with a synthetic name.
     for t in _user_tables(ctx.catalog):
@@ -1918,7 +1982,13 @@ _info(
     is_updatable character varying(3); is_insertable_into character varying(3);
     is_trigger_updatable character varying(3); is_trigger_deletable character varying(3);
     is_trigger_insertable_into character varying(3)""",
-)(lambda ctx: ())
+)(
+    lambda ctx: [
+        (ctx.database, "public", v.name, views.definition(v), "NONE", "NO", "NO", "NO", "NO",
+         "NO")
+        for v in sorted(ctx.catalog.views.values(), key=lambda v: v.id)
+    ]
+)  # fmt: skip
 
 
 _empty(

@@ -1,7 +1,9 @@
 """Postgres's text format of every SQL type: what ``typoutput`` prints and ``typinput`` parses.
 
-Output is exactly Postgres's with DateStyle ``ISO, MDY``, TimeZone ``UTC``, IntervalStyle
-``postgres`` and the default ``extra_float_digits`` (shortest exact floats). Input follows
+Output is exactly Postgres's with DateStyle ``ISO, MDY``, IntervalStyle
+``postgres`` and the default ``extra_float_digits`` (shortest exact floats); timestamptz is
+shown, and read without an explicit offset, in the session's zone
+(:func:`time_zones.current_zone`). Input follows
 Postgres 16's syntax, raising :class:`SqlError` with Postgres's SQLSTATE and wording.
 
 The per-value paths are chosen once per type: :func:`text_encoder` and :func:`text_decoder`
@@ -22,8 +24,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
 from functools import cache
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from percolator.server.sql import time_zones
 from percolator.server.sql.errors import (
     DATETIME_FIELD_OVERFLOW,
     FEATURE_NOT_SUPPORTED,
@@ -160,14 +162,16 @@ def _timestamp_out(v: object) -> str:
 
 def _timestamptz_out(v: object) -> str:
     ts: dt.datetime = v  # type: ignore[assignment]
-    s = ts.isoformat(" ")
-    if s.endswith("+00:00"):
-        s = s[:-6]
-    else:
-        if ts.tzinfo is None:
-            raise TypeError("timestamptz value without a time zone")
+    if ts.tzinfo is None:
+        raise TypeError("timestamptz value without a time zone")
+    zone = time_zones.current_zone()
+    if zone is UTC:
         s = ts.astimezone(UTC).replace(tzinfo=None).isoformat(" ")
-    return (s.rstrip("0") if len(s) > 19 else s) + "+00"
+        return (s.rstrip("0") if len(s) > 19 else s) + "+00"
+    local = time_zones.to_local(ts, zone)
+    s = local.isoformat(" ")
+    offset = time_zones.utc_offset(ts, zone)
+    return (s.rstrip("0") if len(s) > 19 else s) + time_zones.offset_text(offset)
 
 
 def _ctrunc_divmod(a: int, b: int) -> tuple[int, int]:
@@ -773,9 +777,11 @@ def _range_word(type_name: str) -> str:
 
 
 def _special_datetime(low: str, type_name: str, s: str) -> dt.datetime | None:
+    """'epoch', 'now', 'today', ...: a wall-clock time of the session's zone ('epoch' is
+    1970-01-01 00:00 UTC for a timestamptz, which the caller handles)."""
     if low == "epoch":
         return _UNIX_EPOCH
-    now = dt.datetime.now(UTC).replace(tzinfo=None)
+    now = time_zones.to_local(dt.datetime.now(UTC))
     if low == "now":
         return now
     today = dt.datetime(now.year, now.month, now.day)
@@ -833,30 +839,27 @@ def _timestamp_in(s: str) -> object:
 
 
 def _timestamptz_in(s: str) -> object:
+    zone = time_zones.current_zone()
     if (m := _ISO_TS.fullmatch(s)) is not None:
         try:
-            return dt.datetime(
+            local = dt.datetime(
                 int(m[1]), int(m[2]), int(m[3]), int(m[4]), int(m[5]), int(m[6]),
-                int(m[7].ljust(6, "0")) if m[7] else 0, tzinfo=UTC,
+                int(m[7].ljust(6, "0")) if m[7] else 0,
             )  # fmt: skip
+            return time_zones.from_local(local, zone)
         except ValueError:
             pass
     ts, p = _timestamp_parts(s, "timestamp with time zone")
+    if p is None and s.strip(_WS).lower() == "epoch":
+        zone = UTC  # 'epoch' is an instant, not a wall-clock time
     if p is not None and p.offset is not None:
         ts -= dt.timedelta(seconds=p.offset)
     elif p is not None and p.zone_name is not None:
-        try:
-            zone = ZoneInfo(p.zone_name)
-        except (ZoneInfoNotFoundError, ValueError):
-            try:
-                zone = ZoneInfo(p.zone_name.upper())
-            except (ZoneInfoNotFoundError, ValueError):
-                raise SqlError(
-                    INVALID_PARAMETER_VALUE, f'time zone "{p.zone_name}" not recognized'
-                ) from None
-        off = ts.replace(tzinfo=zone).utcoffset()
-        assert off is not None
-        ts -= off
+        # A zone named in the value: an abbreviation (CEST), an IANA name or a POSIX string.
+        ts = time_zones.from_local(ts, time_zones.lookup_zone(p.zone_name)).replace(tzinfo=None)
+    else:
+        # No zone in the value: a wall-clock time of the session's zone.
+        ts = time_zones.from_local(ts, zone).replace(tzinfo=None)
     if not dt.datetime(1, 1, 1) <= ts <= dt.datetime(9999, 12, 31, 23, 59, 59, 999999):
         raise SqlError(DATETIME_FIELD_OVERFLOW, f'timestamp out of range: "{s}"')
     return ts.replace(tzinfo=UTC)
@@ -867,7 +870,7 @@ def _time_in(s: str) -> object:
     if low == "allballs":
         return dt.time(0)
     if low == "now":
-        return dt.datetime.now(UTC).time()
+        return time_zones.to_local(dt.datetime.now(UTC)).time()
     p = _parse_datetime(s, "time without time zone")
     if p.time_us is None:
         raise SqlError(INVALID_DATETIME_FORMAT, f'invalid input syntax for type time: "{s}"')

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
+from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import SYNTAX_ERROR, SqlError
 from percolator.server.sql.functions import (
@@ -64,9 +65,10 @@ class _Fields:
     date: dt.date | None  # None for intervals
     zone: str | None  # the zone abbreviation of a timestamptz
     yday: int
+    gmtoff: int = 0  # seconds east of UTC of a timestamptz's zone at that instant
 
 
-def _fields_of(v: object) -> _Fields:
+def _fields_of(v: object, tz: dt.tzinfo | None = None) -> _Fields:
     if isinstance(v, Interval):
         sign = -1 if v.microseconds < 0 else 1
         t = abs(v.microseconds)
@@ -85,16 +87,18 @@ def _fields_of(v: object) -> _Fields:
             (years * 12 + months) * 30 + v.days,
         )
     zone = None
+    gmtoff = 0
     if isinstance(v, dt.datetime):
         if v.tzinfo is not None:
-            zone = "UTC"
-        ts = wall_clock(v)
+            # A timestamptz shows in the session's zone, with its abbreviation and offset.
+            zone = time_zones.abbreviation(v, tz)
+            gmtoff = time_zones.utc_offset(v, tz)
+        ts = wall_clock(v, tz)
     else:
         ts = dt.datetime(v.year, v.month, v.day)  # type: ignore[attr-defined]
-        zone = "UTC"  # a date formats as a timestamptz at midnight
     return _Fields(
         ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond, ts.date(),
-        zone, ts.timetuple().tm_yday,
+        zone, ts.timetuple().tm_yday, gmtoff,
     )  # fmt: skip
 
 
@@ -155,12 +159,15 @@ def _dch_field(key: str, f: _Fields, fm: bool, tm: bool) -> str | int:
         return num(f.yday, 3)
     if up == "FX":
         return ""
-    if up == "OF":
-        return "+00" if not fm else "+0"
-    if up == "TZH":
-        return "+00"
-    if up == "TZM":
-        return "00"
+    if up in ("OF", "TZH", "TZM"):
+        sign = "+" if f.gmtoff >= 0 else "-"
+        hours, rest = divmod(abs(f.gmtoff), 3600)
+        if up == "TZM":
+            return f"{rest // 60:02d}"
+        if up == "TZH":
+            return f"{sign}{hours:02d}"
+        text = f"{sign}{hours}" if fm else f"{sign}{hours:02d}"
+        return text + (f":{rest // 60:02d}" if rest else "")
     if up == "TZ":
         zone = f.zone or ""
         return zone if key == "TZ" else zone.lower()
@@ -203,8 +210,8 @@ _NUMERIC_TH = frozenset(
 )
 
 
-def _to_char_datetime(v: object, fmt: str) -> str:
-    f = _fields_of(v)
+def _to_char_datetime(v: object, fmt: str, tz: dt.tzinfo | None = None) -> str:
+    f = _fields_of(v, tz)
     interval = isinstance(v, Interval)
     out: list[str] = []
     i = 0
@@ -337,13 +344,20 @@ def _to_char_number(v: object, fmt: str, float_digits: int | None) -> str:
     return text + sign if sign_at == "end" else text
 
 
+def _to_char_in_zone(ctx: object, v: object, fmt: object) -> str | None:
+    """to_char of a date/time value in the running statement's zone (NULL in, NULL out)."""
+    if v is None or fmt is None:
+        return None
+    return _to_char_datetime(v, fmt, time_zones.session_zone(ctx))  # type: ignore[arg-type]
+
+
 def _to_char_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
     if len(args) != 2 or not string_or_unknown(args[1]):
         return None
     tid = args[0].id
     if tid in (TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.DATE, TypeId.INTERVAL):
         first = T.TIMESTAMPTZ if tid is TypeId.DATE else SqlType(tid)
-        return FunctionImpl(_to_char_datetime, T.TEXT, args=(first, T.TEXT))
+        return FunctionImpl(_to_char_in_zone, T.TEXT, needs_context=True, args=(first, T.TEXT))
     if tid in (TypeId.INT2, TypeId.INT4, TypeId.INT8, TypeId.NUMERIC):
         return FunctionImpl(lambda v, f: _to_char_number(v, f, None), T.TEXT)
     if tid in (TypeId.FLOAT4, TypeId.FLOAT8):

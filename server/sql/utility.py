@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+from percolator.server.sql import sequence_ddl
 from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
 
 _TOKEN = re.compile(
@@ -289,6 +290,15 @@ class ExecuteStatement:
 
 
 @dataclass(frozen=True)
+class SetConstraints:
+    """``SET CONSTRAINTS {ALL | name, ...} {DEFERRED | IMMEDIATE}``."""
+
+    names: tuple[str, ...] | None
+    """None for ALL."""
+    deferred: bool
+
+
+@dataclass(frozen=True)
 class CloseCursor:
     name: str | None
     """None for CLOSE ALL."""
@@ -318,6 +328,10 @@ UtilityStatement = (
     | DeclareCursor
     | FetchCursor
     | CloseCursor
+    | SetConstraints
+    | sequence_ddl.CreateSequence
+    | sequence_ddl.AlterSequence
+    | sequence_ddl.DropSequence
     | PrepareStatement
     | ExecuteStatement
 )
@@ -545,6 +559,8 @@ def _set_value(r: _Reader) -> str | None:
 
 def _set(r: _Reader) -> UtilityStatement:
     r.next()
+    if r.accept("CONSTRAINTS"):
+        return _set_constraints(r)
     if r.accept("SESSION", "CHARACTERISTICS", "AS", "TRANSACTION"):
         return SetTransaction(_transaction_modes(r), session=True)
     if r.accept("TRANSACTION"):
@@ -567,6 +583,22 @@ def _set(r: _Reader) -> UtilityStatement:
         return SetVariable(name, _set_value(r), local)
     r.error(f'syntax error at or near "{r.peek().text if r.peek() else ""}"')
     raise AssertionError
+
+
+def _set_constraints(r: _Reader) -> UtilityStatement:
+    names: tuple[str, ...] | None = None
+    if not r.accept("ALL"):
+        found = [r.name()]
+        while r.accept(","):
+            found.append(r.name())
+        names = tuple(found)
+    if r.accept("DEFERRED"):
+        deferred = True
+    else:
+        r.expect("IMMEDIATE")
+        deferred = False
+    r.end()
+    return SetConstraints(names, deferred)
 
 
 def _show(r: _Reader) -> UtilityStatement:
@@ -764,6 +796,8 @@ _IGNORED_ROLE_OPTIONS = frozenset(
 
 
 def _create(r: _Reader) -> UtilityStatement | None:
+    if r.at("CREATE", "SEQUENCE"):
+        return sequence_ddl.parse_create(r)
     if r.at("CREATE", "OBSERVER"):
         return _create_observer(r)
     if r.at("CREATE", "USER") or r.at("CREATE", "ROLE"):
@@ -781,6 +815,8 @@ def _create(r: _Reader) -> UtilityStatement | None:
 
 
 def _alter(r: _Reader) -> UtilityStatement | None:
+    if r.at("ALTER", "SEQUENCE"):
+        return sequence_ddl.parse_alter(r)
     if r.accept("ALTER", "OBSERVER"):
         name = r.name()
         if r.accept("PAUSE"):
@@ -806,6 +842,8 @@ def _alter(r: _Reader) -> UtilityStatement | None:
 
 
 def _drop(r: _Reader) -> UtilityStatement | None:
+    if r.at("DROP", "SEQUENCE"):
+        return sequence_ddl.parse_drop(r)
     if r.accept("DROP", "OBSERVER"):
         if_exists = r.accept("IF", "EXISTS")
         name = r.name()

@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
+import psycopg
 import pytest
 
 from percolator.clients.database import Database, connect
@@ -68,6 +69,19 @@ def sql_server(embedded_pg: PostgresServer) -> Iterator[SqlServer]:
 def reference_dsn(embedded_pg: PostgresServer) -> str:
     """A fresh database on the real Postgres, to run the same statements and compare."""
     return asyncio.run(create_database(embedded_pg.dsn, "ref"))
+
+
+@pytest.fixture(scope="module")
+def pg_pair(
+    sql_server: SqlServer, reference_dsn: str
+) -> Iterator[tuple[psycopg.Connection, psycopg.Connection]]:
+    """Autocommit connections to the module's server and to a fresh database of the real
+    Postgres, for scripts run on both (``tests/server/scripted.py``)."""
+    with (
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as ours,
+        psycopg.connect(reference_dsn, autocommit=True) as ref,
+    ):
+        yield ours, ref
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-from collections.abc import Iterator
 
 import asyncpg
 import psycopg
@@ -28,15 +27,13 @@ SETUP = [
 
 
 @pytest.fixture(scope="module")
-def pair(sql_server: SqlServer, reference_dsn: str) -> Iterator[tuple[psycopg.Connection, ...]]:
-    with (
-        psycopg.connect(sql_server.conninfo(), autocommit=True) as ours,
-        psycopg.connect(reference_dsn, autocommit=True) as ref,
-    ):
+def pair(
+    pg_pair: tuple[psycopg.Connection, psycopg.Connection],
+) -> tuple[psycopg.Connection, ...]:
+    for conn in pg_pair:
         for sql in SETUP:
-            ours.execute(sql)
-            ref.execute(sql)
-        yield ours, ref
+            conn.execute(sql)
+    return pg_pair
 
 
 def compare(pair: tuple[psycopg.Connection, ...], script: list[str]) -> None:

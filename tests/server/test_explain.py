@@ -18,6 +18,8 @@ def conn(sql_server: SqlServer) -> Iterator[psycopg.Connection]:
         c.execute("CREATE TABLE xb (id int PRIMARY KEY, aid int, w int)")
         c.execute("CREATE TABLE xc (id int PRIMARY KEY, bid int)")
         c.execute("CREATE INDEX xb_w ON xb (w)")
+        c.execute("CREATE TABLE xd (w int, i int, q int, PRIMARY KEY (w, i))")
+        c.execute("CREATE TABLE xu (id int PRIMARY KEY, code text UNIQUE)")
         yield c
 
 
@@ -57,3 +59,113 @@ def test_where_equalities_join_comma_separated_tables(conn: psycopg.Connection, 
 def test_where_does_not_move_into_the_nullable_side(conn: psycopg.Connection) -> None:
     text = plan(conn, "SELECT * FROM xa LEFT JOIN xb ON xa.id = xb.aid WHERE xb.w = xa.v")
     assert text.splitlines()[0].startswith("Filter"), text
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT * FROM xa JOIN xb ON xb.id = xa.v WHERE xa.id = 1",
+            [
+                "Lookup Join",
+                "  ->  Point Get on xa",
+                "  ->  Point Get on xb (primary key id = xa.v)",
+            ],
+        ),
+        (
+            "SELECT * FROM xa JOIN xd ON xd.w = xa.id AND xd.i = xa.v WHERE xa.id BETWEEN 1 AND 9",
+            [
+                "Lookup Join",
+                "  ->  Range Scan on xa",
+                "  ->  Point Get on xd (primary key w = xa.id, i = xa.v)",
+            ],
+        ),
+        (
+            "SELECT * FROM xa JOIN xd ON xd.i = xa.v WHERE xa.id = 1 AND xd.w = 7",
+            [
+                "Lookup Join",
+                "  ->  Point Get on xa",
+                "  ->  Point Get on xd (primary key w = 7, i = xa.v)",
+            ],
+        ),
+        (
+            "SELECT * FROM xa JOIN xd ON xd.w = xa.v WHERE xa.v > 3",
+            [
+                "Lookup Join",
+                "  ->  Seq Scan on xa",
+                "  ->  Range Scan on xd (primary key w = xa.v)",
+            ],
+        ),
+        (
+            "SELECT * FROM xa LEFT JOIN xb ON xb.w = xa.v WHERE xa.id IN (1, 2)",
+            [
+                "Lookup Left Join",
+                "  ->  Point Get on xa",
+                "  ->  Index Lookup using xb_w on xb (w = xa.v)",
+            ],
+        ),
+        (
+            "SELECT * FROM xa JOIN xu ON xu.code = xa.v::text WHERE xa.id = 1",
+            ["Lookup Join", "  ->  Point Get on xa", "  ->  Index Lookup using xu_code_key on xu"],
+        ),
+        (
+            # only the left side is keyed: the sides swap, the bounded right side drives
+            "SELECT * FROM xa JOIN xb ON xa.id = xb.aid WHERE xb.id = 3",
+            [
+                "Lookup Join",
+                "  ->  Point Get on xb",
+                "  ->  Point Get on xa (primary key id = xb.aid)",
+            ],
+        ),
+        (
+            "SELECT * FROM xa RIGHT JOIN xb ON xa.id = xb.aid WHERE xb.id < 3",
+            [
+                "Lookup Right Join",
+                "  ->  Range Scan on xb",
+                "  ->  Point Get on xa (primary key id = xb.aid)",
+            ],
+        ),
+        (
+            # both keyed: the side with the narrower access path drives
+            "SELECT * FROM xa JOIN xb ON xa.id = xb.id WHERE xa.v > 1 AND xb.id = 4",
+            [
+                "Lookup Join",
+                "  ->  Point Get on xb",
+                "  ->  Point Get on xa (primary key id = xb.id)",
+            ],
+        ),
+        (
+            "SELECT * FROM xa JOIN xb ON xb.id = xa.v"
+            " JOIN xd ON xd.w = xb.id AND xd.i = xa.id WHERE xa.id = 1",
+            [
+                "Lookup Join",
+                "  ->  Lookup Join",
+                "  ->  Point Get on xd (primary key w = xb.id, i = xa.id)",
+            ],
+        ),
+    ],
+)
+def test_lookup_joins(conn: psycopg.Connection, sql: str, expected: list[str]) -> None:
+    """A bounded side drives, the other is read by key (docs/sql.md, "How a statement runs")."""
+    lines = plan(conn, sql).splitlines()
+    for want in expected:
+        assert any(line.startswith(want) for line in lines), (want, lines)
+    assert lines[0] == expected[0], lines
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # an unbounded outer side would read the keyed side batch by batch: scan both once
+        "SELECT * FROM xa JOIN xb ON xb.id = xa.v",
+        "SELECT * FROM xa LEFT JOIN xb ON xb.w = xa.v",
+        # not keyed: xb.aid has no index
+        "SELECT * FROM xa JOIN xb ON xb.aid = xa.id WHERE xa.id = 1",
+        # the keyed side is the preserved side of the outer join
+        "SELECT * FROM xa LEFT JOIN xb ON xa.id = xb.aid WHERE xb.id = 1",
+        "SELECT * FROM xa FULL JOIN xb ON xb.id = xa.v WHERE xa.id = 1",
+    ],
+)
+def test_hash_join_without_a_bounded_keyed_pair(conn: psycopg.Connection, sql: str) -> None:
+    text = plan(conn, sql)
+    assert "Lookup" not in text, text

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from percolator.server.planner import physical
 from tests.conftest import PostgresServer, create_database
 from tests.server.conftest import SqlServer, start_sql_server
 
@@ -29,6 +30,9 @@ def conn(sql_server: SqlServer) -> Iterator[psycopg.Connection]:
         c.execute("CREATE TABLE rt (id int PRIMARY KEY, a int, b text)")
         c.execute("CREATE TABLE rt_u (id int PRIMARY KEY, email text UNIQUE)")
         c.execute("INSERT INTO rt SELECT g, g, 'x' FROM generate_series(1, 50) g")
+        c.execute("CREATE TABLE rt_l (id int PRIMARY KEY, ref int, tag text UNIQUE)")
+        c.execute("CREATE INDEX rt_l_ref ON rt_l (ref)")
+        c.execute("INSERT INTO rt_l SELECT g, g % 5, 't' || g FROM generate_series(1, 60) g")
         yield c
 
 
@@ -100,3 +104,36 @@ def test_read_only_transaction_commits_without_a_round_trip(
     before = stats.snapshot()
     conn.execute("COMMIT")
     assert stats.snapshot() == before
+
+
+def test_lookup_join_by_primary_key_is_one_read_per_batch(
+    sql_server: SqlServer, conn: psycopg.Connection
+) -> None:
+    # the outer rows' point get, then one batched read of their matches
+    sql = "SELECT rt.a, l.tag FROM rt JOIN rt_l l ON l.id = rt.a WHERE rt.id IN (1, 2, 3)"
+    assert counted(sql_server, conn, sql) == {"read": 2}
+
+
+def test_lookup_join_by_unique_index_reads_entries_then_rows(
+    sql_server: SqlServer, conn: psycopg.Connection
+) -> None:
+    sql = "SELECT rt.a, l.id FROM rt JOIN rt_l l ON l.tag = 't' || rt.a WHERE rt.id IN (1, 2)"
+    assert counted(sql_server, conn, sql) == {"read": 3}
+
+
+def test_lookup_join_by_secondary_index_scans_each_key(
+    sql_server: SqlServer, conn: psycopg.Connection
+) -> None:
+    # one index scan per distinct key of the batch (run concurrently), one read of the rows
+    sql = "SELECT rt.a, l.id FROM rt JOIN rt_l l ON l.ref = rt.a WHERE rt.id IN (1, 2, 3)"
+    assert counted(sql_server, conn, sql) == {"read": 2, "scan": 3}
+
+
+def test_lookup_join_reads_once_per_batch_of_outer_rows(
+    sql_server: SqlServer, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(physical, "LOOKUP_BATCH", 20)
+    # 50 outer rows from one page of a range scan (with the catalog's version read beside
+    # it), looked up in 3 batches of at most 20
+    sql = "SELECT rt.a, l.tag FROM rt LEFT JOIN rt_l l ON l.id = rt.a + 5 WHERE rt.id >= 1"
+    assert counted(sql_server, conn, sql) == {"scan": 1, "read": 4}

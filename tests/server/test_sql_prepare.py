@@ -8,18 +8,16 @@ import psycopg
 import pytest
 
 from tests.server import scripted
-from tests.server.conftest import SqlServer
+
+Pair = tuple[psycopg.Connection, psycopg.Connection]
 
 
 @pytest.fixture(scope="module")
-def pair(sql_server: SqlServer, reference_dsn: str) -> Iterator[tuple[psycopg.Connection, ...]]:
-    with (
-        psycopg.connect(sql_server.conninfo(), autocommit=True) as ours,
-        psycopg.connect(reference_dsn, autocommit=True) as ref,
-    ):
-        for conn in (ours, ref):
-            conn.execute("CREATE TABLE pt (id int PRIMARY KEY, v text, n numeric(10,2))")
-        yield ours, ref
+def pair(pg_pair: Pair) -> Iterator[Pair]:
+    ours, ref = pg_pair
+    for conn in (ours, ref):
+        conn.execute("CREATE TABLE pt (id int PRIMARY KEY, v text, n numeric(10,2))")
+    yield pg_pair
 
 
 def test_prepare_and_execute(pair: tuple[psycopg.Connection, ...]) -> None:

@@ -1,0 +1,79 @@
+"""nextval, currval, setval and lastval.
+
+nextval and setval need a round trip, which an expression (a Python closure evaluated
+synchronously) cannot make: they bind to :class:`BAsyncCall`, which the operator evaluating the
+expression awaits for each row before evaluating it, as it does subqueries. So they are
+allowed where such an operator evaluates them: a select list and VALUES (a column DEFAULT
+``nextval('s')`` is drawn by INSERT itself); elsewhere 0A000.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from percolator.server.sql import types as T
+from percolator.server.sql.bound import BAsyncCall, BContextCall, BExpr
+from percolator.server.sql.catalog import Catalog, SequenceDef
+from percolator.server.sql.errors import UNDEFINED_FUNCTION, UNDEFINED_TABLE, SqlError, unsupported
+
+if TYPE_CHECKING:
+    from percolator.server.sql.expr_binder import ExprBinder
+
+NAMES = frozenset({"nextval", "currval", "setval", "lastval"})
+
+_ARITY = {"nextval": (1,), "currval": (1,), "lastval": (0,), "setval": (2, 3)}
+
+
+def bind(exprs: ExprBinder, name: str, args: list[BExpr]) -> BExpr:
+    """The call ``name(args)`` of one of :data:`NAMES`."""
+    if len(args) not in _ARITY[name]:
+        shown = ", ".join(str(a.type) for a in args)
+        raise SqlError(UNDEFINED_FUNCTION, f"function {name}({shown}) does not exist")
+    if args and args[0].type.id is T.TypeId.UNKNOWN:
+        args = [exprs.coerce(args[0], T.TEXT), *args[1:]]
+    if name == "setval":
+        args[1] = exprs.coerce(args[1], T.INT8)
+        if len(args) == 3:
+            args[2] = exprs.coerce(args[2], T.BOOL)
+    if name == "currval":
+        return BContextCall(T.INT8, name, _currval, args)
+    if name == "lastval":
+        return BContextCall(T.INT8, name, lambda ctx: ctx.sequences.lastval(), [])
+    if not exprs.async_calls_ok:
+        raise unsupported(f"{name}() here (it is allowed in a select list and in VALUES)")
+    slot = exprs.subquery_slots
+    exprs.subquery_slots += 1
+    fn = _nextval if name == "nextval" else _setval
+    return BAsyncCall(T.INT8, name, fn, args, slot)
+
+
+async def _nextval(ctx: Any, ref: object) -> int | None:
+    if ref is None:
+        return None
+    return await ctx.sequences.nextval(sequence(ctx.catalog, ref))
+
+
+async def _setval(ctx: Any, ref: object, value: object, is_called: object = True) -> int | None:
+    if ref is None or value is None or is_called is None:
+        return None
+    seq = sequence(ctx.catalog, ref)
+    return await ctx.sequences.setval(seq, int(value), bool(is_called))  # type: ignore[call-overload]
+
+
+def _currval(ctx: Any, ref: object) -> int | None:
+    return None if ref is None else ctx.sequences.currval(sequence(ctx.catalog, ref))
+
+
+def sequence(catalog: Catalog, ref: object) -> SequenceDef:
+    """The sequence a nextval() argument names: 'name', 'public.name', '"Name"' (as regclass
+    reads them)."""
+    text = str(ref).strip()
+    schema, _, name = text.rpartition(".")
+    if name.startswith('"') and name.endswith('"'):
+        name = name[1:-1].replace('""', '"')
+    else:
+        name = name.lower()
+    seq = catalog.sequences.get(name) if schema in ("", "public") else None
+    if seq is None:
+        raise SqlError(UNDEFINED_TABLE, f'relation "{text}" does not exist')
+    return seq
