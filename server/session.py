@@ -32,6 +32,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from percolator.server.advisory_locks import SessionAdvisoryLocks
 from percolator.server.cursors import Cursor, Cursors, fetch_rows, move
 from percolator.server.engine import Engine
 from percolator.server.engine_api import (
@@ -395,6 +396,7 @@ class SqlSession:
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
         self.cursors = Cursors()
         self.sequences = SessionSequences(engine.sequences)
+        self.advisory = SessionAdvisoryLocks(engine.client.store)
         self.deferred_constraints = Deferred()
         """The open transaction's deferred foreign-key checks and SET CONSTRAINTS modes."""
         self.sql_prepared: dict[str, SqlPrepared] = {}
@@ -667,6 +669,7 @@ class SqlSession:
         finally:
             self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
+            await self.advisory.end_transaction()
 
     def cursor_columns(self, name: str) -> list[ResultColumn] | None:
         cursor = self.cursors.find(name)
@@ -713,6 +716,7 @@ class SqlSession:
         self._stop_timer()
         self.engine.sessions.discard(self)
         await self.cursors.close(None)
+        await self.advisory.close()
         txn, _ = self._detach_transaction()
         self.block = False
         if txn is not None:
@@ -895,6 +899,7 @@ class SqlSession:
         finally:
             self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
+            await self.advisory.end_transaction()
         return "COMMIT" if committed else "ROLLBACK"
 
     # -- planning --------------------------------------------------------------------------
@@ -1129,6 +1134,7 @@ class SqlSession:
             cursors=self.cursors,
             deferred_constraints=self.deferred_constraints,
             sequences=self.sequences,
+            advisory=self.advisory,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:

@@ -34,6 +34,8 @@ class ExecContext:
     deferred_constraints: Any = None
     sequences: Any = None
     """The session's sequence functions (server/sequences.SessionSequences)."""
+    advisory: Any = None
+    """The session's advisory locks (server/advisory_locks.SessionAdvisoryLocks)."""
     """The transaction's deferred foreign-key checks (planner/foreign_keys.Deferred)."""
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)

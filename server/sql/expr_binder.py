@@ -11,17 +11,25 @@ from __future__ import annotations
 import contextlib
 import operator
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from percolator.server.sql import casts, functions, operators, sequence_functions, window_binder
+from percolator.server.sql import (
+    advisory_functions,
+    casts,
+    functions,
+    operators,
+    sequence_functions,
+    window_binder,
+)
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggCall,
+    BAsyncCall,
     BBool,
     BCall,
     BCase,
@@ -1462,7 +1470,21 @@ class ExprBinder:
         args = [self.bind(a, scope) for a in arg_nodes]
         if name in sequence_functions.NAMES:
             return sequence_functions.bind(self, name, args)
+        if name in advisory_functions.NAMES:
+            return advisory_functions.bind(self, name, args)
         return self.call(name, args)
+
+    def async_call(
+        self, name: str, t: SqlType, fn: Callable[..., Awaitable[object]], args: list[BExpr]
+    ) -> BExpr:
+        """A call that needs a round trip or may wait (nextval, pg_advisory_lock): awaited by
+        the operator before it evaluates the row, so allowed only in a select list or VALUES
+        (0A000 elsewhere)."""
+        if not self.async_calls_ok:
+            raise unsupported(f"{name}() here (it is allowed in a select list and in VALUES)")
+        slot = self.subquery_slots
+        self.subquery_slots += 1
+        return BAsyncCall(t, name, fn, args, slot)
 
     def _set_function(self, name: str, arg_nodes: list[exp.Expression], scope: Scope) -> BExpr:
         """A set-returning function in a select list: its value is a column of the rows the

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from percolator.server.sql import types as T
-from percolator.server.sql.bound import BAsyncCall, BContextCall, BExpr
+from percolator.server.sql.bound import BContextCall, BExpr
 from percolator.server.sql.catalog import Catalog, SequenceDef
-from percolator.server.sql.errors import UNDEFINED_FUNCTION, UNDEFINED_TABLE, SqlError, unsupported
+from percolator.server.sql.errors import UNDEFINED_FUNCTION, UNDEFINED_TABLE, SqlError
 
 if TYPE_CHECKING:
     from percolator.server.sql.expr_binder import ExprBinder
@@ -39,12 +39,8 @@ def bind(exprs: ExprBinder, name: str, args: list[BExpr]) -> BExpr:
         return BContextCall(T.INT8, name, _currval, args)
     if name == "lastval":
         return BContextCall(T.INT8, name, lambda ctx: ctx.sequences.lastval(), [])
-    if not exprs.async_calls_ok:
-        raise unsupported(f"{name}() here (it is allowed in a select list and in VALUES)")
-    slot = exprs.subquery_slots
-    exprs.subquery_slots += 1
     fn = _nextval if name == "nextval" else _setval
-    return BAsyncCall(T.INT8, name, fn, args, slot)
+    return exprs.async_call(name, T.INT8, fn, args)
 
 
 async def _nextval(ctx: Any, ref: object) -> int | None:

@@ -13,6 +13,11 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 
+from percolator.server.storage.advisory import (
+    AdvisorySession,
+    LocalAdvisorySession,
+    LocalLockTable,
+)
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
@@ -115,6 +120,7 @@ class MemoryCellStore(CellStore):
         self._notify: dict[tuple[str, str, bytes], _Notify] = {}
         self._counters: dict[str, ObserverCounters] = {}
         self._notified = asyncio.Event()
+        self._advisory = LocalLockTable()
 
     @property
     def shard_count(self) -> int:
@@ -570,6 +576,9 @@ class MemoryCellStore(CellStore):
             return False
         self._notified.clear()
         return True
+
+    def advisory_session(self) -> AdvisorySession:
+        return LocalAdvisorySession(self._advisory)
 
     async def close(self) -> None:
         return None

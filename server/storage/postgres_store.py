@@ -28,6 +28,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import asyncpg
 
 from percolator.server.storage import packed
+from percolator.server.storage.advisory import AdvisorySession, PostgresAdvisorySession
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
@@ -521,6 +522,16 @@ class PostgresCellStore(CellStore):
             sh.commits = StatementBatcher(
                 lambda items, i=sh.index: self._commit_cells(i, items), max_in_flight=in_flight
             )
+
+    def advisory_session(self) -> AdvisorySession:
+        """Advisory locks on a connection of their own to the first shard: Postgres's own
+        advisory locks, released by Postgres if this process dies."""
+        dsn = self._shards[0].dsn
+
+        def connect() -> Awaitable[asyncpg.Connection]:
+            return asyncpg.connect(dsn, timeout=self._timeout)
+
+        return PostgresAdvisorySession(connect)
 
     @classmethod
     async def connect(

@@ -54,6 +54,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from percolator.server.storage.advisory import AdvisorySession
 from percolator.server.storage.cells import (
     CellKey,
     CellRead,
@@ -387,6 +388,10 @@ class CellStore(abc.ABC):
     async def wait_for_notifications(self, timeout_s: float) -> bool:
         """Wait until some commit sets a notification on any shard, or ``timeout_s`` passes.
         True when woken by a notification. A hint only: callers still poll."""
+
+    def advisory_session(self) -> AdvisorySession:
+        """A new holder of advisory locks for one SQL session (see advisory.py)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     async def close(self) -> None:
