@@ -59,6 +59,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
         "workers: transfers per second and observer runs per second",
     ),
     Benchmark(
+        "joins",
+        "percolator.bench.joins",
+        "an OLTP join (order lines to stock by primary key): lookup join vs hash join vs "
+        "Postgres",
+    ),
+    Benchmark(
         "txn",
         "percolator.bench.txn",
         "transactions per second against raw Postgres (the paper's Figure 8), multi-cell commits",
