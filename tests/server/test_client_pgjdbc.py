@@ -134,3 +134,12 @@ def test_database_metadata_get_columns(jdbc: Results) -> None:
         "id:int4:4:NO,name:varchar:12:YES,amount:numeric:2:YES,at:timestamp:93:YES,"
         "flag:bool:-7:YES,note:text:12:YES"
     )
+
+
+def test_database_metadata_foreign_keys(jdbc: Results) -> None:
+    """getImportedKeys / getExportedKeys, as pgjdbc gives them against Postgres 15 (UPDATE_RULE
+    2 = SET NULL, DELETE_RULE 0 = CASCADE, DEFERRABILITY 7 = not deferrable)."""
+    assert ok(jdbc, "foreign_keys") == (
+        "imported,kp.b>kc.y:1:2:0:kc_fk:kp_pkey:7,kp.a>kc.x:2:2:0:kc_fk:kp_pkey:7,"
+        "exported,kp.b>kc.y:1:2:0:kc_fk:kp_pkey:7,kp.a>kc.x:2:2:0:kc_fk:kp_pkey:7"
+    )

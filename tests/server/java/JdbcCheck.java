@@ -254,5 +254,38 @@ public final class JdbcCheck {
             }
             return String.join(",", cols);
         });
+
+        check(conn, "foreign_keys", c -> {
+            try (Statement st = c.createStatement()) {
+                st.execute("DROP TABLE IF EXISTS kc");
+                st.execute("DROP TABLE IF EXISTS kp");
+                st.execute("CREATE TABLE kp (a int, b int, PRIMARY KEY (a, b))");
+                st.execute("CREATE TABLE kc (x int, y int, CONSTRAINT kc_fk FOREIGN KEY (y, x)"
+                        + " REFERENCES kp (b, a) ON DELETE CASCADE ON UPDATE SET NULL)");
+            }
+            DatabaseMetaData md = c.getMetaData();
+            List<String> keys = new ArrayList<>();
+            try (ResultSet rs = md.getImportedKeys(null, "public", "kc")) {
+                keys.add("imported");
+                keys.addAll(foreignKeyRows(rs));
+            }
+            try (ResultSet rs = md.getExportedKeys(null, "public", "kp")) {
+                keys.add("exported");
+                keys.addAll(foreignKeyRows(rs));
+            }
+            return String.join(",", keys);
+        });
+    }
+
+    private static List<String> foreignKeyRows(ResultSet rs) throws SQLException {
+        List<String> rows = new ArrayList<>();
+        while (rs.next()) {
+            rows.add(rs.getString("PKTABLE_NAME") + "." + rs.getString("PKCOLUMN_NAME") + ">"
+                    + rs.getString("FKTABLE_NAME") + "." + rs.getString("FKCOLUMN_NAME") + ":"
+                    + rs.getInt("KEY_SEQ") + ":" + rs.getInt("UPDATE_RULE") + ":"
+                    + rs.getInt("DELETE_RULE") + ":" + rs.getString("FK_NAME") + ":"
+                    + rs.getString("PK_NAME") + ":" + rs.getInt("DEFERRABILITY"));
+        }
+        return rows;
     }
 }
