@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from percolator.server.engine_api import UserInfo
+from percolator.server.notifications import NotificationHub
 from percolator.server.planner.planner import Planner
 from percolator.server.sequences import SequenceAllocator
 from percolator.server.sql import catalog_store
@@ -73,6 +74,7 @@ class Engine:
         self.catalog = Catalog()
         self.planner = Planner()
         self.sequences = SequenceAllocator(client)
+        self.notifications = NotificationHub(client.store)
         self.parse_cache = LruCache(self.config.parse_cache_size)
         self.plan_cache = LruCache(self.config.plan_cache_size)
         self._tasks: list[asyncio.Task[None]] = []
@@ -99,6 +101,7 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        await self.notifications.close()
 
     async def refresh_catalog(self, *, force: bool = False) -> Catalog:
         """Reload the catalog if the store holds a newer version (one read; a scan if so).

@@ -144,6 +144,10 @@ class Session(Protocol):
         Outside an explicit transaction block, the statement joins the implicit transaction
         that :meth:`sync` ends."""
 
+    def on_notification(self, sink: Callable[[int, str, str], None]) -> None:
+        """Have ``sink(pid, channel, payload)`` called for each notification on a channel the
+        session listens to (the front end sends it to the client when it may)."""
+
     def cursor_columns(self, name: str) -> list[ResultColumn] | None:
         """The result columns of the SQL cursor ``name`` (DECLARE), or None if none is open
         (a Describe of a portal the protocol did not bind)."""

@@ -42,6 +42,7 @@ from percolator.server.engine_api import (
     ResultColumn,
 )
 from percolator.server.metrics import definitions as metrics
+from percolator.server.notifications import SessionNotifications
 from percolator.server.planner.compile import compile_expr
 from percolator.server.planner.context import ExecContext
 from percolator.server.planner.ddl_data import run_action
@@ -65,7 +66,9 @@ from percolator.server.settings import (
 )
 from percolator.server.sql import (
     catalog_store,
+    comments,
     ddl,
+    enums,
     introspection,
     observer_ddl,
     sequence_ddl,
@@ -397,6 +400,7 @@ class SqlSession:
         self.cursors = Cursors()
         self.sequences = SessionSequences(engine.sequences)
         self.advisory = SessionAdvisoryLocks(engine.client.store)
+        self.notifications = SessionNotifications(engine.notifications, backend_pid)
         self.deferred_constraints = Deferred()
         """The open transaction's deferred foreign-key checks and SET CONSTRAINTS modes."""
         self.sql_prepared: dict[str, SqlPrepared] = {}
@@ -663,13 +667,18 @@ class SqlSession:
             if self._implicit_failed:
                 self._implicit_failed = False
                 await txn.rollback()
+                self.notifications.rollback()
                 return
             await self._commit(txn, catalog)
             committed = True
+            await self.notifications.commit()
         finally:
             self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
             await self.advisory.end_transaction()
+
+    def on_notification(self, sink: Callable[[int, str, str], None]) -> None:
+        self.notifications.sink = lambda n: sink(n.pid, n.channel, n.payload)
 
     def cursor_columns(self, name: str) -> list[ResultColumn] | None:
         cursor = self.cursors.find(name)
@@ -717,6 +726,7 @@ class SqlSession:
         self.engine.sessions.discard(self)
         await self.cursors.close(None)
         await self.advisory.close()
+        await self.notifications.close()
         txn, _ = self._detach_transaction()
         self.block = False
         if txn is not None:
@@ -896,6 +906,10 @@ class SqlSession:
                 committed = True
             else:
                 await txn.rollback()
+            if committed:
+                await self.notifications.commit()
+            else:
+                self.notifications.rollback()
         finally:
             self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
@@ -936,7 +950,7 @@ class SqlSession:
             return Plan("utility", None, payload, columns=_utility_columns(payload, self))
         if ddl.is_ddl(payload):
             return Plan("ddl", None, payload, writes=True)
-        params = Params.from_oids(param_oids)
+        params = Params.from_oids(param_oids, catalog)
         binder = Binder(catalog, params)
         bound = binder.bind_statement(payload)
         param_types = params.finish()
@@ -1135,6 +1149,7 @@ class SqlSession:
             deferred_constraints=self.deferred_constraints,
             sequences=self.sequences,
             advisory=self.advisory,
+            notifications=self.notifications,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:
@@ -1399,11 +1414,17 @@ class SqlSession:
             return _done(self, "RESET")
         if isinstance(stmt, utility.SetConstraints):
             return await self._set_constraints(stmt)
+        if isinstance(stmt, utility.Listen | utility.Unlisten | utility.Notify):
+            return await self._listen_notify(stmt)
+        if isinstance(stmt, comments.CommentOn):
+            return await self._comment(stmt)
         if isinstance(
             stmt,
             sequence_ddl.CreateSequence | sequence_ddl.AlterSequence | sequence_ddl.DropSequence,
         ):
             return await self._sequence_ddl(stmt)
+        if isinstance(stmt, enums.CreateEnum | enums.AlterEnum | enums.DropType):
+            return await self._enum_ddl(stmt)
         if isinstance(stmt, utility.PrepareStatement):
             return self._sql_prepare(stmt)
         if isinstance(stmt, utility.ExecuteStatement):
@@ -1485,6 +1506,22 @@ class SqlSession:
         rows = [row async for row in query.node.rows(ctx)]
         return list(rows[0])
 
+    async def _enum_ddl(self, stmt: enums.EnumStatement) -> Any:
+        """CREATE TYPE ... AS ENUM, ALTER TYPE, DROP TYPE, in the transaction like other DDL
+        (DROP TYPE ... CASCADE drops the type's columns through ALTER TABLE)."""
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        bind_type = Binder(base, Params()).exprs.bind_type
+
+        def alter_table(catalog: Catalog, sql: str) -> ddl.DdlResult:
+            return ddl.apply_ddl(catalog, sqlglot.parse_one(sql, read="postgres"), bind_type)
+
+        result = enums.apply(base, stmt, alter_table)
+        await self._run_data_actions(txn, result.catalog, result.actions)
+        if result.catalog is not base:
+            await self._stage_catalog(txn, base, result.catalog)
+        return _done(self, result.tag, [Notice("00000", n) for n in result.notices])
+
     async def _sequence_ddl(self, stmt: Any) -> Any:
         """CREATE / ALTER / DROP SEQUENCE, in the transaction like other DDL."""
         txn = await self.transaction(writes=True)
@@ -1507,6 +1544,15 @@ class SqlSession:
         if after is not base:
             await self._stage_catalog(txn, base, after)
         return _done(self, tag, [Notice("00000", n) for n in notices if n])
+
+    async def _comment(self, stmt: comments.CommentOn) -> Any:
+        """COMMENT ON: a catalog change in the transaction, like other DDL."""
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        after = comments.apply(base, stmt)
+        if after != base:
+            await self._stage_catalog(txn, base, after)
+        return _done(self, "COMMENT")
 
     async def _observer_ddl(self, stmt: Any) -> Any:
         txn = await self.transaction(writes=True)
@@ -1565,6 +1611,20 @@ class SqlSession:
                 )
             except SqlError as exc:
                 raise _shifted(exc, stmt.body_offset + st.offset) from None
+
+    async def _listen_notify(self, stmt: Any) -> Any:
+        if isinstance(stmt, utility.Listen):
+            self.notifications.listen(stmt.channel)
+            tag = "LISTEN"
+        elif isinstance(stmt, utility.Unlisten):
+            self.notifications.unlisten(stmt.channel)
+            tag = "UNLISTEN"
+        else:
+            self.notifications.notify(stmt.channel, stmt.payload)
+            tag = "NOTIFY"
+        if not self.block and self.txn is None:
+            await self.notifications.commit()  # no transaction to wait for
+        return _done(self, tag)
 
     async def _run_deferred(self, txn: Transaction, names: set[str] | None = None) -> None:
         """The checks of deferred foreign keys (all, or those named), in ``txn``."""

@@ -61,8 +61,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark(
         "joins",
         "percolator.bench.joins",
-        "an OLTP join (order lines to stock by primary key): lookup join vs hash join vs "
-        "Postgres",
+        "an OLTP join (order lines to stock by primary key): lookup join vs hash join vs Postgres",
     ),
     Benchmark(
         "txn",

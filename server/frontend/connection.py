@@ -81,6 +81,7 @@ from percolator.server.wire.messages import (
     FormatCode,
     FrontendMessage,
     NoData,
+    NotificationResponse,
     ParameterDescription,
     ParameterStatus,
     Parse,
@@ -147,6 +148,8 @@ class Connection:
         self._skip_until_sync = False
         self._in_extended_batch = False
         self._ready_sent = False
+        self._notifications: list[NotificationResponse] = []
+        self._flush_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -238,6 +241,7 @@ class Connection:
                 info = await self.engine.lookup_user(self.user)
                 await authenticate(self.config.auth_method, self.user, info, _Exchange(self))
                 self.session = self.engine.open_session(self.user, self.database, options, self.pid)
+                self.session.on_notification(self._notified)
         except TimeoutError:
             logger.info("authentication timeout: peer=%s", self.protocol.peer)
             self.protocol.close()
@@ -350,8 +354,27 @@ class Connection:
 
     def _send_ready(self) -> None:
         self._send_parameter_changes()
+        if self._notifications and self._status() is TransactionStatus.IDLE:
+            for msg in self._notifications:
+                self.channel.send(msg)
+            self._notifications = []
         self.channel.send(ReadyForQuery(self._status()))
         self._ready_sent = True
+
+    def _notified(self, pid: int, channel: str, payload: str) -> None:
+        """A notification for the session: sent now if it waits idle for its client, else
+        before the ReadyForQuery that ends its transaction (as Postgres does)."""
+        msg = NotificationResponse(pid, channel, payload)
+        if not (self._ready_sent and self._status() is TransactionStatus.IDLE):
+            self._notifications.append(msg)
+            return
+        self.channel.send(msg)
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush_quietly())
+
+    async def _flush_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.channel.flush()
 
     def _send_parameter_changes(self) -> None:
         assert self.session is not None

@@ -35,6 +35,8 @@ class ExecContext:
     sequences: Any = None
     """The session's sequence functions (server/sequences.SessionSequences)."""
     advisory: Any = None
+    notifications: Any = None
+    """The session's LISTEN / NOTIFY state (server/notifications.SessionNotifications)."""
     """The session's advisory locks (server/advisory_locks.SessionAdvisoryLocks)."""
     """The transaction's deferred foreign-key checks (planner/foreign_keys.Deferred)."""
     subquery_values: dict[int, object] = field(default_factory=dict)

@@ -453,6 +453,72 @@ class NestedLoopJoin(Node):
 
 
 @dataclass
+class LateralJoin(Node):
+    """A dependent nested loop (LATERAL): for each left row, the right side runs with that
+    row as its outer row. Streams both sides; only the current left row is held."""
+
+    left: Node
+    right: Node
+    kind: str
+    """inner, cross or left (the binder refuses RIGHT and FULL with a LATERAL reference)."""
+    condition: Compiled | None
+    right_width: int
+    runners: list[SubqueryRunner] = field(default_factory=list)
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        cond = self.condition
+        null_right = (None,) * self.right_width
+        n = 0
+        async for lrow in self.left.rows(ctx):
+            # Counted per left row too: right sides that return nothing still let a cancel in.
+            n += 1
+            await _pause(n)
+            hit = False
+            async for rrow in _rows_with_outer(self.right, lrow, ctx):
+                n += 1
+                await _pause(n)
+                row = lrow + rrow
+                if cond is not None:
+                    if self.runners:
+                        await _prepare(self.runners, row, ctx)
+                    if cond(row, ctx) is not True:
+                        continue
+                hit = True
+                yield row
+            if not hit and self.kind == "left":
+                yield lrow + null_right
+
+    def explain(self) -> list[str]:
+        label = "Nested Loop" + (" Left Join" if self.kind == "left" else "")
+        return _explain_tree(label, [], [self.left, self.right, *_runner_plans(self.runners)])
+
+    def children(self) -> list[Node]:
+        return [self.left, self.right]
+
+
+async def _rows_with_outer(node: Node, outer: Row, ctx: Any) -> AsyncIterator[Row]:
+    """``node``'s rows computed with ``outer`` as the innermost outer row. It is pushed only
+    while ``node`` computes a row, not while the caller handles one: the operators above
+    evaluate their own outer references (an enclosing query's row) against the same stack."""
+    it = node.rows(ctx).__aiter__()
+    try:
+        while True:
+            ctx.outer_rows.append(outer)
+            try:
+                row = await it.__anext__()
+            except StopAsyncIteration:
+                return
+            finally:
+                ctx.outer_rows.pop()
+            yield row
+    finally:
+        aclose = getattr(it, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+@dataclass
 class HashJoin(Node):
     left: Node
     right: Node

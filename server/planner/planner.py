@@ -48,6 +48,7 @@ from percolator.server.planner.physical import (
     HashJoin,
     IndexLookup,
     KeyRange,
+    LateralJoin,
     Limit,
     LookupJoin,
     LookupTarget,
@@ -238,6 +239,8 @@ class Planner:
         right = self.plan(rel.right)
         nleft, nright = len(rel.left.columns), len(rel.right.columns)
         kind = rel.kind.value
+        if rel.lateral:
+            return self._lateral_join(rel, left, right)
         has_subquery = rel.condition is not None and any(
             isinstance(n, BSubquery | BAsyncCall) for n in walk(rel.condition)
         )
@@ -258,6 +261,13 @@ class Planner:
         cond = compile_expr(rel.condition) if rel.condition is not None else None
         runners = self.runners([rel.condition]) if rel.condition is not None else []
         return NestedLoopJoin(left, right, kind, cond, nright, nleft, runners)
+
+    def _lateral_join(self, rel: JoinRel, left: Node, right: Node) -> LateralJoin:
+        """The right side reads the left row: run it once per left row (its access paths,
+        keyed by the outer row's values, are chosen as for a correlated subquery)."""
+        cond = compile_expr(rel.condition) if rel.condition is not None else None
+        runners = self.runners([rel.condition]) if rel.condition is not None else []
+        return LateralJoin(left, right, rel.kind.value, cond, len(rel.right.columns), runners)
 
     def _lookup_join(self, rel: JoinRel, left: Node, right: Node) -> LookupJoin | None:
         """A lookup join for an equi-join, when one side is a table keyed by the join keys

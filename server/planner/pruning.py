@@ -6,7 +6,8 @@ them). Unread columns are None in the rows the scan produces; nothing above read
 
 The analysis walks the relation tree from the top, carrying the set of output positions each
 operator's parent needs. It gives up (every column is read) where a correlated subquery could
-reach a row's columns from below.
+reach a row's columns from below. An outer reference reads an enclosing row, never this query's
+tables: the right side of a LATERAL join adds the left columns it reads to the left's needs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from percolator.server.sql.bound import (
     AggregateRel,
     BColumn,
     BExpr,
-    BOuter,
     BSubquery,
     DistinctRel,
     FilterRel,
@@ -30,6 +30,7 @@ from percolator.server.sql.bound import (
     WindowRel,
     walk,
 )
+from percolator.server.sql.expr_binder import outer_references
 
 Needed = dict[int, set[int]]
 """id(TableRel) -> positions of its columns that are read."""
@@ -55,8 +56,6 @@ def _refs(exprs: list[BExpr]) -> set[int]:
         for n in walk(e):
             if isinstance(n, BColumn):
                 cols.add(n.index)
-            elif isinstance(n, BOuter):
-                raise _GiveUp
             elif isinstance(n, BSubquery):
                 if n.correlated:
                     raise _GiveUp
@@ -110,6 +109,8 @@ def _visit(rel: Rel, needed: set[int], out: Needed) -> None:
         for a, b in rel.equi_keys:
             cols |= _refs([a])
             cols |= {i + nleft for i in _refs([b])}
+        if rel.lateral:
+            cols |= {i for level, i in outer_references(rel.right) if level == 1}
         _visit(rel.left, {i for i in cols if i < nleft}, out)
         _visit(rel.right, {i - nleft for i in cols if i >= nleft}, out)
     elif isinstance(rel, SetOpRel):

@@ -21,7 +21,7 @@ from percolator.server.sql.errors import (
     SqlError,
 )
 from percolator.server.sql.textio import normalize_jsonb, text_decoder, text_encoder
-from percolator.server.sql.types import Interval, SqlType, TypeId
+from percolator.server.sql.types import EnumType, Interval, SqlType, TypeId
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -519,6 +519,9 @@ def binary_decoder(t: SqlType) -> Callable[[bytes], object]:
     if t.id in _VECTOR_ELEM:
         elem = _VECTOR_ELEM[t.id]
         return _array_decoder(elem, binary_decoder(elem))
+    if isinstance(t.id, EnumType):
+        parse = text_decoder(t)
+        return lambda data: parse(_utf8(data))  # enum_recv: the label's bytes
     recv = _RECV.get(t.id)
     if recv is None:  # unknown, void, record: take the bytes as text
         return _text_recv

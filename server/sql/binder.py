@@ -9,6 +9,7 @@ list, DISTINCT, ORDER BY, LIMIT, set operations and CTEs.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -73,6 +74,7 @@ from percolator.server.sql.expr_binder import (
     Params,
     SrfContext,
     WindowContext,
+    outer_references,
 )
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.set_functions import record_fields, resolve_set_function
@@ -341,7 +343,7 @@ class Binder:
             if sort_keys:
                 rel = SortRel(rel.columns, rel, sort_keys)
         visible = [i for i, c in enumerate(out_cols) if not c.hidden]
-        rel = self._bind_limit(node, rel)
+        rel = self._bind_limit(node, rel, outer)
         if len(visible) != len(out_cols):
             rel = ProjectRel(
                 [out_cols[i] for i in visible],
@@ -367,12 +369,14 @@ class Binder:
         cols = list(rel.columns) + [OutCol(r.name, r.type) for r in srfs.refs]
         return ProjectSetRel(cols, rel, srfs.calls)
 
-    def _bind_limit(self, node: exp.Expression, rel: Rel) -> Rel:
+    def _bind_limit(self, node: exp.Expression, rel: Rel, outer: Scope | None = None) -> Rel:
+        """LIMIT / OFFSET / FETCH: constants, parameters, or an enclosing query's columns (a
+        LATERAL subquery's ``LIMIT g.n``), never the query's own."""
         limit = node.args.get("limit")
         offset = node.args.get("offset")
         if limit is None and offset is None:
             return rel
-        empty = Scope()
+        empty = Scope([], outer)
         lim = None
         off = None
         if isinstance(limit, exp.Fetch):
@@ -534,7 +538,7 @@ class Binder:
             self.exprs.async_calls_ok = saved
 
     def _apply_where(self, q: _Query, pred: BExpr) -> Rel:
-        """Push conjuncts that read one table (and nothing correlated) into its scan, and
+        """Push conjuncts that read one table (and no subquery) into its scan, and
         those that read both sides of an inner join (``FROM a, b WHERE a.x = b.y``) into
         that join's condition, where a hash join can use them."""
         rest = []
@@ -579,8 +583,44 @@ class Binder:
     ) -> _Query:
         q = self._bind_from_item(first, outer)
         for j in joins:
-            right = self._bind_from_item(j.this, outer)
-            q = self._join(q, right, j, outer)
+            q = self._join_next(q, j, outer)
+        return q
+
+    def _join_next(self, left: _Query, j: exp.Join, outer: Scope | None) -> _Query:
+        """Join the next FROM item to the items before it. A LATERAL item, or a function call
+        (implicitly LATERAL, as in Postgres), sees their columns as its outer row; when it
+        reads that row or an enclosing query's, it runs once per left row. Any other item
+        cannot see them (Postgres's 42P01 names the entry)."""
+        node, lateral = _lateral_item(j.this)
+        if not lateral and _is_join_tree(node) and node.find(exp.Lateral) is not None:
+            # Postgres lets the LATERAL items of a parenthesized join see the items before
+            # it (and refuses its other references to them, which this accepts).
+            lateral = True
+        if not lateral:
+            right = self._bind_from_item(node, _hiding(outer, left.scope.relations))
+            return self._join(left, right, j, outer)
+        lateral_scope = Scope(list(left.scope.columns), outer, set(left.scope.relations))
+        right = self._bind_from_item(node, lateral_scope)
+        refs = outer_references(right.rel)
+        left_refs = sorted(i for level, i in refs if level == 1)
+        if not left_refs:
+            # Independent of the left row: an ordinary join (hash, lookup), the item bound
+            # again if it reads enclosing queries, for those references' usual levels.
+            if refs:
+                right = self._bind_from_item(node, outer)
+            return self._join(left, right, j, outer)
+        q = self._join(left, right, j, outer)
+        # A FULL USING join projects its merged columns over the join.
+        join = q.rel if isinstance(q.rel, JoinRel) else q.rel.inputs()[0]
+        assert isinstance(join, JoinRel)
+        if join.kind in (JoinKind.RIGHT, JoinKind.FULL):
+            name = left.scope.columns[left_refs[0]].relation
+            raise SqlError(
+                INVALID_COLUMN_REFERENCE,
+                f'invalid reference to FROM-clause entry for table "{name}"',
+                detail="The combining JOIN type must be INNER or LEFT for a LATERAL reference.",
+            )
+        join.lateral = True
         return q
 
     def _bind_from_item(self, node: exp.Expression, outer: Scope | None) -> _Query:
@@ -604,7 +644,8 @@ class Binder:
         if isinstance(node, exp.Unnest):
             return self._bind_unnest_from(node, outer)
         if isinstance(node, exp.Lateral):
-            raise unsupported("LATERAL")
+            # LATERAL on the first item: nothing precedes it to see.
+            return self._bind_from_item(_unwrap_lateral(node), outer)
         raise unsupported(f"FROM item {type(node).__name__}")
 
     def _bind_join_tree(self, node: exp.Expression, outer: Scope | None) -> _Query:
@@ -758,10 +799,6 @@ class Binder:
             kind = JoinKind.FULL
         else:
             kind = JoinKind.INNER
-        if (j.args.get("kind", "") and kind_word in ("LATERAL",)) or j.args.get("lateral"):
-            raise unsupported("LATERAL")
-        if isinstance(j.this, exp.Lateral):
-            raise unsupported("LATERAL")
         using = j.args.get("using")
         using_names = [u.name for u in using] if using else []
         if natural:
@@ -948,7 +985,7 @@ class Binder:
                     SortKey(BColumn(cols[idx].type, idx), bool(o.args.get("desc")), nulls_first)
                 )
             rel = SortRel(cols, rel, keys)
-        return self._bind_limit(node, rel)
+        return self._bind_limit(node, rel, outer)
 
     def _cast_rel(self, rel: Rel, types: list[SqlType]) -> Rel:
         if all(c.type == t for c, t in zip(rel.columns, types, strict=True)):
@@ -1288,6 +1325,42 @@ def _joined_star(left: Scope, right: Scope, nleft: int) -> list[int]:
     return left.star(None) + [nleft + i for i in right.star(None)]
 
 
+def _lateral_item(node: exp.Expression) -> tuple[exp.Expression, bool]:
+    """A FROM item after the first, and whether it may see the items before it: marked
+    LATERAL, or a function call (``generate_series(1, t.n)``, ``unnest(t.arr)``)."""
+    if isinstance(node, exp.Lateral):
+        return _unwrap_lateral(node), True
+    if isinstance(node, exp.Table) and isinstance(node.this, exp.Func | exp.Anonymous):
+        return node, True
+    return node, isinstance(node, exp.Unnest)
+
+
+def _unwrap_lateral(node: exp.Lateral) -> exp.Expression:
+    """The FROM item under LATERAL, carrying the alias (and WITH ORDINALITY) that sqlglot
+    puts on the LATERAL node, in the shape the item has without it."""
+    inner = node.this.copy()
+    alias = node.args.get("alias")
+    if isinstance(inner, exp.Subquery | exp.Unnest):
+        if alias is not None:
+            inner.set("alias", alias.copy())
+        return inner
+    if isinstance(inner, exp.Func):
+        table = exp.Table(this=inner, alias=alias.copy() if alias is not None else None)
+        if node.args.get("ordinality"):
+            table.set("ordinality", True)
+        return table
+    raise SqlError(SYNTAX_ERROR, 'syntax error at or near "LATERAL"')
+
+
+def _hiding(outer: Scope | None, names: set[str]) -> Scope:
+    """``outer`` for a FROM item that is not LATERAL: the items before it (``names``) exist
+    but cannot be referenced. A copy at the same level (outer references keep their levels);
+    at the top, an empty scope that resolves nothing."""
+    scope = copy.copy(outer) if outer is not None else Scope()
+    scope.unreachable = scope.unreachable | names
+    return scope
+
+
 def _column_aliases(node: exp.Expression) -> list[str]:
     alias = node.args.get("alias")
     if isinstance(alias, exp.TableAlias):
@@ -1338,7 +1411,9 @@ def _single_table(
 ) -> tuple[TableRel, int] | None:
     indexes = set()
     for node in walk(e):
-        if isinstance(node, BOuter | BSubquery | BAsyncCall):
+        # An outer reference (a correlated or LATERAL subquery's ``i.g = g.id``) is constant
+        # for one run of the scan: the access path can key on it.
+        if isinstance(node, BSubquery | BAsyncCall):
             return None
         if node.__class__.__name__ == "BContextCall":
             return None

@@ -267,6 +267,9 @@ class JoinRel(Rel):
     condition: BExpr | None
     equi_keys: list[tuple[BExpr, BExpr]] = field(default_factory=list)
     """(left expr over left row, right expr over right row) pairs: a hash join can use them."""
+    lateral: bool = False
+    """The right side reads the left row (LATERAL): it runs once per left row, with that row
+    as its outer row (level 1 of its outer references)."""
 
     def inputs(self) -> list[Rel]:
         return [self.left, self.right]

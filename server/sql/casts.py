@@ -34,7 +34,7 @@ from percolator.server.sql.textio import (
     text_decoder,
     text_encoder,
 )
-from percolator.server.sql.types import TEXT, Interval, SqlType, TypeId
+from percolator.server.sql.types import TEXT, EnumType, Interval, SqlType, TypeId
 
 IMPLICIT, ASSIGNMENT, EXPLICIT = (
     "i",
@@ -624,6 +624,8 @@ def compare_key(t: SqlType) -> Callable[[object], object]:
         return _array_key(compare_key(t.element))
     if t.id is _T.JSON:
         raise SqlError("42883", "could not identify an ordering operator for type json")
+    if isinstance(t.id, EnumType):
+        return t.id.sort_order  # type: ignore[return-value]  # declaration order
     return _KEYS.get(t.id, _identity)
 
 

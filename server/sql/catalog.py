@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 from percolator.server.sql.errors import (
     UNDEFINED_COLUMN,
@@ -24,7 +25,7 @@ from percolator.server.sql.errors import (
     WRONG_OBJECT_TYPE,
     SqlError,
 )
-from percolator.server.sql.types import SqlType, TypeId
+from percolator.server.sql.types import EnumType, SqlType, TypeId
 
 FIRST_USER_OID = 16384
 ROW_MARKER = "_"
@@ -51,6 +52,8 @@ class ColumnDef:
     """An identity column: 'a' (GENERATED ALWAYS) or 'd' (BY DEFAULT), as attidentity says;
     its values come from ``serial_sequence`` like a serial column's."""
     """For serial columns: the sequence that supplies the default."""
+    comment: str | None = None
+    """COMMENT ON COLUMN (server/sql/comments.py); kept here so it goes with the column."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,10 @@ class IndexDef:
     constraint: bool = False
     """True when it implements a UNIQUE constraint (shown as such by \\d)."""
     descending: tuple[bool, ...] = ()
+    comment: str | None = None
+    constraint_comment: str | None = None
+    """COMMENT ON CONSTRAINT of the UNIQUE constraint it implements (the index's own comment
+    is ``comment``: two objects in Postgres)."""
 
     @property
     def oid(self) -> int:
@@ -77,6 +84,7 @@ class CheckDef:
 
     name: str
     expression: str
+    comment: str | None = None
 
 
 class FkAction(Enum):
@@ -111,6 +119,7 @@ class ForeignKeyDef:
     initially_deferred: bool = False
     """DEFERRABLE INITIALLY DEFERRED: checked at COMMIT instead of at the end of each
     statement (SET CONSTRAINTS changes it for one transaction)."""
+    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,11 @@ class TableDef:
     """The column whose cell tells that a row exists (a NOT NULL non-key column, or one since
     dropped, whose cell rows then keep empty), or None: the row marker does
     (planner/row_codec.py)."""
+    comment: str | None = None
+    pk_comment: str | None = None
+    """The comments on the primary key's constraint and on its index, which the catalog keeps
+    implicit (see server/sql/comments.py)."""
+    pk_index_comment: str | None = None
 
     @property
     def existence_cell(self) -> str:
@@ -184,6 +198,7 @@ class ViewColumn:
 
     name: str
     type: SqlType
+    comment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -202,6 +217,7 @@ class ViewDef:
     columns: tuple[ViewColumn, ...]
     table_ids: tuple[int, ...] = ()
     view_ids: tuple[int, ...] = ()
+    comment: str | None = None
 
     @property
     def oid(self) -> int:
@@ -239,6 +255,7 @@ class SequenceDef:
     increment: int = 1
     minimum: int = 1
     maximum: int = (1 << 63) - 1
+    comment: str | None = None
 
     @property
     def counter_key(self) -> str:
@@ -281,6 +298,8 @@ class Catalog:
     sequences: dict[str, SequenceDef] = field(default_factory=dict)
     observers: dict[str, ObserverDef] = field(default_factory=dict)
     views: dict[str, ViewDef] = field(default_factory=dict)
+    enums: dict[str, EnumType] = field(default_factory=dict)
+    """User-defined enum types by name (server/sql/enums.py)."""
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -405,17 +424,80 @@ class Catalog:
         sequences[seq.name] = seq
         return dataclasses.replace(self, sequences=sequences)
 
+    def with_enum(self, enum: EnumType) -> Catalog:
+        """The catalog with ``enum`` added or changed; columns of that type see the change."""
+        enums = {k: v for k, v in self.enums.items() if v.oid != enum.oid}
+        enums[enum.type_name] = enum
+        return link_enums(dataclasses.replace(self, enums=enums))
+
+    def without_enum(self, name: str) -> Catalog:
+        enums = dict(self.enums)
+        del enums[name]
+        return dataclasses.replace(self, enums=enums)
+
+
+def link_enums(catalog: Catalog) -> Catalog:
+    """The catalog whose column types carry its current enum definitions.
+
+    Tables and views store an enum column's type by OID only (``type_to_json``); the labels a
+    column compares and validates with are the catalog's, so after loading and after ALTER
+    TYPE every such column is pointed at the catalog's :class:`EnumType`."""
+    by_oid = {e.oid: e for e in catalog.enums.values()}
+
+    def fix(t: SqlType) -> SqlType:
+        if isinstance(t.id, EnumType) and t.id.oid in by_oid and by_oid[t.id.oid] != t.id:
+            return SqlType(by_oid[t.id.oid], t.typmod, t.array)
+        return t
+
+    def fix_columns(cols: tuple[_C, ...]) -> tuple[_C, ...]:
+        return tuple(dataclasses.replace(c, type=fix(c.type)) for c in cols)  # type: ignore[misc]
+
+    if not by_oid:
+        return catalog
+    tables = {n: t.replace(columns=fix_columns(t.columns)) for n, t in catalog.tables.items()}
+    views = {n: v.replace(columns=fix_columns(v.columns)) for n, v in catalog.views.items()}
+    return dataclasses.replace(catalog, tables=tables, views=views)
+
+
+_C = TypeVar("_C", ColumnDef, ViewColumn)
+
 
 # -- serialisation (the catalog is stored as JSON documents) ---------------------------------
 
 
 def type_to_json(t: SqlType) -> list[object]:
+    if isinstance(t.id, EnumType):
+        # By OID: the labels live in the enum's own document (see link_enums).
+        return ["ENUM", t.typmod, t.array, t.id.oid]
     return [t.id.name, t.typmod, t.array]
 
 
 def type_from_json(data: list[object]) -> SqlType:
-    name, typmod, array = data
+    name, typmod, array = data[:3]
+    if name == "ENUM":
+        placeholder = EnumType(int(data[3]), 0, "")  # type: ignore[arg-type]
+        return SqlType(placeholder, int(typmod), bool(array))  # type: ignore[arg-type]
     return SqlType(TypeId[str(name)], int(typmod), bool(array))  # type: ignore[arg-type]
+
+
+def enum_to_json(e: EnumType) -> dict[str, object]:
+    return {
+        "oid": e.oid,
+        "array_oid": e.array_oid,
+        "name": e.type_name,
+        "labels": list(e.labels),
+        "sort_orders": list(e.sort_orders),
+    }
+
+
+def enum_from_json(d: dict[str, object]) -> EnumType:
+    return EnumType(
+        int(d["oid"]),  # type: ignore[arg-type]
+        int(d["array_oid"]),  # type: ignore[arg-type]
+        str(d["name"]),
+        tuple(d["labels"]),  # type: ignore[arg-type]
+        tuple(float(x) for x in d["sort_orders"]),  # type: ignore[union-attr]
+    )
 
 
 def table_to_json(t: TableDef) -> dict[str, object]:
@@ -435,6 +517,7 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "default": c.default,
                 "serial_sequence": c.serial_sequence,
                 "identity": c.identity,
+                "comment": c.comment,
             }
             for c in t.columns
         ],
@@ -447,10 +530,14 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "storage": ix.storage,
                 "constraint": ix.constraint,
                 "descending": list(ix.descending),
+                "comment": ix.comment,
+                "constraint_comment": ix.constraint_comment,
             }
             for ix in t.indexes
         ],
-        "checks": [{"name": ck.name, "expression": ck.expression} for ck in t.checks],
+        "checks": [
+            {"name": ck.name, "expression": ck.expression, "comment": ck.comment} for ck in t.checks
+        ],
         "existence": t.existence,
         "foreign_keys": [
             {
@@ -462,9 +549,13 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "on_update": fk.on_update.value,
                 "deferrable": fk.deferrable,
                 "initially_deferred": fk.initially_deferred,
+                "comment": fk.comment,
             }
             for fk in t.foreign_keys
         ],
+        "comment": t.comment,
+        "pk_comment": t.pk_comment,
+        "pk_index_comment": t.pk_index_comment,
     }
 
 
@@ -478,6 +569,7 @@ def table_from_json(d: dict[str, object]) -> TableDef:
             default=c.get("default"),
             serial_sequence=c.get("serial_sequence"),
             identity=c.get("identity"),
+            comment=c.get("comment"),
         )
         for c in d["columns"]  # type: ignore[union-attr]
     )
@@ -490,11 +582,13 @@ def table_from_json(d: dict[str, object]) -> TableDef:
             storage=str(ix["storage"]),
             constraint=bool(ix.get("constraint", False)),
             descending=tuple(ix.get("descending", ())),
+            comment=ix.get("comment"),
+            constraint_comment=ix.get("constraint_comment"),
         )
         for ix in d["indexes"]  # type: ignore[union-attr]
     )
     checks = tuple(
-        CheckDef(str(ck["name"]), str(ck["expression"]))
+        CheckDef(str(ck["name"]), str(ck["expression"]), ck.get("comment"))
         for ck in d["checks"]  # type: ignore[union-attr]
     )
     return TableDef(
@@ -508,6 +602,9 @@ def table_from_json(d: dict[str, object]) -> TableDef:
         next_column_id=int(d["next_column_id"]),  # type: ignore[arg-type]
         pk_name=d.get("pk_name"),  # type: ignore[arg-type]
         existence=d.get("existence"),  # type: ignore[arg-type]
+        comment=d.get("comment"),  # type: ignore[arg-type]
+        pk_comment=d.get("pk_comment"),  # type: ignore[arg-type]
+        pk_index_comment=d.get("pk_index_comment"),  # type: ignore[arg-type]
         foreign_keys=tuple(
             ForeignKeyDef(
                 name=str(fk["name"]),
@@ -518,6 +615,7 @@ def table_from_json(d: dict[str, object]) -> TableDef:
                 on_update=FkAction(fk["on_update"]),
                 deferrable=bool(fk.get("deferrable", False)),
                 initially_deferred=bool(fk.get("initially_deferred", False)),
+                comment=fk.get("comment"),
             )
             for fk in d.get("foreign_keys", ())  # type: ignore[union-attr]
         ),
@@ -529,9 +627,12 @@ def view_to_json(v: ViewDef) -> dict[str, object]:
         "id": v.id,
         "name": v.name,
         "query": v.query,
-        "columns": [{"name": c.name, "type": type_to_json(c.type)} for c in v.columns],
+        "columns": [
+            {"name": c.name, "type": type_to_json(c.type), "comment": c.comment} for c in v.columns
+        ],
         "table_ids": list(v.table_ids),
         "view_ids": list(v.view_ids),
+        "comment": v.comment,
     }
 
 
@@ -541,11 +642,12 @@ def view_from_json(d: dict[str, object]) -> ViewDef:
         name=str(d["name"]),
         query=str(d["query"]),
         columns=tuple(
-            ViewColumn(str(c["name"]), type_from_json(c["type"]))
+            ViewColumn(str(c["name"]), type_from_json(c["type"]), c.get("comment"))
             for c in d["columns"]  # type: ignore[union-attr]
         ),
         table_ids=tuple(d.get("table_ids", ())),  # type: ignore[arg-type]
         view_ids=tuple(d.get("view_ids", ())),  # type: ignore[arg-type]
+        comment=d.get("comment"),  # type: ignore[arg-type]
     )
 
 

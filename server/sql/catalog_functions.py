@@ -14,6 +14,7 @@ import re
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from percolator.server.sql import comments
 from percolator.server.sql import types as T
 from percolator.server.sql.catalog import (
     INFORMATION_SCHEMA_NAMESPACE_OID,
@@ -80,6 +81,8 @@ def reg_lookup(ctx: Any, t: SqlType, value: object) -> OidName:
     if t.id is TypeId.REGTYPE:
         found = T.make_type(_unquote(name.removeprefix("pg_catalog.")))
         if found is None:
+            found = _enum_type(ctx, _unquote(name.removeprefix("public.")))
+        if found is None:
             raise SqlError(UNDEFINED_OBJECT, f'type "{name}" does not exist')
         return OidName(found.oid, found.format())
     if t.id is TypeId.REGPROC:
@@ -128,7 +131,7 @@ def oid_to_reg(ctx: Any, t: SqlType, oid: int) -> OidName:
         name = relation_name(ctx, oid)
         return OidName(oid, name if name is not None else str(oid))
     if t.id is TypeId.REGTYPE:
-        found = T.type_by_oid(oid)
+        found = _type_by_oid(ctx.catalog, oid)
         return OidName(oid, found.format() if found is not None else str(oid))
     if t.id is TypeId.REGNAMESPACE:
         for k, v in NAMESPACES.items():
@@ -143,11 +146,29 @@ def _unquote(name: str) -> str:
     return name.lower()
 
 
-def format_type(oid: int, typmod: int | None) -> str | None:
-    """format_type(oid, typmod): the type's name as Postgres prints it."""
+def _enum_type(ctx: Any, name: str) -> SqlType | None:
+    """The user-defined enum type ``name`` (or ``name[]``), or None."""
+    array = name.endswith("[]")
+    found = ctx.catalog.enums.get(name.removesuffix("[]"))
+    return None if found is None else SqlType(found, array=array)
+
+
+def _type_by_oid(catalog: Any, oid: int) -> SqlType | None:
+    """A built-in type, or one of the catalog's enum types (or their arrays), by OID."""
+    found = T.type_by_oid(oid)
+    if found is None:
+        for e in catalog.enums.values():
+            if oid in (e.oid, e.array_oid):
+                return SqlType(e, array=oid == e.array_oid)
+    return found
+
+
+def format_type(oid: int, typmod: int | None, catalog: Any = None) -> str | None:
+    """format_type(oid, typmod): the type's name as Postgres prints it (the catalog's enum
+    types too when it is given)."""
     if oid is None:
         return None
-    t = T.type_by_oid(oid)
+    t = T.type_by_oid(oid) if catalog is None else _type_by_oid(catalog, oid)
     if t is None:
         return "???"
     return SqlType(t.id, typmod if typmod is not None else -1, t.array).format()
@@ -430,16 +451,22 @@ define(
 define("current_user", lambda ctx: ctx.user, T.NAME, 0, context=True)
 define("session_user", lambda ctx: ctx.user, T.NAME, 0, context=True)
 define("user", lambda ctx: ctx.user, T.NAME, 0, context=True)
-define("format_type", format_type, T.TEXT, 2, strict=False)
+
+
+def _format_type_sql(ctx: Any, oid: int, typmod: int | None) -> str | None:
+    return format_type(oid, typmod, ctx.catalog)
+
+
+define("format_type", _format_type_sql, T.TEXT, 2, strict=False, context=True)
 define("pg_get_userbyid", pg_get_userbyid, T.NAME, 1, context=True)
 define("pg_table_is_visible", lambda oid: True, T.BOOL, 1)
 define("pg_type_is_visible", lambda oid: True, T.BOOL, 1)
 define("pg_function_is_visible", lambda oid: True, T.BOOL, 1)
 define("pg_collation_is_visible", lambda oid: True, T.BOOL, 1)
 define("pg_encoding_to_char", lambda n: "UTF8" if n == 6 else "SQL_ASCII", T.NAME, 1)
-define("obj_description", lambda *a: None, T.TEXT, (1, 2), strict=False)
-define("col_description", lambda *a: None, T.TEXT, 2, strict=False)
-define("shobj_description", lambda *a: None, T.TEXT, 2, strict=False)
+define("obj_description", comments.obj_description, T.TEXT, (1, 2), context=True, strict=False)
+define("col_description", comments.col_description, T.TEXT, 2, context=True, strict=False)
+define("shobj_description", comments.shobj_description, T.TEXT, 2, context=True, strict=False)
 define("has_table_privilege", lambda *a: True, T.BOOL, (2, 3))
 define("has_schema_privilege", lambda *a: True, T.BOOL, (2, 3))
 define("has_database_privilege", lambda *a: True, T.BOOL, (2, 3))

@@ -7,6 +7,7 @@ Layout (one row per object, JSON documents in the ``d`` column):
 - ``r/<name>``: a role;
 - ``o/<name>``: an observer;
 - ``v/<name>``: a view;
+- ``e/<name>``: an enum type (CREATE TYPE ... AS ENUM), its labels and their sort orders;
 - ``s/<name>``: a sequence definition; its counter lives in ``__sequences`` (see
   :mod:`percolator.server.sql.sequences`);
 - ``g/<storage>``: a store table that DROP or TRUNCATE left behind (a table's or an index's
@@ -25,6 +26,9 @@ from dataclasses import dataclass
 
 from percolator.server.sql.catalog import (
     Catalog,
+    enum_from_json,
+    enum_to_json,
+    link_enums,
     observer_from_json,
     observer_to_json,
     role_from_json,
@@ -65,6 +69,7 @@ async def load(txn: Transaction) -> Catalog:
     sequences = {}
     observers = {}
     views = {}
+    enums = {}
     async for row, cols in txn.scan(CATALOG_TABLE):
         if row == META_ROW:
             version = int(cols.get(VERSION, b"0"))
@@ -89,7 +94,11 @@ async def load(txn: Transaction) -> Catalog:
         elif kind == b"v/":
             v = view_from_json(doc)
             views[v.name] = v
-    return Catalog(version, next_id, tables, roles, sequences, observers, views)
+        elif kind == b"e/":
+            e = enum_from_json(doc)
+            enums[e.type_name] = e
+    catalog = Catalog(version, next_id, tables, roles, sequences, observers, views, enums)
+    return link_enums(catalog)
 
 
 def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
@@ -120,6 +129,11 @@ def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
             txn.set(CATALOG_TABLE, b"v/" + name.encode(), DOC, _dump(view_to_json(v)))
     for name in before.views.keys() - after.views.keys():
         txn.delete(CATALOG_TABLE, b"v/" + name.encode(), DOC)
+    for name, e in after.enums.items():
+        if before.enums.get(name) != e:
+            txn.set(CATALOG_TABLE, b"e/" + name.encode(), DOC, _dump(enum_to_json(e)))
+    for name in before.enums.keys() - after.enums.keys():
+        txn.delete(CATALOG_TABLE, b"e/" + name.encode(), DOC)
     kept = _storages(after)
     for storage, table in sorted(_storages(before).items()):
         if storage in kept:

@@ -97,7 +97,31 @@ class ValidateForeignKey:
     foreign_key: ForeignKeyDef
 
 
-DataAction = BuildIndex | FillColumn | MoveRows | ValidateRows | WriteMarkers | ValidateForeignKey
+@dataclass(frozen=True)
+class ConvertColumns:
+    """ALTER COLUMN ... TYPE: every row of ``old`` (the table as its rows are stored) is
+    rewritten as a row of the statement's table ``table``, each converted column computed from
+    the old row by its USING expression (SQL over ``old``'s columns; None: an assignment cast
+    of the column). In place, or into the new table's storage when it has a new one (a
+    primary-key column's type changed, so the row keys do); then the NOT NULL and CHECK
+    constraints hold for every new row. Runs before the statement's other data actions, which
+    read the rows as the new catalog says."""
+
+    table: str
+    old: TableDef
+    conversions: tuple[tuple[int, str | None], ...]
+    """(column id, USING expression SQL or None)."""
+
+
+DataAction = (
+    BuildIndex
+    | FillColumn
+    | MoveRows
+    | ValidateRows
+    | WriteMarkers
+    | ValidateForeignKey
+    | ConvertColumns
+)
 
 
 @dataclass
@@ -924,7 +948,10 @@ def _alter_action(
             changed = dataclasses.replace(col, not_null=True)
             actions.append(ValidateRows(table.name, not_null_column=col.id))
         elif action.args.get("dtype") is not None:
-            raise unsupported("ALTER COLUMN ... TYPE")
+            # Imported here: that module builds on this one's data actions.
+            from percolator.server.sql.column_type_ddl import alter_column_type
+
+            return alter_column_type(catalog, table, col, action, bind_type, actions)
         else:
             raise unsupported(f"ALTER TABLE {action.sql(dialect='postgres')}")
         cols = tuple(changed if c.id == col.id else c for c in table.columns)

@@ -21,6 +21,7 @@ from sqlglot import exp
 from percolator.server.sql import (
     advisory_functions,
     casts,
+    enums,
     functions,
     operators,
     sequence_functions,
@@ -61,6 +62,7 @@ from percolator.server.sql.datetime_functions import (
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
     GROUPING_ERROR,
+    INVALID_PARAMETER_VALUE,
     SYNTAX_ERROR,
     UNDEFINED_COLUMN,
     UNDEFINED_FUNCTION,
@@ -79,6 +81,7 @@ WINDOWING_ERROR = "42P20"
 
 if TYPE_CHECKING:
     from percolator.server.sql.binder import Binder
+    from percolator.server.sql.catalog import Catalog
 
 _INT4_MAX = (1 << 31) - 1
 _INT8_MAX = (1 << 63) - 1
@@ -92,11 +95,13 @@ class Params:
     nodes: list[list[BParam]] = field(default_factory=list)
 
     @classmethod
-    def from_oids(cls, oids: Sequence[int]) -> Params:
+    def from_oids(cls, oids: Sequence[int], catalog: Catalog | None = None) -> Params:
         p = cls()
         for i, oid in enumerate(oids):
             if oid:
                 t = T.type_by_oid(oid)
+                if t is None and catalog is not None:
+                    t = enums.by_oid(catalog, oid)  # a client that introspected an enum
                 if t is None:
                     raise SqlError(UNDEFINED_OBJECT, f"type with OID {oid} does not exist")
                 p._ensure(i)
@@ -681,10 +686,28 @@ class ExprBinder:
         try:
             t = T.make_type(base, mods, array)
         except ValueError as err:
-            raise SqlError(SYNTAX_ERROR, str(err)) from None
+            # A modifier the type does not take is a syntax error; one out of range is a bad
+            # value (numeric(1001), varchar(0), float(54)), as Postgres classes them.
+            code = SYNTAX_ERROR if "takes no modifiers" in str(err) else INVALID_PARAMETER_VALUE
+            raise SqlError(code, str(err)) from None
+        if t is None:
+            t = self._user_type(dtype, base, array)
         if t is None:
             raise SqlError(UNDEFINED_OBJECT, f'type "{base}" does not exist')
         return t
+
+    def _user_type(self, dtype: exp.DataType, base: str, array: bool) -> SqlType | None:
+        """An enum type of the catalog named by ``dtype`` (its name keeps a quoted name's
+        case), or None."""
+        kind = dtype.args.get("kind")
+        name = base
+        if isinstance(kind, exp.Identifier):
+            name = kind.this if kind.quoted else kind.this.lower()
+        elif isinstance(kind, exp.Dot | exp.Column | exp.Table):
+            name = kind.sql(dialect="postgres").replace('"', "")
+        name = name.removeprefix("public.")
+        found = self.binder.catalog.enums.get(name)
+        return None if found is None else SqlType(found, array=array)
 
     def _bind_DataType(self, node: exp.DataType, scope: Scope) -> BExpr:
         raise unsupported(f"type name {node.sql()} as a value")
@@ -1762,7 +1785,14 @@ def _inside_subquery(n: exp.Expression, root: exp.Expression) -> bool:
 
 
 def _is_correlated(rel: Any) -> bool:
-    from percolator.server.sql.bound import Rel, walk
+    return bool(outer_references(rel))
+
+
+def outer_references(rel: Any) -> set[tuple[int, int]]:
+    """The columns of enclosing scopes ``rel`` reads, as (level, index): level 1 is the
+    nearest scope (levels as seen from ``rel``'s own scope). The right side of a LATERAL join
+    is one scope deeper: its level 1 is the join's left row, inside ``rel``."""
+    from percolator.server.sql.bound import JoinRel, Rel, walk
 
     def exprs_of(r: Rel) -> list[BExpr]:
         out: list[BExpr] = []
@@ -1791,16 +1821,24 @@ def _is_correlated(rel: Any) -> bool:
             out.append(k.expr)
         return out
 
-    def visit(r: Rel, depth: int) -> bool:
+    refs: set[tuple[int, int]] = set()
+
+    def visit(r: Rel, depth: int) -> None:
         for e in exprs_of(r):
             for n in walk(e):
                 if isinstance(n, BOuter) and n.level >= depth:
-                    return True
-                if isinstance(n, BSubquery) and visit(n.rel, depth + 1):
-                    return True
-        return any(visit(i, depth) for i in r.inputs())
+                    refs.add((n.level - depth + 1, n.index))
+                if isinstance(n, BSubquery):
+                    visit(n.rel, depth + 1)
+        if isinstance(r, JoinRel) and r.lateral:
+            visit(r.left, depth)
+            visit(r.right, depth + 1)
+            return
+        for i in r.inputs():
+            visit(i, depth)
 
-    return visit(rel, 1)
+    visit(rel, 1)
+    return refs
 
 
 def _is_div_call(node: exp.Cast) -> bool:

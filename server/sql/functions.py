@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from typing import Any
 
 from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
@@ -103,6 +104,15 @@ def define(
     """Register a function with a fixed result type."""
     for name in (names,) if isinstance(names, str) else names:
         _REGISTRY.setdefault(name, []).append(fixed(fn, result, arity, **kw))
+
+
+def _pg_notify(ctx: Any, channel: str | None, payload: str | None) -> str:
+    """NOTIFY as a function: sent when the transaction commits (server/notifications.py)."""
+    ctx.notifications.notify(channel or "", payload or "")
+    return ""
+
+
+define("pg_notify", _pg_notify, T.VOID, 2, context=True, volatile=True)
 
 
 # -- strings --------------------------------------------------------------------------------

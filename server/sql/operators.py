@@ -17,13 +17,14 @@ from decimal import Decimal, DivisionByZero, InvalidOperation, localcontext
 
 from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
+from percolator.server.sql.casts import compare_key as casts_compare_key
 from percolator.server.sql.errors import (
     DIVISION_BY_ZERO,
     NUMERIC_VALUE_OUT_OF_RANGE,
     UNDEFINED_FUNCTION,
     SqlError,
 )
-from percolator.server.sql.types import Category, Interval, SqlType, TypeId
+from percolator.server.sql.types import Category, EnumType, Interval, SqlType, TypeId
 
 _INT_RANGES = {
     TypeId.INT2: (-(1 << 15), (1 << 15) - 1, "smallint"),
@@ -378,6 +379,9 @@ def comparison_type(a: SqlType, b: SqlType) -> SqlType | None:
 def comparison(op: str, t: SqlType) -> Callable[[object, object], object]:
     """The comparison ``op`` on two values already of type t."""
     base = _COMPARE[op]
+    if isinstance(t.id, EnumType):
+        key = casts_compare_key(t)  # declaration order, for arrays of enums too
+        return lambda x, y: base(key(x), key(y))
     if t.id is TypeId.INTERVAL and not t.array:
         return lambda x, y: base(x.sort_key(), y.sort_key())  # type: ignore[union-attr]
     if t.id is TypeId.BPCHAR and not t.array:

@@ -173,7 +173,8 @@ numerictypmodin:2917 numerictypmodout:2918 uuid_in:2952 uuid_out:2953 uuid_recv:
 uuid_send:2962 void_recv:3120 void_send:3121 jsonb_send:3803 jsonb_out:3804 jsonb_recv:3805
 jsonb_in:3806 array_typanalyze:3816 regnamespacein:4084 regnamespaceout:4085
 regnamespacerecv:4087 regnamespacesend:4088 jsonb_subscript_handler:6098
-array_subscript_handler:6179 raw_array_subscript_handler:6180"""
+array_subscript_handler:6179 raw_array_subscript_handler:6180 enum_in:3504 enum_out:3505
+enum_recv:3532 enum_send:3533"""
 
 PROCS: dict[str, int] = {
     name: int(oid) for name, _, oid in (tok.partition(":") for tok in _PROC_DATA.split())
@@ -269,7 +270,24 @@ PG_TYPES: dict[int, PgType] = _parse_types()
 
 def pg_type_of(t: SqlType) -> PgType:
     """The pg_type row of a column type (its array type for arrays)."""
+    if isinstance(t.id, T.EnumType):
+        base, array = enum_pg_types(t.id)
+        return array if t.array else base
     return PG_TYPES[t.oid]
+
+
+def enum_pg_types(e: T.EnumType) -> tuple[PgType, PgType]:
+    """The pg_type rows of a user-defined enum type and of its array type."""
+    base = PgType(
+        e.oid, e.type_name, 4, True, "e", "E", False, "-", 0, e.array_oid, "enum_in",
+        "enum_out", "enum_recv", "enum_send", "-", "-", "-", "i", "p", 0,
+    )  # fmt: skip
+    array = PgType(
+        e.array_oid, "_" + e.type_name, -1, False, "b", "A", False, "array_subscript_handler",
+        e.oid, 0, "array_in", "array_out", "array_recv", "array_send", "-", "-",
+        "array_typanalyze", "i", "x", 0,
+    )  # fmt: skip
+    return base, array
 
 
 def type_collation(t: SqlType) -> int:
@@ -1160,22 +1178,42 @@ def _constraint_rows(catalog: Catalog) -> list[tuple[object, ...]]:
     typacl aclitem[]""",
 )
 def _pg_type(ctx: Any) -> Iterable[tuple[object, ...]]:
-    return _TYPE_ROWS
+    catalog = getattr(ctx, "catalog", None)
+    if catalog is None or not catalog.enums:
+        return _TYPE_ROWS
+    enum_rows = [
+        _type_row(p, PUBLIC_NAMESPACE_OID)
+        for e in sorted(catalog.enums.values(), key=lambda e: e.oid)
+        for p in enum_pg_types(e)
+    ]
+    return _TYPE_ROWS + enum_rows
 
 
 # fmt: off
-_TYPE_ROWS = [
-    (
-        p.oid, p.typname, PG_CATALOG_NAMESPACE_OID, BOOTSTRAP_ROLE_OID, p.typlen, p.typbyval,
+def _type_row(p: PgType, namespace: int) -> tuple[object, ...]:
+    return (
+        p.oid, p.typname, namespace, BOOTSTRAP_ROLE_OID, p.typlen, p.typbyval,
         p.typtype, p.typcategory, p.typispreferred, True, ",", 0, _regproc(p.typsubscript),
         p.typelem, p.typarray, _regproc(p.typinput), _regproc(p.typoutput),
         _regproc(p.typreceive), _regproc(p.typsend), _regproc(p.typmodin),
         _regproc(p.typmodout), _regproc(p.typanalyze), p.typalign, p.typstorage, False, 0, -1,
         0, p.typcollation, None, None, None,
     )
-    for p in PG_TYPES.values()
-]
 # fmt: on
+
+
+_TYPE_ROWS = [_type_row(p, PG_CATALOG_NAMESPACE_OID) for p in PG_TYPES.values()]
+
+
+@_pg("pg_enum", 3501, "oid oid; enumtypid oid; enumsortorder real; enumlabel name")
+def _pg_enum(ctx: Any) -> Iterable[tuple[object, ...]]:
+    # A label's own OID is not kept (nothing refers to it): derived from the type's OID and
+    # the label's sort order, unique within the database's enum labels.
+    return [
+        (e.oid * 1000 + i, e.oid, order, label)
+        for e in sorted(ctx.catalog.enums.values(), key=lambda e: e.oid)
+        for i, (label, order) in enumerate(zip(e.labels, e.sort_orders, strict=True))
+    ]
 
 
 @_pg("pg_am", 2601, 'oid oid; amname name; amhandler regproc; amtype "char"')
@@ -1548,7 +1586,9 @@ def _pg_cursors(ctx: Any) -> Iterable[tuple[object, ...]]:
 
 @_pg("pg_description", 2609, "objoid oid; classoid oid; objsubid integer; description text")
 def _pg_description(ctx: Any) -> Iterable[tuple[object, ...]]:
-    return ()
+    from percolator.server.sql import comments  # it reads this module's OIDs
+
+    return comments.descriptions(ctx.catalog)
 
 
 # -- catalogs of features Percolator does not have: the right columns, no rows -------------
@@ -1616,7 +1656,6 @@ _EMPTY_PG: tuple[tuple[str, int, str], ...] = (
         partattrs int2vector; partclass oidvector; partcollation oidvector;
         partexprs pg_node_tree""",
     ),
-    ("pg_enum", 3501, "oid oid; enumtypid oid; enumsortorder real; enumlabel name"),
     (
         "pg_range",
         3541,
@@ -1751,6 +1790,8 @@ def data_type_name(t: SqlType) -> str:
     """information_schema's data_type: 'ARRAY' for arrays, else the type's SQL name."""
     if t.array or t.id in (TypeId.INT2VECTOR, TypeId.OIDVECTOR):
         return "ARRAY"
+    if isinstance(t.id, T.EnumType):
+        return "USER-DEFINED"
     return t.id.pg_name
 
 
@@ -1804,7 +1845,9 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
                     db, schema, r.name, name, i + 1, default, _yes(not not_null),
                     data_type_name(t), max_len, octets, precision, radix, scale,
                     None if t.array else dt_precision, None, None, None, None, None, None,
-                    None, None, None, None, None, db, "pg_catalog", pg_type_of(t).typname,
+                    None, None, None, None, None, db,
+                    "public" if isinstance(t.id, T.EnumType) else "pg_catalog",
+                    pg_type_of(t).typname,
                     None, None, None, None, str(i + 1), "NO",
                     *_identity_facts(r.table.columns[i] if r.table is not None else None),
                     "NEVER", None, updatable,

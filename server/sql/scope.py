@@ -24,6 +24,10 @@ class Scope:
     star_order: list[int] | None = None
     """The columns ``*`` expands to, when not every visible column in order (a USING join
     puts its merged columns first)."""
+    unreachable: set[str] = field(default_factory=set)
+    """FROM items of an enclosing query that exist but cannot be referenced from here (the
+    earlier items, seen from a FROM item that is not LATERAL): Postgres names them in its
+    error rather than calling them missing."""
 
     def lookup(self, qualifier: str | None, name: str) -> tuple[int, int, OutCol] | None:
         """(level, index, column): level 0 is this scope, 1 its parent, ..."""
@@ -59,6 +63,13 @@ class Scope:
         if found is not None:
             return found
         if qualifier is not None and not self._has_relation(qualifier):
+            if self._is_unreachable(qualifier):
+                raise SqlError(
+                    UNDEFINED_TABLE,
+                    f'invalid reference to FROM-clause entry for table "{qualifier}"',
+                    hint=f'There is an entry for table "{qualifier}", but it cannot be '
+                    "referenced from this part of the query.",
+                )
             raise SqlError(UNDEFINED_TABLE, f'missing FROM-clause entry for table "{qualifier}"')
         shown = f"{qualifier}.{name}" if qualifier else name
         raise SqlError(UNDEFINED_COLUMN, f'column "{shown}" does not exist')
@@ -67,6 +78,15 @@ class Scope:
         scope: Scope | None = self
         while scope is not None:
             if qualifier in scope.relations:
+                return True
+            scope = scope.parent
+        return False
+
+    def _is_unreachable(self, qualifier: str) -> bool:
+        """Whether ``qualifier`` names a FROM item this scope exists beside but cannot see."""
+        scope: Scope | None = self
+        while scope is not None:
+            if qualifier in scope.unreachable:
                 return True
             scope = scope.parent
         return False

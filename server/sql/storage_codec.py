@@ -18,7 +18,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from functools import cache
 
-from percolator.server.sql.types import Interval, SqlType, TypeId
+from percolator.server.sql.types import EnumType, Interval, SqlType, TypeId
 
 _h = struct.Struct("<h")
 _i = struct.Struct("<i")
@@ -281,6 +281,11 @@ def _codec(t: SqlType) -> tuple[Encoder, Decoder]:
     if t.array:
         enc, dec = _codec(t.element)
         return _array_codec(enc, dec)
+    if isinstance(t.id, EnumType):
+        # The label's sort order (8 bytes): positions move under ADD VALUE BEFORE and labels
+        # under RENAME VALUE, a label's sort order never changes.
+        order, label = t.id.sort_order, t.id.label_of
+        return (lambda v: _d.pack(order(v))), (lambda data: label(_d.unpack(data)[0]))
     try:
         return _SCALAR[t.id]
     except KeyError:
@@ -364,6 +369,8 @@ _FROM_KEY: dict[TypeId, Callable[[object], object]] = {
 @cache
 def key_value_fn(t: SqlType) -> Callable[[object], object]:
     """The per-value function of :func:`key_value` for ``t``, chosen once."""
+    if isinstance(t.id, EnumType):
+        return t.id.sort_order  # type: ignore[return-value]  # stable under ALTER TYPE
     return _TO_KEY.get(t.id, _identity)
 
 
@@ -372,6 +379,8 @@ def from_key_value_fn(t: SqlType) -> Callable[[object], object]:
     """The per-value function of :func:`from_key_value` for ``t``, chosen once."""
     if t.id is TypeId.BPCHAR and (n := t.length) is not None:
         return lambda kv: kv.ljust(n)  # type: ignore[attr-defined]
+    if isinstance(t.id, EnumType):
+        return t.id.label_of  # type: ignore[return-value]
     return _FROM_KEY.get(t.id, _identity)
 
 

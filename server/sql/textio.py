@@ -36,7 +36,7 @@ from percolator.server.sql.errors import (
     UNTRANSLATABLE_CHARACTER,
     SqlError,
 )
-from percolator.server.sql.types import Interval, SqlType, TypeId
+from percolator.server.sql.types import EnumType, Interval, SqlType, TypeId
 
 UTC = dt.UTC
 _WS = " \t\n\r\v\f"  # C isspace(), which Postgres's input functions skip
@@ -308,6 +308,8 @@ def text_encoder(t: SqlType) -> Callable[[object], str]:
         return _array_encoder(text_encoder(t.element))
     if t.id is TypeId.BPCHAR:
         return _bpchar_encoder(t.length)
+    if isinstance(t.id, EnumType):
+        return _str_out  # enum_out: the label
     return _OUT[t.id]
 
 
@@ -1204,6 +1206,19 @@ _IN: dict[TypeId, Callable[[str], object]] = {
 }
 
 
+def _enum_decoder(enum: EnumType) -> Callable[[str], object]:
+    def parse(s: str) -> object:
+        # enum_in: the label exactly (no trimming, case-sensitive).
+        if not enum.has_label(s):
+            raise SqlError(
+                INVALID_TEXT_REPRESENTATION,
+                f'invalid input value for enum {enum.type_name}: "{s}"',
+            )
+        return s
+
+    return parse
+
+
 def _bpchar_decoder(n: int | None) -> Callable[[str], object]:
     if n is None:
         return _str_in
@@ -1222,6 +1237,8 @@ def text_decoder(t: SqlType) -> Callable[[str], object]:
         return _array_decoder(text_decoder(t.element))
     if t.id is TypeId.BPCHAR:
         return _bpchar_decoder(t.length)
+    if isinstance(t.id, EnumType):
+        return _enum_decoder(t.id)
     return _IN[t.id]
 
 

@@ -31,8 +31,10 @@ and ``casts``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
 
 from percolator.server.sql.keycodec import KeyType
 
@@ -47,6 +49,7 @@ class Category(Enum):
     TIMESPAN = "T"
     USER = "U"
     ARRAY = "A"
+    ENUM = "E"
     UNKNOWN = "X"
 
 
@@ -107,11 +110,70 @@ class TypeId(Enum):
         return self.value[4]
 
 
+@dataclass(frozen=True)
+class EnumType:
+    """A user-defined enum type (``CREATE TYPE mood AS ENUM (...)``), also its catalog entry.
+
+    It stands in :attr:`SqlType.id` where a built-in type has its :class:`TypeId`, with the same
+    properties (``oid``, ``pg_name``, ``typlen``, ``category``, ``array_oid``), so code that
+    copies a type (``SqlType(t.id, -1, t.array)``) keeps the enum. Values are the labels
+    (``str``); they order by ``sort_orders`` (pg_enum.enumsortorder), which never change for an
+    existing label: ADD VALUE BEFORE picks a number between its neighbours and RENAME VALUE
+    keeps it, so cells and key bytes, which hold the sort order, survive ALTER TYPE.
+    ``labels`` are kept in sort order (``sort_orders`` ascending). Equality covers the labels,
+    so caches keyed by a type and catalog comparisons see a change.
+    """
+
+    oid: int
+    array_oid: int
+    type_name: str
+    labels: tuple[str, ...] = ()
+    sort_orders: tuple[float, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """Like ``TypeId.name``: the type's name."""
+        return self.type_name
+
+    @property
+    def pg_name(self) -> str:
+        """The name as format_type prints it (quoted when it needs to be)."""
+        plain = re.fullmatch(r"[a-z_][a-z0-9_$]*", self.type_name) is not None
+        return self.type_name if plain else '"' + self.type_name.replace('"', '""') + '"'
+
+    @property
+    def typlen(self) -> int:
+        return 4
+
+    @property
+    def category(self) -> Category:
+        return Category.ENUM
+
+    @cached_property
+    def _order(self) -> dict[str, float]:
+        return dict(zip(self.labels, self.sort_orders, strict=True))
+
+    @cached_property
+    def _label(self) -> dict[float, str]:
+        return dict(zip(self.sort_orders, self.labels, strict=True))
+
+    def sort_order(self, label: str) -> float:
+        """The label's position for comparisons and keys (labels are validated on input)."""
+        return self._order[label]
+
+    def label_of(self, sort_order: float) -> str:
+        """The label at a sort order (the inverse of :meth:`sort_order`, for key decoding)."""
+        return self._label[sort_order]
+
+    def has_label(self, label: str) -> bool:
+        return label in self._order
+
+
 @dataclass(frozen=True, slots=True)
 class SqlType:
     """A SQL type: a base type, its modifier (-1 for none), and whether it is an array of it."""
 
-    id: TypeId
+    id: TypeId | EnumType
     typmod: int = -1
     array: bool = False
 
@@ -294,8 +356,15 @@ def make_type(name: str, modifiers: tuple[int, ...] = (), array: bool = False) -
             typmod = ((p << 16) | s) + 4
         elif tid in (TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.TIME, TypeId.INTERVAL):
             typmod = -1  # fractional-second precision: accepted, microseconds kept
-        elif tid is TypeId.FLOAT8 and name.lower() == "float" and modifiers[0] <= 24:
-            tid = TypeId.FLOAT4
+        elif tid is TypeId.FLOAT8 and name.lower() == "float":
+            # float(p): real up to 24 bits of precision, double precision up to 53.
+            (p,) = modifiers
+            if p < 1:
+                raise ValueError("precision for type float must be at least 1 bit")
+            if p > 53:
+                raise ValueError("precision for type float must be less than 54 bits")
+            if p <= 24:
+                tid = TypeId.FLOAT4
         else:
             raise ValueError(f"type {tid.pg_name} takes no modifiers")
     elif tid is TypeId.BPCHAR and name.lower() in ("char", "character"):
@@ -322,6 +391,8 @@ def key_type(t: SqlType) -> KeyType | None:
     column (json, jsonb, interval, arrays)."""
     if t.array:
         return None
+    if isinstance(t.id, EnumType):
+        return KeyType.FLOAT  # the label's sort order (storage_codec.key_value_fn)
     return _KEY_TYPES.get(t.id)
 
 

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from percolator.server.sql import sequence_ddl
+from percolator.server.sql import comments, enums, sequence_ddl
 from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
 
 _TOKEN = re.compile(
@@ -290,6 +290,23 @@ class ExecuteStatement:
 
 
 @dataclass(frozen=True)
+class Listen:
+    channel: str
+
+
+@dataclass(frozen=True)
+class Unlisten:
+    channel: str | None
+    """None for UNLISTEN *."""
+
+
+@dataclass(frozen=True)
+class Notify:
+    channel: str
+    payload: str
+
+
+@dataclass(frozen=True)
 class SetConstraints:
     """``SET CONSTRAINTS {ALL | name, ...} {DEFERRED | IMMEDIATE}``."""
 
@@ -329,11 +346,18 @@ UtilityStatement = (
     | FetchCursor
     | CloseCursor
     | SetConstraints
+    | Listen
+    | Unlisten
+    | Notify
     | sequence_ddl.CreateSequence
     | sequence_ddl.AlterSequence
     | sequence_ddl.DropSequence
+    | enums.CreateEnum
+    | enums.AlterEnum
+    | enums.DropType
     | PrepareStatement
     | ExecuteStatement
+    | comments.CommentOn
 )
 
 
@@ -585,6 +609,36 @@ def _set(r: _Reader) -> UtilityStatement:
     raise AssertionError
 
 
+def _listen(r: _Reader) -> UtilityStatement:
+    r.next()
+    channel = r.name()
+    r.end()
+    return Listen(channel)
+
+
+def _unlisten(r: _Reader) -> UtilityStatement:
+    r.next()
+    if r.accept("*"):
+        r.end()
+        return Unlisten(None)
+    channel = r.name()
+    r.end()
+    return Unlisten(channel)
+
+
+def _notify(r: _Reader) -> UtilityStatement:
+    r.next()
+    channel = r.name()
+    payload = ""
+    if r.accept(","):
+        t = r.next()
+        if t.kind != "str":
+            r.error(f'syntax error at or near "{t.text}"', t)
+        payload = t.value
+    r.end()
+    return Notify(channel, payload)
+
+
 def _set_constraints(r: _Reader) -> UtilityStatement:
     names: tuple[str, ...] | None = None
     if not r.accept("ALL"):
@@ -800,6 +854,10 @@ def _create(r: _Reader) -> UtilityStatement | None:
         return sequence_ddl.parse_create(r)
     if r.at("CREATE", "OBSERVER"):
         return _create_observer(r)
+    if r.at("CREATE", "TYPE"):
+        return enums.parse_create(r)
+    if r.at("CREATE", "DOMAIN"):
+        raise unsupported("CREATE DOMAIN")
     if r.at("CREATE", "USER") or r.at("CREATE", "ROLE"):
         r.next()
         is_user = r.next().upper == "USER"
@@ -817,6 +875,8 @@ def _create(r: _Reader) -> UtilityStatement | None:
 def _alter(r: _Reader) -> UtilityStatement | None:
     if r.at("ALTER", "SEQUENCE"):
         return sequence_ddl.parse_alter(r)
+    if r.at("ALTER", "TYPE"):
+        return enums.parse_alter(r)
     if r.accept("ALTER", "OBSERVER"):
         name = r.name()
         if r.accept("PAUSE"):
@@ -844,6 +904,8 @@ def _alter(r: _Reader) -> UtilityStatement | None:
 def _drop(r: _Reader) -> UtilityStatement | None:
     if r.at("DROP", "SEQUENCE"):
         return sequence_ddl.parse_drop(r)
+    if r.at("DROP", "TYPE"):
+        return enums.parse_drop(r)
     if r.accept("DROP", "OBSERVER"):
         if_exists = r.accept("IF", "EXISTS")
         name = r.name()
@@ -1027,16 +1089,16 @@ _HANDLERS = {
     "DEALLOCATE": _deallocate,
     "DISCARD": _discard,
     "CLOSE": _close,
-    "UNLISTEN": _noop("UNLISTEN"),
-    "LISTEN": _unsupported_keyword("LISTEN/NOTIFY"),
-    "NOTIFY": _unsupported_keyword("LISTEN/NOTIFY"),
+    "UNLISTEN": _unlisten,
+    "LISTEN": _listen,
+    "NOTIFY": _notify,
     "VACUUM": _noop("VACUUM"),
     "ANALYZE": _noop("ANALYZE"),
     "ANALYSE": _noop("ANALYZE"),
     "CHECKPOINT": _noop("CHECKPOINT"),
     "GRANT": _noop("GRANT", "privileges are not enforced: every role may use every table"),
     "REVOKE": _noop("REVOKE", "privileges are not enforced: every role may use every table"),
-    "COMMENT": _unsupported_keyword("COMMENT ON"),
+    "COMMENT": comments.parse,
     "CREATE": _create,
     "ALTER": _alter,
     "DROP": _drop,

@@ -23,6 +23,7 @@ views are not implemented.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterable
@@ -170,7 +171,12 @@ def create_view(catalog: Catalog, node: exp.Create) -> Catalog:
     text = _stored_text(catalog, query, [c.type for c in columns])
     if existing is not None:
         _check_replacement(existing, columns)
-        view = existing.replace(query=text, columns=columns)
+        # The columns kept are the same pg_attribute rows in Postgres: their comments stay.
+        kept = tuple(
+            dataclasses.replace(c, comment=old.comment)
+            for c, old in zip(columns, existing.columns, strict=False)
+        )
+        view = existing.replace(query=text, columns=kept + columns[len(kept) :])
     else:
         view_id, catalog = catalog.allocate_id()
         view = ViewDef(view_id, name, text, columns)
@@ -444,6 +450,20 @@ def check_column_drop(
         column=column,
         views=broken,
     )
+
+
+def column_users(catalog: Catalog, table: TableDef, column: str) -> list[ViewDef]:
+    """The views that read ``column`` of ``table``: those that no longer bind without it
+    (ALTER COLUMN ... TYPE refuses to change what they were created with)."""
+    without = table.replace(columns=tuple(c for c in table.columns if c.name != column))
+    after = catalog.with_table(without)
+    users = []
+    for view in dependents(catalog, {table.id}, set()):
+        try:
+            _bind(after, _parse(view.query).copy())
+        except SqlError:
+            users.append(view)
+    return users
 
 
 # -- pg_get_viewdef -----------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from percolator.server.storage.cells import (
     Watch,
     WriteKind,
 )
+from percolator.server.storage.channels import Channels, Deliver, LocalChannels
 from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.split_points import quantile_points
@@ -576,6 +577,9 @@ class MemoryCellStore(CellStore):
             return False
         self._notified.clear()
         return True
+
+    def channels(self, deliver: Deliver) -> Channels:
+        return LocalChannels(deliver)
 
     def advisory_session(self) -> AdvisorySession:
         return LocalAdvisorySession(self._advisory)

@@ -55,6 +55,7 @@ from percolator.server.storage.cells import (
     Watch,
     WriteKind,
 )
+from percolator.server.storage.channels import Channels, Deliver, PostgresChannels
 from percolator.server.storage.connection_pool import ConnectionPool, PoolClosed
 from percolator.server.storage.errors import (
     CorruptRecordError,
@@ -522,6 +523,18 @@ class PostgresCellStore(CellStore):
             sh.commits = StatementBatcher(
                 lambda items, i=sh.index: self._commit_cells(i, items), max_in_flight=in_flight
             )
+
+    def channels(self, deliver: Deliver) -> Channels:
+        """LISTEN / NOTIFY over Postgres's own, on the first shard."""
+        shard = self._shards[0]
+
+        def connect() -> Awaitable[asyncpg.Connection]:
+            return asyncpg.connect(shard.dsn, timeout=self._timeout)
+
+        def execute(sql: str, args: Sequence[Any]) -> Awaitable[Any]:
+            return self._call("notify", shard, lambda conn: conn.execute(sql, *args))
+
+        return PostgresChannels(deliver, connect, execute)
 
     def advisory_session(self) -> AdvisorySession:
         """Advisory locks on a connection of their own to the first shard: Postgres's own

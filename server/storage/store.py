@@ -77,6 +77,7 @@ from percolator.server.storage.cells import (
     TxnStatus,
     Watch,
 )
+from percolator.server.storage.channels import Channels, Deliver
 from percolator.server.storage.packed import PackedCells, pack_rows
 
 PURGE_ROWS = 10_000
@@ -388,6 +389,11 @@ class CellStore(abc.ABC):
     async def wait_for_notifications(self, timeout_s: float) -> bool:
         """Wait until some commit sets a notification on any shard, or ``timeout_s`` passes.
         True when woken by a notification. A hint only: callers still poll."""
+
+    def channels(self, deliver: Deliver) -> Channels:
+        """LISTEN / NOTIFY for this process's sessions (see channels.py): notifications on the
+        channels it listens to go to ``deliver``."""
+        raise NotImplementedError
 
     def advisory_session(self) -> AdvisorySession:
         """A new holder of advisory locks for one SQL session (see advisory.py)."""

@@ -61,6 +61,7 @@ from percolator.server.wire.messages import (
     NegotiateProtocolVersion,
     NoData,
     NoticeResponse,
+    NotificationResponse,
     ParameterDescription,
     ParameterStatus,
     Parse,
@@ -259,6 +260,9 @@ _ENCODERS: dict[type, Callable[[Any], bytes]] = {
     ParameterDescription: _encode_parameter_description,
     ErrorResponse: lambda m: _frame(b"E", _error_body(m)),
     NoticeResponse: lambda m: _frame(b"N", _error_body(m)),
+    NotificationResponse: lambda m: _frame(
+        b"A", _I32.pack(m.pid) + _cstr(m.channel) + _cstr(m.payload)
+    ),
     ParameterStatus: lambda m: _frame(b"S", _cstr(m.name) + _cstr(m.value)),
     BackendKeyData: lambda m: _frame(b"K", _U32_PAIR.pack(m.pid, m.secret)),
     AuthenticationOk: lambda m: _AUTH_OK,
@@ -792,6 +796,7 @@ _BACKEND_READERS: dict[int, Callable[[_Reader], BackendMessage]] = {
     ord("I"): lambda r: EmptyQueryResponse(),
     ord("E"): lambda r: _read_error_fields(r, ErrorResponse),
     ord("N"): lambda r: _read_error_fields(r, NoticeResponse),
+    ord("A"): lambda r: NotificationResponse(r.int32(), r.cstring(), r.cstring()),
     ord("1"): lambda r: ParseComplete(),
     ord("2"): lambda r: BindComplete(),
     ord("3"): lambda r: CloseComplete(),

@@ -407,6 +407,16 @@ class ErrorResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class NotificationResponse:
+    """A NOTIFY delivered to a session that LISTENs on ``channel`` (``pid``: the notifier's
+    backend process id)."""
+
+    pid: int
+    channel: str
+    payload: str
+
+
+@dataclass(frozen=True, slots=True)
 class NoticeResponse:
     """A notice (WARNING, NOTICE, DEBUG, INFO, LOG); same layout as ErrorResponse."""
 
@@ -514,6 +524,7 @@ BackendMessage = (
     | EmptyQueryResponse
     | ErrorResponse
     | NoticeResponse
+    | NotificationResponse
     | ParseComplete
     | BindComplete
     | CloseComplete

@@ -307,6 +307,9 @@ class FakeSession:
     def cursor_columns(self, name: str) -> list[ResultColumn] | None:
         return None
 
+    def on_notification(self, sink: object) -> None:
+        pass
+
     def share_portal(self, name: str, *args: object) -> None:
         pass
 

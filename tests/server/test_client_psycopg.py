@@ -352,6 +352,22 @@ def test_statement_timeout(sql_server: SqlServer) -> None:
         assert conn.execute("SELECT count(*) FROM big_timeout").fetchone() == (BIG_ROWS,)
 
 
+def test_lateral_streams_and_times_out(sql_server: SqlServer) -> None:
+    """A LATERAL join runs its right side per left row as the rows are asked for: a LIMIT
+    ends a huge one at once, and statement_timeout stops one whose right sides are empty."""
+    many = "generate_series(1, 100000000) a"
+    with connect(sql_server, autocommit=True) as conn:
+        started = time.monotonic()
+        rows = conn.execute(f"SELECT * FROM {many}, LATERAL (SELECT a * 2 AS b) x LIMIT 2")
+        assert rows.fetchall() == [(1, 2), (2, 4)]
+        assert time.monotonic() - started < 5
+        conn.execute("SET statement_timeout = '200ms'")
+        with pytest.raises(errors.QueryCanceled):
+            conn.execute(f"SELECT count(*) FROM {many}, LATERAL (SELECT 1 WHERE a < 0) x")
+        assert time.monotonic() - started < 10
+        conn.execute("RESET statement_timeout")
+
+
 def test_async_connection(sql_server: SqlServer) -> None:
     async def run() -> None:
         async with await psycopg.AsyncConnection.connect(sql_server.conninfo()) as conn:

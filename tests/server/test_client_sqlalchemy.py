@@ -352,6 +352,30 @@ def test_pandas_read_sql(sync_engine: sa.Engine) -> None:
     assert frame["x"].sum() == 2.0 and list(frame["label"]) == ["a", "b"]
 
 
+def test_pandas_to_sql_round_trip(sync_engine: sa.Engine) -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(
+        {
+            "n": [1, 2, 3],
+            "x": [0.5, float("nan"), 2.25],
+            "label": ["a", None, "c"],
+            "at": pd.to_datetime(["2024-01-01 10:00", "2024-06-01 12:30", None]),
+            "flag": [True, False, True],
+        }
+    )
+    for _ in range(2):  # the second time, if_exists="replace" drops and creates it again
+        frame.to_sql("pandas_out", sync_engine, if_exists="replace", index=True)
+    back = pd.read_sql("SELECT * FROM pandas_out ORDER BY index", sync_engine)
+    assert list(back.columns) == ["index", "n", "x", "label", "at", "flag"]
+    assert back["n"].tolist() == [1, 2, 3]
+    assert back["x"].isna().tolist() == [False, True, False]
+    assert back["label"].tolist()[0::2] == ["a", "c"] and back["label"].isna().tolist()[1]
+    assert back["at"].iloc[1] == pd.Timestamp("2024-06-01 12:30") and pd.isna(back["at"].iloc[2])
+    assert back["flag"].tolist() == [True, False, True]
+    frame.to_sql("pandas_out", sync_engine, if_exists="append", index=True)
+    assert pd.read_sql("SELECT count(*) AS c FROM pandas_out", sync_engine)["c"][0] == 6
+
+
 # ---------------------------------------------------------------------------- reflection
 
 REFLECTION_DDL = [

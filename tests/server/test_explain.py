@@ -169,3 +169,51 @@ def test_lookup_joins(conn: psycopg.Connection, sql: str, expected: list[str]) -
 def test_hash_join_without_a_bounded_keyed_pair(conn: psycopg.Connection, sql: str) -> None:
     text = plan(conn, sql)
     assert "Lookup" not in text, text
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            # top-N per group: the subquery runs per xa row, by xb's index on w
+            "SELECT * FROM xa, LATERAL (SELECT * FROM xb WHERE xb.w = xa.id"
+            " ORDER BY xb.id LIMIT 3) x",
+            [
+                "Nested Loop",
+                "  ->  Seq Scan on xa",
+                "  ->  Limit",
+                "xb_w",
+            ],
+        ),
+        (
+            "SELECT * FROM xa LEFT JOIN LATERAL (SELECT * FROM xd WHERE xd.w = xa.id) x ON true",
+            ["Nested Loop Left Join", "  ->  Seq Scan on xa", "Range Scan on xd"],
+        ),
+        (
+            "SELECT * FROM xa CROSS JOIN LATERAL (SELECT * FROM xb WHERE xb.id = xa.v) x",
+            ["Nested Loop", "  ->  Seq Scan on xa", "Point Get on xb"],
+        ),
+        (
+            "SELECT * FROM xa, generate_series(1, xa.v) g",
+            ["Nested Loop", "  ->  Seq Scan on xa", "  ->  Function Scan on generate_series"],
+        ),
+    ],
+)
+def test_lateral_runs_per_left_row(conn: psycopg.Connection, sql: str, expected: list[str]) -> None:
+    """A LATERAL item that reads the left row is a dependent nested loop; its own access path
+    is keyed by the left row's values, as a correlated subquery's is."""
+    text = plan(conn, sql)
+    lines = text.splitlines()
+    assert lines[0] == expected[0], text
+    for want in expected[1:]:
+        assert any(want in line for line in lines), (want, text)
+
+
+def test_function_without_reference_to_the_left_is_not_lateral(
+    conn: psycopg.Connection,
+) -> None:
+    text = plan(conn, "SELECT * FROM xa, generate_series(1, 3) g")
+    assert "Nested Loop" in text and "Function Scan" in text, text
+    # an ordinary join: here the subquery's one row drives a lookup of xa by key
+    text = plan(conn, "SELECT * FROM xa, LATERAL (SELECT 1 AS z) x WHERE x.z = xa.id")
+    assert "Nested Loop" not in text and "Join" in text, text
