@@ -134,6 +134,15 @@ async def _prepare(runners: list[SubqueryRunner], row: Row, ctx: Any) -> None:
         await r.prepare(row, ctx)
 
 
+async def _passes(cond: Compiled | None, runners: list[Any], row: Row, ctx: Any) -> bool:
+    """Whether a joined row meets the join condition (its subqueries computed first)."""
+    if cond is None:
+        return True
+    if runners:
+        await _prepare(runners, row, ctx)
+    return cond(row, ctx) is True
+
+
 def _runner_plans(runners: list[Any]) -> list[Node]:
     """The plans of subquery runners (EXPLAIN shows them under the operator)."""
     return [r.node for r in runners if r.node is not None]
@@ -431,11 +440,8 @@ class NestedLoopJoin(Node):
                 n += 1
                 await _pause(n)
                 row = lrow + rrow
-                if cond is not None:
-                    if self.runners:
-                        await _prepare(self.runners, row, ctx)
-                    if cond(row, ctx) is not True:
-                        continue
+                if not await _passes(cond, self.runners, row, ctx):
+                    continue
                 hit = True
                 matched_right[j] = True
                 yield row
@@ -479,11 +485,8 @@ class LateralJoin(Node):
                 n += 1
                 await _pause(n)
                 row = lrow + rrow
-                if cond is not None:
-                    if self.runners:
-                        await _prepare(self.runners, row, ctx)
-                    if cond(row, ctx) is not True:
-                        continue
+                if not await _passes(cond, self.runners, row, ctx):
+                    continue
                 hit = True
                 yield row
             if not hit and self.kind == "left":

@@ -66,15 +66,6 @@ EnumStatement = CreateEnum | DropType | AlterEnum
 # -- parsing (the reader is utility._Reader) ----------------------------------------------------
 
 
-def _name(r: Any) -> str:
-    name = r.name()
-    if "." in name:
-        schema, _, name = name.rpartition(".")
-        if schema != "public":
-            raise SqlError("3F000", f'schema "{schema}" does not exist')
-    return name
-
-
 def _label(r: Any) -> str:
     t = r.next()
     if t.kind != "str":
@@ -85,7 +76,7 @@ def _label(r: Any) -> str:
 def parse_create(r: Any) -> CreateEnum:
     """``CREATE TYPE name AS ENUM ('a', ...)``; the other CREATE TYPE forms get 0A000."""
     r.expect("CREATE", "TYPE")
-    name = _name(r)
+    name = r.public_name()
     if not r.accept("AS"):
         raise unsupported("CREATE TYPE for base types (only CREATE TYPE ... AS ENUM)")
     if r.accept("RANGE"):
@@ -107,9 +98,9 @@ def parse_drop(r: Any) -> DropType:
     """``DROP TYPE [IF EXISTS] name [, ...] [CASCADE | RESTRICT]``."""
     r.expect("DROP", "TYPE")
     if_exists = r.accept("IF", "EXISTS")
-    names = [_name(r)]
+    names = [r.public_name()]
     while r.accept(","):
-        names.append(_name(r))
+        names.append(r.public_name())
     cascade = r.accept("CASCADE")
     if not cascade:
         r.accept("RESTRICT")
@@ -121,7 +112,7 @@ def parse_alter(r: Any) -> AlterEnum:
     """``ALTER TYPE name ADD VALUE [IF NOT EXISTS] 'x' [BEFORE | AFTER 'y']``,
     ``... RENAME VALUE 'a' TO 'b'``, ``... RENAME TO new``."""
     r.expect("ALTER", "TYPE")
-    name = _name(r)
+    name = r.public_name()
     if r.accept("ADD", "VALUE"):
         if_not_exists = r.accept("IF", "NOT", "EXISTS")
         label = _label(r)
@@ -136,7 +127,7 @@ def parse_alter(r: Any) -> AlterEnum:
         r.end()
         return AlterEnum(name, rename_value=(old, new))
     if r.accept("RENAME", "TO"):
-        new_name = _name(r)
+        new_name = r.public_name()
         r.end()
         return AlterEnum(name, rename_to=new_name)
     t = r.peek()

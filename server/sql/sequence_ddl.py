@@ -70,7 +70,7 @@ def parse_create(r: Any) -> CreateSequence:
     r.next()
     r.next()
     if_not_exists = r.accept("IF", "NOT", "EXISTS")
-    name = _name(r)
+    name = r.public_name()
     return CreateSequence(name, if_not_exists, _options(r, alter=False))
 
 
@@ -78,7 +78,7 @@ def parse_alter(r: Any) -> AlterSequence:
     r.next()
     r.next()
     if_exists = r.accept("IF", "EXISTS")
-    name = _name(r)
+    name = r.public_name()
     if r.at("RENAME") or r.at("OWNER") or r.at("SET"):
         raise unsupported(f"ALTER SEQUENCE ... {r.peek().upper}")
     return AlterSequence(name, if_exists, _options(r, alter=True))
@@ -88,21 +88,12 @@ def parse_drop(r: Any) -> DropSequence:
     r.next()
     r.next()
     if_exists = r.accept("IF", "EXISTS")
-    names = [_name(r)]
+    names = [r.public_name()]
     while r.accept(","):
-        names.append(_name(r))
+        names.append(r.public_name())
     r.accept("CASCADE") or r.accept("RESTRICT")
     r.end()
     return DropSequence(tuple(names), if_exists)
-
-
-def _name(r: Any) -> str:
-    name = r.name()
-    if "." in name:
-        schema, _, name = name.rpartition(".")
-        if schema != "public":
-            raise SqlError("3F000", f'schema "{schema}" does not exist')
-    return name
 
 
 def _options(r: Any, alter: bool) -> SequenceOptions:

@@ -404,6 +404,15 @@ class _Reader:
     def done(self) -> bool:
         return self.peek() is None
 
+    def public_name(self) -> str:
+        """A name, possibly qualified by schema public (3F000 for another schema)."""
+        name = self.name()
+        if "." in name:
+            schema, _, name = name.rpartition(".")
+            if schema != "public":
+                raise SqlError("3F000", f'schema "{schema}" does not exist')
+        return name
+
     def end(self) -> None:
         t = self.peek()
         if t is not None:
