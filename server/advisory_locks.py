@@ -37,6 +37,10 @@ class SessionAdvisoryLocks:
         """pg_advisory_unlock_all: every lock of the session."""
         await self.close()
 
+    @property
+    def holds_transaction_locks(self) -> bool:
+        return bool(self._xact)
+
     async def end_transaction(self) -> None:
         """Release the transaction-level locks."""
         xact, self._xact = self._xact, []

@@ -87,6 +87,11 @@ class SessionNotifications:
         self.sink: Callable[[Notification], None] | None = None
         """Where notifications for this session go (the front end's)."""
 
+    @property
+    def pending(self) -> bool:
+        """Whether the open transaction listened, unlistened or notified."""
+        return bool(self._changes or self._outbox)
+
     def listen(self, channel: str) -> None:
         self._changes.append((True, channel))
 

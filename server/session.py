@@ -654,7 +654,7 @@ class SqlSession:
         self._stop_timer()
         if self.block or self.txn is None:
             return
-        if not self._implicit_failed:
+        if not self._implicit_failed and self.deferred_constraints.pending:
             try:
                 await self._run_deferred(self.txn)
             except BaseException:
@@ -671,11 +671,14 @@ class SqlSession:
                 return
             await self._commit(txn, catalog)
             committed = True
-            await self.notifications.commit()
+            if self.notifications.pending:
+                await self.notifications.commit()
         finally:
-            self.deferred_constraints.clear()
+            if self.deferred_constraints.pending:
+                self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
-            await self.advisory.end_transaction()
+            if self.advisory.holds_transaction_locks:
+                await self.advisory.end_transaction()
 
     def on_notification(self, sink: Callable[[int, str, str], None]) -> None:
         self.notifications.sink = lambda n: sink(n.pid, n.channel, n.payload)
@@ -906,14 +909,18 @@ class SqlSession:
                 committed = True
             else:
                 await txn.rollback()
-            if committed:
+            if not self.notifications.pending:
+                pass
+            elif committed:
                 await self.notifications.commit()
             else:
                 self.notifications.rollback()
         finally:
-            self.deferred_constraints.clear()
+            if self.deferred_constraints.pending:
+                self.deferred_constraints.clear()
             await self.cursors.after_transaction(committed)
-            await self.advisory.end_transaction()
+            if self.advisory.holds_transaction_locks:
+                await self.advisory.end_transaction()
         return "COMMIT" if committed else "ROLLBACK"
 
     # -- planning --------------------------------------------------------------------------

@@ -206,6 +206,13 @@ class Deferred:
             return self.all_deferred
         return fk.initially_deferred
 
+    @property
+    def pending(self) -> bool:
+        """Whether anything is to be done or undone at the end of the transaction."""
+        return bool(
+            self.references or self.referrers or self.by_name or self.all_deferred is not None
+        )
+
     def clear(self) -> None:
         self.all_deferred = None
         self.by_name.clear()
