@@ -7,8 +7,9 @@ shard, and takes Postgres's own advisory locks on it (:class:`PostgresAdvisorySe
 server process dies, the connection closes and Postgres releases its locks: nothing lingers.
 The memory store keeps them in a table of its process (:class:`LocalAdvisorySession`).
 
-A key is one bigint or two integers (Postgres keeps the two forms apart). Locks are re-entrant
-per session, exclusive or shared, as in Postgres.
+A key is one bigint or two integers. Locks are re-entrant per session, exclusive or shared, as
+in Postgres. In the store they are all taken in Postgres's two-integer form (:func:`store_key`),
+apart from the bigint locks the store takes on row hashes.
 """
 
 from __future__ import annotations
@@ -128,14 +129,14 @@ class PostgresAdvisorySession:
         name = f"pg_{'' if wait else 'try_'}advisory_lock{'_shared' if shared else ''}"
         async with self._guard:
             conn = await self._connection()
-            result = await conn.fetchval(_call(name, key), *key)
+            result = await conn.fetchval(_call(name), *store_key(key))
         return True if wait else bool(result)
 
     async def unlock(self, key: AdvisoryKey, *, shared: bool) -> bool:
         name = f"pg_advisory_unlock{'_shared' if shared else ''}"
         async with self._guard:
             conn = await self._connection()
-            return bool(await conn.fetchval(_call(name, key), *key))
+            return bool(await conn.fetchval(_call(name), *store_key(key)))
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -144,7 +145,21 @@ class PostgresAdvisorySession:
                 await conn.close()
 
 
-def _call(name: str, key: AdvisoryKey) -> str:
-    if len(key) == 1:
-        return f"SELECT {name}($1::bigint)"
+def _call(name: str) -> str:
     return f"SELECT {name}($1::int, $2::int)"
+
+
+def store_key(key: AdvisoryKey) -> tuple[int, int]:
+    """Where a user's lock lives among the store's own advisory locks: always the two-int4
+    form, because the store takes bigint locks of its own on row hashes (a user's bigint lock
+    there could stall writes to some rows). A bigint key is split into its two halves; so,
+    unlike in Postgres, a bigint key and the two-int key of the same 64 bits are one lock."""
+    if len(key) == 2:
+        return key[0], key[1]
+    (k,) = key
+    return _int4(k >> 32), _int4(k & 0xFFFFFFFF)
+
+
+def _int4(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
