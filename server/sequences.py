@@ -11,6 +11,7 @@ The cell holds the last value reserved (absent: none yet, the first value is ``s
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from percolator.server.sql.catalog import SequenceDef
@@ -117,10 +118,20 @@ class SessionSequences:
     """One session's sequence functions: nextval, currval, setval and lastval as Postgres has
     them (currval and lastval remember this session's last values)."""
 
-    def __init__(self, allocator: SequenceAllocator) -> None:
+    def __init__(
+        self,
+        allocator: SequenceAllocator,
+        find: Callable[[str], Awaitable[SequenceDef | None]] | None = None,
+    ) -> None:
         self._allocator = allocator
+        self._find = find
         self._current: dict[str, int] = {}
         self._last: int | None = None
+
+    async def find(self, name: str) -> SequenceDef | None:
+        """The sequence ``name`` in the newest catalog (one another server created since this
+        one's catalog was last polled), or None."""
+        return await self._find(name) if self._find is not None else None
 
     async def draw(self, counter: str, name: str, steps: Steps = Steps()) -> int:
         """The next value of the sequence ``name`` (whose counter cell is ``counter``)."""

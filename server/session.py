@@ -54,9 +54,11 @@ from percolator.server.planner.dml import (
     update_rows,
 )
 from percolator.server.planner.foreign_keys import Deferred, run_deferred
+from percolator.server.planner.merge import explain_merge, plan_merge, run_merge
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.sequences import SEQUENCE_TABLE, SessionSequences
+from percolator.server.session_temp_tables import SessionTempTables
 from percolator.server.settings import (
     DEFAULTS,
     normalize,
@@ -72,6 +74,7 @@ from percolator.server.sql import (
     introspection,
     observer_ddl,
     sequence_ddl,
+    temp_tables,
     utility,
 )
 from percolator.server.sql import types as T
@@ -109,6 +112,7 @@ from percolator.server.sql.errors import (
     unsupported,
 )
 from percolator.server.sql.expr_binder import Params
+from percolator.server.sql.merge import MergeStmt
 from percolator.server.sql.normalize import Normalized, lift_literals
 from percolator.server.sql.observer_body import parse_body
 from percolator.server.sql.scope import Scope
@@ -161,7 +165,7 @@ class ConcurrentDdl(SqlError):
 Rerun = Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]]
 """A refused query's rows, planned again (or the error again)."""
 
-_DML = frozenset({"insert", "update", "delete"})
+_DML = frozenset({"insert", "update", "delete", "merge"})
 
 _UNKNOWN_NAME = frozenset({UNDEFINED_TABLE, UNDEFINED_COLUMN, UNDEFINED_OBJECT})
 """Binding errors that a catalog newer than this server's may resolve."""
@@ -241,7 +245,7 @@ class SqlPrepared:
     created: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.UTC))
 
 
-_PREPARABLE = (exp.Query, exp.Insert, exp.Update, exp.Delete, exp.Values)
+_PREPARABLE = (exp.Query, exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Values)
 """What PREPARE accepts, as in Postgres (no utility statements, no DDL)."""
 
 
@@ -398,10 +402,12 @@ class SqlSession:
         self._next_read_only: bool | None = None
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
         self.cursors = Cursors()
-        self.sequences = SessionSequences(engine.sequences)
+        self.sequences = SessionSequences(engine.sequences, self._find_sequence)
         self.advisory = SessionAdvisoryLocks(engine.client.store)
         self.notifications = SessionNotifications(engine.notifications, backend_pid)
         self.deferred_constraints = Deferred()
+        self.temp_tables = SessionTempTables()
+        """The session's temporary tables, laid over the catalog (session_temp_tables.py)."""
         """The open transaction's deferred foreign-key checks and SET CONSTRAINTS modes."""
         self.sql_prepared: dict[str, SqlPrepared] = {}
         """Statements of SQL-level PREPARE, by name."""
@@ -508,7 +514,7 @@ class SqlSession:
         if isinstance(statement.payload, LiftedStatement):
             return self._prepare_lifted(statement, statement.payload, catalog)
         key = (statement.sql, tuple(param_oids))
-        shared = self.txn_catalog is None
+        shared = self.txn_catalog is None and not self.temp_tables.active
         if shared:
             cached = self.engine.plan_cache.get(key)
             if cached is not None and cached.catalog is catalog:
@@ -523,7 +529,7 @@ class SqlSession:
     ) -> PreparedStatement:
         n = lifted.normalized
         key = ("template", n.template, n.types)
-        shared = self.txn_catalog is None
+        shared = self.txn_catalog is None and not self.temp_tables.active
         plan = self.engine.plan_cache.get(key) if shared else None
         if plan is None or plan.catalog is not catalog:
             plan = self._plan(lifted.tree, n.template, [t.oid for t in n.types], catalog)
@@ -680,6 +686,13 @@ class SqlSession:
             if self.advisory.holds_transaction_locks:
                 await self.advisory.end_transaction()
 
+    async def _find_sequence(self, name: str) -> SequenceDef | None:
+        """A sequence missing from this server's catalog: created by another server since the
+        last poll, or by this session's own open transaction."""
+        if self.txn_catalog is not None and name in self.txn_catalog.sequences:
+            return self.txn_catalog.sequences[name]
+        return (await self.engine.refresh_catalog()).sequences.get(name)
+
     def on_notification(self, sink: Callable[[int, str, str], None]) -> None:
         self.notifications.sink = lambda n: sink(n.pid, n.channel, n.payload)
 
@@ -734,6 +747,7 @@ class SqlSession:
         self.block = False
         if txn is not None:
             await txn.rollback()
+        await self.temp_tables.close(self.engine.client)
 
     # -- cancellation and timeouts -------------------------------------------------------
 
@@ -788,12 +802,14 @@ class SqlSession:
     # -- transactions ----------------------------------------------------------------------
 
     def current_catalog(self) -> Catalog:
+        """The catalog statements bind against: the transaction's (or the shared one) with
+        the session's temporary tables over it."""
         if self.txn_catalog is not None:
-            return self.txn_catalog
+            return self.temp_tables.overlay(self.txn_catalog)
         catalog = self.engine.catalog
         if self._catalog_floor is None or catalog.version < self._catalog_floor.version:
             self._catalog_floor = catalog
-        return catalog
+        return self.temp_tables.overlay(catalog)
 
     def row_codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
         """The engine's cached row codec of a table (see :meth:`Planner.codec`)."""
@@ -807,6 +823,7 @@ class SqlSession:
         self._catalog_floor = None
         self._ddl_read_catalog = False
         self._views_used = set()
+        self.temp_tables.detach()
         return txn, catalog
 
     async def _new_transaction(self) -> Transaction:
@@ -830,6 +847,8 @@ class SqlSession:
         if self.txn_catalog is not None or self._ddl_read_catalog:
             return  # DDL reads the version itself, reloads if behind, and conflicts on it
         planned = self._catalog_floor or self.engine.catalog
+        # No other session's DDL can change this one's temporary tables.
+        used = frozenset(s for s in used if not temp_tables.is_temp_storage(s))
         stored = int(raw) if raw is not None else 0
         if stored <= planned.version:
             return
@@ -863,6 +882,7 @@ class SqlSession:
     async def _commit(self, txn: Transaction, catalog: Catalog | None) -> None:
         self._committing = True
         try:
+            self.temp_tables.before_commit(txn)
             await txn.commit()
         except SqlError:
             raise
@@ -870,6 +890,7 @@ class SqlSession:
             raise from_exception(exc) from exc
         finally:
             self._committing = False
+        self.temp_tables.after_commit()
         if catalog is not None:
             previous = self.engine.catalog
             self.engine.publish(replace(catalog, version=catalog.version + 1))
@@ -967,7 +988,7 @@ class SqlSession:
 
     def _plan_bound(
         self,
-        bound: QueryStmt | InsertStmt | UpdateStmt | DeleteStmt,
+        bound: QueryStmt | InsertStmt | UpdateStmt | DeleteStmt | MergeStmt,
         binder: Binder,
         catalog: Catalog,
         param_types: list[SqlType],
@@ -1018,6 +1039,20 @@ class SqlSession:
                 param_types,
                 writer,
                 _compile_list(bound.returning),
+                writes=True,
+            )
+        if isinstance(bound, MergeStmt):
+            merge_plan = plan_merge(planner, bound, catalog)
+            writer = self._writer(bound.table, binder)
+            return Plan(
+                "merge",
+                catalog,
+                bound,
+                merge_plan.node,
+                None,
+                param_types,
+                writer,
+                extra={"merge": merge_plan},
                 writes=True,
             )
         raise unsupported(type(bound).__name__)
@@ -1177,6 +1212,8 @@ class SqlSession:
             lines = inner.node.explain() if inner.node is not None else ["Result"]
             if inner.kind in ("insert", "update", "delete"):
                 lines = _explain_dml(inner, lines)
+            elif inner.kind == "merge":
+                lines = explain_merge(inner.statement.table.name, lines)
             return _result(
                 self, plan.columns or [], [(line,) for line in lines], "EXPLAIN", count=False
             )
@@ -1203,6 +1240,10 @@ class SqlSession:
             assert plan.writer is not None and plan.node is not None
             rows = await delete_rows(plan.writer, ctx, plan.node)
             return self._dml_result(plan, ctx, rows, f"DELETE {len(rows)}")
+        if kind == "merge":
+            assert plan.writer is not None
+            count = await run_merge(plan.extra["merge"], plan.writer, ctx)
+            return _done(self, f"MERGE {count}")
         raise unsupported(kind)
 
     async def _declare(self, plan: Plan, params: list[object]) -> Any:
@@ -1283,6 +1324,9 @@ class SqlSession:
         return self._dml_result(plan, ctx, result.rows, f"INSERT 0 {result.count}")
 
     async def _ddl(self, node: exp.Expression) -> Any:
+        if self.temp_tables.handles(node):
+            done = await self.temp_tables.run_ddl(self, node)
+            return _done(self, done.tag, [Notice("00000", n) for n in done.notices])
         txn = await self.transaction(writes=True)
         base = await self._catalog_for_ddl(txn)
         before = base
@@ -1382,6 +1426,7 @@ class SqlSession:
         if isinstance(stmt, utility.Savepoint):
             txn = self._block_txn("SAVEPOINT")
             self.savepoints.append((stmt.name, (await txn).savepoint(), self.txn_catalog))
+            self.temp_tables.mark(self.savepoints[-1][1])
             return _done(self, "SAVEPOINT")
         if isinstance(stmt, utility.ReleaseSavepoint):
             await self._block_txn("RELEASE SAVEPOINT")
@@ -1396,6 +1441,7 @@ class SqlSession:
             del self.savepoints[idx + 1 :]
             await self.cursors.after_rollback_to(idx)
             txn.rollback_to(sp)
+            self.temp_tables.rollback_to(sp)
             self.txn_catalog = catalog
             self.failed = False
             return _done(self, "ROLLBACK")
@@ -1966,25 +2012,32 @@ def _parse_one(text: str, offset: int) -> Any:
             return replace(stmt, offset=offset + stmt.offset)
         return stmt
     overriding = None
-    if (m := _OVERRIDING.search(text)) is not None and text.lstrip()[:6].upper() == "INSERT":
-        # sqlglot does not parse INSERT ... OVERRIDING {SYSTEM | USER} VALUE: taken out here.
+    verb = re.match(r"\s*(INSERT|MERGE)\b", text, re.IGNORECASE)
+    if (m := _OVERRIDING.search(text)) is not None and verb is not None:
+        # sqlglot does not parse INSERT ... OVERRIDING {SYSTEM | USER} VALUE: taken out here
+        # (in a MERGE, from its one INSERT clause that says it).
+        if verb.group(1).upper() == "MERGE" and _OVERRIDING.search(text, m.end()) is not None:
+            raise unsupported("OVERRIDING in several INSERT clauses of one MERGE")
         overriding = m.group(1).lower()
         if overriding == "user":
             raise unsupported("OVERRIDING USER VALUE")
         text = text[: m.start()] + " " * (m.end() - m.start()) + text[m.end() :]
+    text, on_commit_drop = temp_tables.take_on_commit_drop(text)  # sqlglot lacks it too
     try:
         node = sqlglot.parse_one(text, read="postgres")
     except (ParseError, TokenError) as err:
         raise _syntax_error(text, offset, err) from None
     if overriding is not None:
         node.meta["overriding"] = overriding
+    if on_commit_drop:
+        node.meta["on_commit_drop"] = True
     # Unquoted identifiers fold to lower case, quoted ones keep theirs (as in Postgres).
     node = normalize_identifiers(node, dialect="postgres")
     if isinstance(node, exp.Command):
         word = str(node.this).upper()
         raise SqlError(FEATURE_NOT_SUPPORTED, f"{word} is not supported")
     if not isinstance(
-        node, exp.Query | exp.Insert | exp.Update | exp.Delete | exp.Values
+        node, exp.Query | exp.Insert | exp.Update | exp.Delete | exp.Merge | exp.Values
     ) and not ddl.is_ddl(node):
         raise unsupported(f"statement {type(node).__name__.upper()}")
     return node

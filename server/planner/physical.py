@@ -853,6 +853,41 @@ def _sort_decorated(decorated: list[Any], keys: Sequence[SortSpec]) -> None:
             decorated.sort(key=lambda item, _i=i: str(item[1][_i]), reverse=desc)
 
 
+class _OrderedAccumulator(Accumulator):
+    """An aggregate with its own ORDER BY: its values are kept with their sort keys and fed to
+    the real accumulator in order at the end."""
+
+    def __init__(self, inner: Accumulator, nargs: int, keys: list[SortSpec]) -> None:
+        self._inner = inner
+        self._nargs = nargs
+        self._keys = keys
+        self._items: list[tuple[tuple[Any, ...], tuple[Any, ...]]] = []
+        self._done: object = _NOT_YET
+
+    def add(self, *values: Any) -> None:
+        self._items.append((values[: self._nargs], values[self._nargs :]))
+
+    def result(self) -> object:
+        if self._done is _NOT_YET:
+            _sort_decorated(self._items, self._keys)
+            for args, _ in self._items:
+                self._inner.add(*args)
+            self._done = self._inner.result()
+        return self._done
+
+
+_NOT_YET = object()
+
+
+def ordered_factory(
+    factory: Callable[[], Accumulator], nargs: int, keys: list[tuple[bool, bool, Any]]
+) -> Callable[[], Accumulator]:
+    """Accumulators of an aggregate with ORDER BY: the first ``nargs`` values of each row are
+    its arguments, the rest its sort keys (``keys``: descending, nulls first, compare key)."""
+    specs: list[SortSpec] = [(None, desc, nulls_first, sk) for desc, nulls_first, sk in keys]  # type: ignore[misc]
+    return lambda: _OrderedAccumulator(factory(), nargs, specs)
+
+
 @dataclass
 class ProjectSet(Node):
     """Set-returning functions of a select list, run in lockstep for each input row."""

@@ -65,6 +65,7 @@ from percolator.server.planner.physical import (
     ValuesScan,
     VirtualScan,
     WorkTableScan,
+    ordered_factory,
 )
 from percolator.server.planner.pruning import Needed, needed_columns
 from percolator.server.planner.row_codec import IndexCodec, Row, RowCodec
@@ -341,19 +342,28 @@ class Planner:
         child = self.plan(rel.input)
         aggs = []
         for a in rel.aggs:
-            less = _less(a.args[0].type) if a.args else (lambda x, y: x < y)
+            # Only min and max order their values (json has no ordering operator).
+            less = (
+                _less(a.args[0].type)
+                if a.args and a.name in ("min", "max")
+                else (lambda x, y: x < y)
+            )
             factory = make_factory(a.name, [x.type for x in a.args], less)
+            args = [compile_expr(x) for x in a.args]
+            if a.order:
+                # Each ordered aggregate sorts its own values (aggregates of one SELECT may
+                # each have their own ORDER BY): its keys travel as extra arguments.
+                keys = [_sort_key(k) for k in a.order]
+                factory = ordered_factory(factory, len(args), [k[1:] for k in keys])
+                args += [k[0] for k in keys]
             aggs.append(
                 (
                     factory,
-                    [compile_expr(x) for x in a.args],
+                    args,
                     a.distinct,
                     compile_expr(a.filter) if a.filter is not None else None,
                 )
             )
-            if a.order:
-                child = Sort(child, [_sort_key(k) for k in a.order])
-                child.width = len(rel.input.columns)
         return Aggregate(child, [compile_expr(g) for g in rel.groups], aggs)
 
     def _plan_WindowRel(self, rel: WindowRel) -> Node:
@@ -378,7 +388,11 @@ class Planner:
         for c in rel.calls:
             factory = None
             if c.name not in WINDOW_FUNCTION_NAMES:
-                less = _less(c.args[0].type) if c.args else (lambda x, y: x < y)
+                less = (
+                    _less(c.args[0].type)
+                    if c.args and c.name in ("min", "max")
+                    else (lambda x, y: x < y)
+                )
                 factory = make_factory(c.name, [a.type for a in c.args], less)
             order = rel.specs[c.spec].order
             calls.append(

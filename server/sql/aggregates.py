@@ -4,7 +4,6 @@ int4 is bigint, avg of integers is numeric, stddev of floats is double precision
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal, localcontext
@@ -50,6 +49,9 @@ def aggregate_type(name: str, args: list[SqlType]) -> SqlType:
         return SqlType(a.id, a.typmod, True)
     elif name in ("json_agg", "jsonb_agg"):
         return T.JSON if name == "json_agg" else T.JSONB
+    elif name in ("json_object_agg", "jsonb_object_agg"):
+        if len(args) == 2:
+            return T.JSON if name == "json_object_agg" else T.JSONB
     elif name in _DEVIATIONS:
         if a.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8, TypeId.NUMERIC):
             return T.NUMERIC
@@ -211,19 +213,62 @@ class _ArrayAgg(Accumulator):
 
 
 class _JsonAgg(Accumulator):
-    __slots__ = ("items", "to_json")
+    """json_agg / jsonb_agg: each value as to_json(b) makes it (json_agg keeps json as
+    written and joins with ", ", as Postgres does)."""
 
-    def __init__(self, to_json: Callable[[Any], Any]) -> None:
+    __slots__ = ("items", "jsonb", "t")
+
+    def __init__(self, t: SqlType, jsonb: bool) -> None:
         self.items: list[Any] = []
-        self.to_json = to_json
+        self.t = t
+        self.jsonb = jsonb
 
     def add(self, *values: Any) -> None:
-        self.items.append(self.to_json(values[0]))
+        from percolator.server.sql.json_values import to_json_text, to_jsonb_value
+
+        v = values[0]
+        self.items.append(to_jsonb_value(self.t, v) if self.jsonb else to_json_text(self.t, v))
 
     def result(self) -> object:
         if not self.items:
             return None
-        return json.dumps(self.items, separators=(", ", ": "))
+        if self.jsonb:
+            from percolator.server.sql.json_values import format_json_value
+
+            return format_json_value(self.items)
+        return "[" + ", ".join(self.items) + "]"
+
+
+class _JsonObjectAgg(Accumulator):
+    """json_object_agg / jsonb_object_agg(key, value); a NULL key is 22023."""
+
+    __slots__ = ("jsonb", "kt", "pairs", "vt")
+
+    def __init__(self, kt: SqlType, vt: SqlType, jsonb: bool) -> None:
+        self.pairs: list[tuple[str, Any]] = []
+        self.kt, self.vt, self.jsonb = kt, vt, jsonb
+
+    def add(self, *values: Any) -> None:
+        from percolator.server.sql.json_values import to_json_text, to_jsonb_value
+        from percolator.server.sql.textio import text_out
+
+        k, v = values[0], values[1]
+        if k is None:
+            raise SqlError("22023", "field name must not be null")
+        key = text_out(self.kt, k)
+        self.pairs.append(
+            (key, to_jsonb_value(self.vt, v) if self.jsonb else to_json_text(self.vt, v))
+        )
+
+    def result(self) -> object:
+        from percolator.server.sql.json_values import format_json_value
+
+        if not self.pairs:
+            return None
+        if self.jsonb:
+            return format_json_value(dict(self.pairs))
+        body = ", ".join(f"{format_json_value(k)} : {v}" for k, v in self.pairs)
+        return "{ " + body + " }"
 
 
 # name -> (sample rather than population, standard deviation rather than variance)
@@ -344,20 +389,11 @@ def make_factory(
     if name == "array_agg":
         return _ArrayAgg
     if name in ("json_agg", "jsonb_agg"):
-        from percolator.server.sql.textio import text_out
-
-        t = arg_types[0]
-
-        def to_json(v: Any) -> Any:
-            if v is None or isinstance(v, bool | int | float | str):
-                return v
-            if t.id in (TypeId.JSON, TypeId.JSONB):
-                return json.loads(v)
-            if isinstance(v, Decimal):
-                return float(v)
-            return text_out(t, v)
-
-        return lambda: _JsonAgg(to_json)
+        t, jsonb = arg_types[0], name == "jsonb_agg"
+        return lambda: _JsonAgg(t, jsonb)
+    if name in ("json_object_agg", "jsonb_object_agg"):
+        kt, vt, jsonb = arg_types[0], arg_types[1], name == "jsonb_object_agg"
+        return lambda: _JsonObjectAgg(kt, vt, jsonb)
     if name in _DEVIATIONS:
         sample, stddev = _DEVIATIONS[name]
         if arg_types[0].id in (TypeId.FLOAT4, TypeId.FLOAT8):

@@ -12,10 +12,11 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from percolator.server.sql import recursive_cte, sequence_ddl, system_tables, views
+from percolator.server.sql import recursive_cte, sequence_ddl, system_tables, temp_tables, views
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggregateRel,
@@ -81,6 +82,9 @@ from percolator.server.sql.set_functions import record_fields, resolve_set_funct
 from percolator.server.sql.types import SqlType
 from percolator.server.sql.window_binder import resolve_named_windows
 
+if TYPE_CHECKING:
+    from percolator.server.sql.merge import MergeStmt
+
 
 @dataclass
 class _Cte:
@@ -114,7 +118,11 @@ class Binder:
 
     def bind_statement(
         self, node: exp.Expression
-    ) -> QueryStmt | InsertStmt | UpdateStmt | DeleteStmt:
+    ) -> QueryStmt | InsertStmt | UpdateStmt | DeleteStmt | MergeStmt:
+        if isinstance(node, exp.Merge):
+            from percolator.server.sql.merge import bind_merge  # it builds on this module
+
+            return bind_merge(self, node)
         if isinstance(node, exp.Insert):
             return self.bind_insert(node)
         if isinstance(node, exp.Update):
@@ -702,8 +710,8 @@ class Binder:
                 if name in ctes:
                     cte = ctes[name]
                     return self._aliased(cte.rel, alias, col_aliases or cte.names, outer)
-        if schema in (None, "public"):
-            table = self.catalog.tables.get(name)
+        if schema in (None, "public") or temp_tables.is_temp_schema(schema):
+            table = temp_tables.visible(self.catalog.tables.get(name), schema)
             if table is not None:
                 cols = [
                     OutCol(
@@ -1002,7 +1010,7 @@ class Binder:
     def _dml_table(self, node: exp.Expression) -> tuple[TableDef, str]:
         if not isinstance(node, exp.Table):
             raise unsupported(f"DML target {type(node).__name__}")
-        if node.db and node.db != "public":
+        if node.db and node.db != "public" and not temp_tables.is_temp_schema(node.db):
             raise SqlError(UNDEFINED_TABLE, f'relation "{node.db}.{node.name}" does not exist')
         views.refuse_write(node, self.catalog)
         table = self.catalog.table(node.name)

@@ -163,6 +163,13 @@ async def retired_storages(txn: Transaction) -> list[RetiredStorage]:
     return out
 
 
+def retire_storage(txn: Transaction, storage: str, table: str) -> None:
+    """Buffer the record of a retired storage outside DDL on the shared catalog: a session's
+    temporary table's (server/session_temp_tables.py), which that catalog never named."""
+    doc = {"storage": storage, "table": table}
+    txn.set(CATALOG_TABLE, RETIRED + storage.encode(), DOC, _dump(doc))
+
+
 def forget_retired(txn: Transaction, storage: str) -> None:
     """Buffer the removal of a retired storage's row (its cells are gone)."""
     txn.delete(CATALOG_TABLE, RETIRED + storage.encode(), DOC)

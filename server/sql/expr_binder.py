@@ -23,6 +23,8 @@ from percolator.server.sql import (
     casts,
     enums,
     functions,
+    json_functions,
+    json_operators,
     operators,
     sequence_functions,
     window_binder,
@@ -204,7 +206,7 @@ class SrfContext:
 
 
 _SET_FUNCTIONS = {"generate_series", "unnest", "generate_subscripts", "_pg_expandarray",
-                  "pg_partition_ancestors"}  # fmt: skip
+                  "pg_partition_ancestors", *json_functions.SET_FUNCTION_NAMES}  # fmt: skip
 
 
 _COMPARISONS: dict[type, str] = {
@@ -247,10 +249,14 @@ _AGGREGATES = {
     # position metadata cannot tell them apart and a var_samp column is named variance.
     exp.Variance: "variance",
     exp.VariancePop: "var_pop",
+    exp.JSONArrayAgg: "json_agg",
+    exp.JSONObjectAgg: "json_object_agg",
+    exp.JSONBObjectAgg: "jsonb_object_agg",
 }
 _AGG_NAMES = {"count", "sum", "avg", "min", "max", "array_agg", "string_agg", "bool_and",
               "bool_or", "every", "json_agg", "jsonb_agg", "stddev", "variance", "stddev_samp",
-              "stddev_pop", "var_samp", "var_pop"}  # fmt: skip
+              "stddev_pop", "var_samp", "var_pop", "json_object_agg",
+              "jsonb_object_agg"}  # fmt: skip
 
 # sqlglot function classes whose Postgres name differs from sql_name(), with argument order.
 _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
@@ -402,6 +408,12 @@ class ExprBinder:
             return _AGGREGATES[type(node)]
         if isinstance(node, exp.Filter):
             return self.column_name(node.this)
+        if isinstance(node, exp.JSONExtract | exp.JSONExtractScalar) and (
+            node.args.get("only_json_types") is False
+        ):
+            # json_extract_path[_text](...), which sqlglot parses into a JSON path node.
+            text = isinstance(node, exp.JSONExtractScalar)
+            return "json_extract_path" + ("_text" if text else "")
         if isinstance(node, exp.Func) and not isinstance(node, exp.Binary | exp.Connector):
             name, _ = self.function_name_args(node)
             return name
@@ -566,6 +578,8 @@ class ExprBinder:
             return self._arithmetic(node, scope, _ARITHMETIC[type(node)])
         if type(node) in _BITWISE_OPS:
             return self._arithmetic(node, scope, _BITWISE_OPS[type(node)])
+        if isinstance(node, json_operators.NODE_TYPES):
+            return json_operators.bind_operator(self, node, scope)
         if isinstance(node, tuple(_AGGREGATES)):
             raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
         if isinstance(node, window_binder.WINDOW_ONLY):
@@ -810,6 +824,8 @@ class ExprBinder:
     def _arithmetic(self, node: exp.Expression, scope: Scope, op: str) -> BExpr:
         left = self.bind(node.this, scope)
         right = self.bind(node.expression, scope)
+        if op == "-" and left.type.id is TypeId.JSONB and not left.type.array:
+            return json_operators.bind_minus(self, left, right)
         if left.type.id is TypeId.UNKNOWN and right.type.id is not TypeId.UNKNOWN:
             left = self.coerce(left, _arith_partner(right.type, op))
         elif right.type.id is TypeId.UNKNOWN and left.type.id is not TypeId.UNKNOWN:
@@ -882,8 +898,8 @@ class ExprBinder:
         right = self.bind(node.expression, scope)
         if left.type.array or right.type.array:
             return self._array_concat(left, right)
-        if left.type.id is TypeId.JSONB and right.type.id in (TypeId.JSONB, TypeId.UNKNOWN):
-            raise unsupported("jsonb || jsonb")
+        if TypeId.JSONB in (left.type.id, right.type.id):
+            return json_operators.bind_concat(self, left, right)
         parts = [self._as_text(left), self._as_text(right)]
         return BCall(T.TEXT, "||", operators.concat_text, parts)
 
@@ -1435,49 +1451,9 @@ class ExprBinder:
         return len(ctx.specs) - 1
 
     def _bind_JSONExtract(self, node: exp.Expression, scope: Scope) -> BExpr:
-        return self._json_get(node, scope, as_text=False)
+        return json_operators.bind_operator(self, node, scope)
 
-    def _bind_JSONExtractScalar(self, node: exp.Expression, scope: Scope) -> BExpr:
-        return self._json_get(node, scope, as_text=True)
-
-    def _json_get(self, node: exp.Expression, scope: Scope, as_text: bool) -> BExpr:
-        import json
-
-        doc = self.bind(node.this, scope)
-        if doc.type.id not in (TypeId.JSON, TypeId.JSONB):
-            doc = self.coerce(doc, T.JSONB)
-        path = node.expression
-        keys: list[object] = []
-        if isinstance(path, exp.JSONPath):
-            for part in path.expressions:
-                if isinstance(part, exp.JSONPathKey):
-                    keys.append(str(part.this))
-                elif isinstance(part, exp.JSONPathSubscript):
-                    keys.append(int(part.this))
-        else:
-            key = self.bind(path, scope)
-            if not isinstance(key, BConst):
-                raise unsupported("a non-constant JSON key")
-            keys.append(key.value)
-        rt = T.TEXT if as_text else doc.type
-        from percolator.server.sql.textio import normalize_jsonb
-
-        def get(text: str) -> object:
-            v: Any = json.loads(text)
-            for k in keys:
-                if isinstance(v, dict) and isinstance(k, str):
-                    v = v.get(k)
-                elif isinstance(v, list) and isinstance(k, int):
-                    v = v[k] if -len(v) <= k < len(v) else None
-                else:
-                    return None
-                if v is None:
-                    return None
-            if as_text:
-                return v if isinstance(v, str) else json.dumps(v, separators=(", ", ": "))
-            return normalize_jsonb(json.dumps(v))
-
-        return BCall(rt, "->>" if as_text else "->", get, [doc])
+    _bind_JSONExtractScalar = _bind_JSONExtract
 
     # -- functions -------------------------------------------------------------------------
 
@@ -1653,7 +1629,7 @@ class ExprBinder:
             arg_nodes = list(node.expressions)
         elif isinstance(node, tuple(_AGGREGATES)):
             name = _AGGREGATES[type(node)]
-            arg_nodes = [node.this] if node.this is not None else []
+            arg_nodes = _aggregate_args(node)
             if isinstance(node, exp.GroupConcat) and node.args.get("separator") is not None:
                 arg_nodes.append(node.args["separator"])
         else:
@@ -1667,7 +1643,14 @@ class ExprBinder:
             o = arg_nodes[0]
             arg_nodes = [o.this, *arg_nodes[1:]]
             order = [
-                SortKey(self.bind(k.this, ctx.scope), bool(k.args.get("desc")))
+                SortKey(
+                    self.bind(k.this, ctx.scope),
+                    bool(k.args.get("desc")),
+                    # sqlglot fills nulls_first with the dialect default: only when explicit.
+                    bool(k.args.get("nulls_first"))
+                    if "NULLS" in k.sql(dialect="postgres").upper()
+                    else None,
+                )
                 for k in o.expressions
             ]
         if (
@@ -1738,11 +1721,21 @@ def _is_window_function(n: exp.Expression) -> bool:
     return isinstance(parent, exp.Window) and parent.this is n
 
 
+def _aggregate_args(node: exp.Expression) -> list[exp.Expression]:
+    """The argument nodes of an aggregate node (json_object_agg's pair is in expressions,
+    jsonb_object_agg's in this and expression)."""
+    if isinstance(node, exp.JSONObjectAgg):
+        return list(node.expressions)
+    if isinstance(node, exp.JSONBObjectAgg):
+        return [node.this, node.expression]
+    return [node.this] if node.this is not None else []
+
+
 def _aggregate_name_args(node: exp.Expression) -> tuple[str, list[exp.Expression]]:
     """The name and argument nodes of an aggregate call node."""
     if isinstance(node, exp.Anonymous):
         return str(node.this).lower(), list(node.expressions)
-    args = [node.this] if node.this is not None else []
+    args = _aggregate_args(node)
     if isinstance(node, exp.GroupConcat) and node.args.get("separator") is not None:
         args.append(node.args["separator"])
     return _AGGREGATES[type(node)], args

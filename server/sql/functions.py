@@ -597,6 +597,7 @@ def _div_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
 # whichever module is imported first.
 from percolator.server.sql import (  # noqa: E402, F401
     datetime_functions,
+    json_functions,
     numeric_math,
     quoting,
     to_char,

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import sqlglot
 from sqlglot import exp
 
-from percolator.server.sql import system_tables, views
+from percolator.server.sql import system_tables, temp_tables, views
 from percolator.server.sql import types as T
 from percolator.server.sql.catalog import (
     FIRST_USER_OID,
@@ -503,11 +503,15 @@ def relations(catalog: Catalog) -> list[Relation]:
 def _build_relations(catalog: Catalog) -> list[Relation]:
     out = []
     for t in sorted(catalog.tables.values(), key=lambda t: t.id):
-        out.append(Relation(t.oid, t.name, PUBLIC_NAMESPACE_OID, "r", table=t))
+        # A session's temporary tables (and their indexes) are in its pg_temp_N schema.
+        ns = temp_tables.namespace_oid(t.id) if temp_tables.is_temp(t) else PUBLIC_NAMESPACE_OID
+        out.append(Relation(t.oid, t.name, ns, "r", table=t))
         for ix in indexes_of(t):
-            out.append(Relation(ix.oid, ix.name, PUBLIC_NAMESPACE_OID, "i", index=ix))
+            out.append(Relation(ix.oid, ix.name, ns, "i", index=ix))
     for s in catalog.sequences.values():
-        out.append(Relation(s.oid, s.name, PUBLIC_NAMESPACE_OID, "S", sequence=s))
+        temp = s.oid >= temp_tables.TEMP_ID_BASE
+        ns = temp_tables.namespace_oid(s.oid) if temp else PUBLIC_NAMESPACE_OID
+        out.append(Relation(s.oid, s.name, ns, "S", sequence=s))
     for v in sorted(catalog.views.values(), key=lambda v: v.id):
         out.append(Relation(v.oid, v.name, PUBLIC_NAMESPACE_OID, "v", view=v))
     for st in system_tables.all_tables():
@@ -952,7 +956,14 @@ _NAMESPACES = (
 
 @_pg("pg_namespace", PG_NAMESPACE_OID, "oid oid; nspname name; nspowner oid; nspacl aclitem[]")
 def _pg_namespace(ctx: Any) -> Iterable[tuple[object, ...]]:
-    return [(oid, name, owner, None) for oid, name, owner in _NAMESPACES]
+    temp = {
+        temp_tables.namespace_oid(t.id)
+        for t in ctx.catalog.tables.values()
+        if temp_tables.is_temp(t)
+    }
+    return [(oid, name, owner, None) for oid, name, owner in _NAMESPACES] + [
+        (oid, temp_tables.namespace_name(oid), BOOTSTRAP_ROLE_OID, None) for oid in sorted(temp)
+    ]
 
 
 @_pg(
@@ -1010,7 +1021,8 @@ def _class_row(r: Relation, has_triggers: bool = False) -> tuple[object, ...]:
     shared = r.system is not None and r.name in _SHARED
     return (
         r.oid, r.name, r.namespace, 0, 0, BOOTSTRAP_ROLE_OID, am, r.oid if r.kind != "v" else 0,
-        GLOBAL_TABLESPACE_OID if shared else 0, 0, tuples, 0, 0, hasindex, shared, "p", r.kind,
+        GLOBAL_TABLESPACE_OID if shared else 0, 0, tuples, 0, 0, hasindex, shared,
+        "t" if temp_tables.namespace_name(r.namespace) else "p", r.kind,
         natts, checks, rules, has_triggers, False, False, False, True, replident, False, 0, 0, 0,
         None, None, None,
     )
@@ -1746,6 +1758,8 @@ def _tables(ctx: Any) -> Iterable[tuple[object, ...]]:
             continue
         schema = _schema_name(r.namespace)
         kind = "BASE TABLE" if r.kind == "r" else "VIEW"
+        if temp_tables.namespace_name(r.namespace) is not None:
+            kind = "LOCAL TEMPORARY"
         insertable = _yes(r.kind == "r")
         out.append(
             (ctx.database, schema, r.name, kind, None, None, None, None, None, insertable, "NO",
@@ -1759,7 +1773,7 @@ def _schema_name(namespace: int) -> str:
     for oid, name, _ in _NAMESPACES:
         if oid == namespace:
             return name
-    return "public"
+    return temp_tables.namespace_name(namespace) or "public"
 
 
 _COLUMNS_SPEC = """table_catalog name; table_schema name; table_name name; column_name name;

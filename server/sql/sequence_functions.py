@@ -46,30 +46,54 @@ def bind(exprs: ExprBinder, name: str, args: list[BExpr]) -> BExpr:
 async def _nextval(ctx: Any, ref: object) -> int | None:
     if ref is None:
         return None
-    return await ctx.sequences.nextval(sequence(ctx.catalog, ref))
+    return await ctx.sequences.nextval(await _sequence(ctx, ref))
 
 
 async def _setval(ctx: Any, ref: object, value: object, is_called: object = True) -> int | None:
     if ref is None or value is None or is_called is None:
         return None
-    seq = sequence(ctx.catalog, ref)
+    seq = await _sequence(ctx, ref)
     return await ctx.sequences.setval(seq, int(value), bool(is_called))  # type: ignore[call-overload]
 
 
 def _currval(ctx: Any, ref: object) -> int | None:
-    return None if ref is None else ctx.sequences.currval(sequence(ctx.catalog, ref))
+    if ref is None:
+        return None
+    name = sequence_name(ref)
+    seq = ctx.catalog.sequences.get(name) if name is not None else None
+    # A sequence another server created since our catalog's last poll: this session drew
+    # from it already if currval is defined (nextval looked it up).
+    return ctx.sequences.currval(seq or SequenceDef(name or str(ref), 0, ""))
+
+
+async def _sequence(ctx: Any, ref: object) -> SequenceDef:
+    """The sequence a nextval() argument names, in the statement's catalog, else (created by
+    another server since this one last polled) in the store's."""
+    name = sequence_name(ref)
+    seq = ctx.catalog.sequences.get(name) if name is not None else None
+    if seq is None and name is not None:
+        seq = await ctx.sequences.find(name)
+    if seq is None:
+        raise SqlError(UNDEFINED_TABLE, f'relation "{str(ref).strip()}" does not exist')
+    return seq
 
 
 def sequence(catalog: Catalog, ref: object) -> SequenceDef:
-    """The sequence a nextval() argument names: 'name', 'public.name', '"Name"' (as regclass
-    reads them)."""
+    """The sequence of ``catalog`` a nextval() argument names (42P01 if none)."""
+    name = sequence_name(ref)
+    seq = catalog.sequences.get(name) if name is not None else None
+    if seq is None:
+        raise SqlError(UNDEFINED_TABLE, f'relation "{str(ref).strip()}" does not exist')
+    return seq
+
+
+def sequence_name(ref: object) -> str | None:
+    """The name a nextval() argument gives: 'name', 'public.name', '"Name"' (as regclass
+    reads them); None for another schema."""
     text = str(ref).strip()
     schema, _, name = text.rpartition(".")
+    if schema not in ("", "public"):
+        return None
     if name.startswith('"') and name.endswith('"'):
-        name = name[1:-1].replace('""', '"')
-    else:
-        name = name.lower()
-    seq = catalog.sequences.get(name) if schema in ("", "public") else None
-    if seq is None:
-        raise SqlError(UNDEFINED_TABLE, f'relation "{text}" does not exist')
-    return seq
+        return name[1:-1].replace('""', '"')
+    return name.lower()

@@ -144,7 +144,9 @@ def resolve_set_function(name: str, args: list[BExpr], binder: Any) -> SetFuncti
     if name == "pg_partition_ancestors" and len(args) == 1:
         arg = binder.coerce(args[0], T.REGCLASS)
         return SetFunctionImpl(_no_rows, [T.REGCLASS], [arg], column="relid")
-    return None
+    from percolator.server.sql import json_functions
+
+    return json_functions.resolve_set_function(name, args, binder)  # type: ignore[no-any-return]
 
 
 def _generate_series(args: list[BExpr], binder: Any) -> SetFunctionImpl | None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
@@ -591,6 +591,13 @@ class Transaction:
         self._check_active()
         self._writes = dict(savepoint.writes)
         self._bytes = savepoint.size
+
+    def discard_writes(self, tables: Collection[str]) -> None:
+        """Forget the buffered writes to ``tables``: a session's temporary tables whose rows
+        must not outlive the commit (ON COMMIT DELETE ROWS, dropped before it)."""
+        self._check_active()
+        for key in [k for k in self._writes if k.table in tables]:
+            self._bytes -= _size(self._writes.pop(key))
 
     @property
     def read_only(self) -> bool:

@@ -348,3 +348,16 @@ def test_array_types_through_type_introspection(sql_server: SqlServer) -> None:
         assert await conn.fetchval("SELECT array_agg(v ORDER BY v) FROM arr_src") == [5, 6]
 
     run(sql_server, check)
+
+
+def test_json_and_jsonb_come_back_as_text(sql_server: SqlServer) -> None:
+    """asyncpg returns json and jsonb as their text unless a codec is set."""
+
+    async def check(conn: asyncpg.Connection) -> None:
+        row = await conn.fetchrow(
+            "SELECT $1::jsonb -> 'a', jsonb_build_object('b', 2), '{\"x\":  1}'::json",
+            '{"a": [1, 2]}',
+        )
+        assert tuple(row) == ("[1, 2]", '{"b": 2}', '{"x":  1}')
+
+    run(sql_server, check)

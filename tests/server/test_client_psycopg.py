@@ -396,3 +396,19 @@ def test_async_connection(sql_server: SqlServer) -> None:
             assert await cur.fetchone() == ("ok",)
 
     asyncio.run(run())
+
+
+def test_jsonb_values_come_back_as_python_objects(sql_server: SqlServer) -> None:
+    """psycopg loads json and jsonb results (text and binary) into Python values."""
+    with connect(sql_server, autocommit=True) as conn:
+        for binary in (False, True):
+            row = (
+                conn.cursor(binary=binary)
+                .execute(
+                    "SELECT jsonb_build_object('a', 1, 'b', ARRAY['x']), %s::jsonb -> 'k',"
+                    " json_build_array(1.5, NULL)",
+                    (Jsonb({"k": [1, {"z": None}]}),),
+                )
+                .fetchone()
+            )
+            assert row == ({"a": 1, "b": ["x"]}, [1, {"z": None}], [1.5, None])

@@ -220,6 +220,7 @@ def test_racing_writers_leave_no_dangling_reference(sql_server: SqlServer) -> No
         admin.execute("CREATE TABLE race3_c (id serial PRIMARY KEY, p int REFERENCES race3_p)")
     stop = threading.Event()
     errors: list[BaseException] = []
+    inserted: list[int] = []
 
     def parents() -> None:
         with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
@@ -248,6 +249,7 @@ def test_racing_writers_leave_no_dangling_reference(sql_server: SqlServer) -> No
                     conn.execute("INSERT INTO race3_c (p) VALUES (%s)", (n % 5,))
                     time.sleep(0.005)  # widen the window between the check and the commit
                     conn.commit()
+                    inserted.append(n)
                 except (psycopg.errors.ForeignKeyViolation, psycopg.errors.SerializationFailure):
                     conn.rollback()
                 try:
@@ -275,7 +277,7 @@ def test_racing_writers_leave_no_dangling_reference(sql_server: SqlServer) -> No
     assert errors == []
     with psycopg.connect(sql_server.conninfo(), autocommit=True) as admin:
         assert _dangling(admin, "race3") == []
-        assert admin.execute("SELECT count(*) FROM race3_c").fetchone()[0] > 0
+    assert inserted  # the race ran: some child inserts committed
 
 
 def test_deferrable_constraints(pair: Pair) -> None:
