@@ -771,8 +771,8 @@ def _hashable(key: tuple[object, ...]) -> tuple[object, ...]:
 class Aggregate(Node):
     input: Node
     groups: list[Compiled]
-    aggs: list[tuple[Callable[[], Accumulator], list[Compiled], bool, Compiled | None]]
-    """(accumulator factory, argument closures, distinct, filter)."""
+    aggs: list[tuple[Callable[[], Accumulator], list[Compiled], bool, Compiled | None, bool]]
+    """(accumulator factory, argument closures, DISTINCT, FILTER, strict: NULLs ignored)."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
@@ -788,23 +788,23 @@ class Aggregate(Node):
             hkey = _hashable(key)
             accs = states.get(hkey)
             if accs is None:
-                accs = states[hkey] = [factory() for factory, _, _, _ in self.aggs]
+                accs = states[hkey] = [factory() for factory, *_ in self.aggs]
                 seen[hkey] = [set() for _ in self.aggs]
                 order.append(key)
-            for i, (_, args, distinct, filt) in enumerate(self.aggs):
+            for i, (_, args, distinct, filt, strict) in enumerate(self.aggs):
                 if filt is not None and filt(row, ctx) is not True:
                     continue
                 values = [a(row, ctx) for a in args]
                 if distinct:
                     dk = _hashable(tuple(values))
-                    if values and values[0] is None:
+                    if values and values[0] is None and strict:
                         continue
                     if dk in seen[hkey][i]:
                         continue
                     seen[hkey][i].add(dk)
                 accs[i].add(*values)
         if not order and not groups:
-            yield tuple(factory().result() for factory, _, _, _ in self.aggs)
+            yield tuple(factory().result() for factory, *_ in self.aggs)
             return
         for key in order:
             accs = states[_hashable(key)]

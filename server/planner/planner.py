@@ -362,6 +362,7 @@ class Planner:
                     args,
                     a.distinct,
                     compile_expr(a.filter) if a.filter is not None else None,
+                    a.name not in _NULL_KEEPING_AGGREGATES,
                 )
             )
         return Aggregate(child, [compile_expr(g) for g in rel.groups], aggs)
@@ -455,6 +456,12 @@ class Planner:
                     out.append(SubqueryRunner(n, self.plan_query(n.rel)))
             out.extend(_async_runners(e))
         return out
+
+
+_NULL_KEEPING_AGGREGATES = frozenset(
+    {"array_agg", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"}
+)
+"""Aggregates that take NULL values (so DISTINCT keeps one NULL); the others ignore them."""
 
 
 def _async_runners(e: BExpr) -> list[AsyncCallRunner]:

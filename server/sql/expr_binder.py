@@ -1653,6 +1653,9 @@ class ExprBinder:
                 )
                 for k in o.expressions
             ]
+        if arg_nodes and isinstance(arg_nodes[0], exp.Distinct):  # DISTINCT x ORDER BY ...
+            distinct = True
+            arg_nodes = list(arg_nodes[0].expressions) + arg_nodes[1:]
         if (
             len(arg_nodes) == 2
             and isinstance(arg_nodes[1], exp.Order) is False

@@ -434,6 +434,7 @@ SCRIPTS: dict[str, Script] = {
         cases=[
             "SELECT string_agg(g, ',' ORDER BY n DESC NULLS LAST), array_agg(n ORDER BY g, n), string_agg(g, '' ORDER BY n NULLS FIRST) FROM ag",
             "SELECT g, array_agg(n ORDER BY n DESC), array_agg(n ORDER BY n NULLS FIRST) FROM ag GROUP BY g ORDER BY g",
+            "SELECT g, array_agg(DISTINCT n ORDER BY n DESC), string_agg(DISTINCT g, ',' ORDER BY g) FROM ag GROUP BY g ORDER BY g",
             "SELECT count(*), count(n), sum(n), avg(n), min(n), max(n) FROM ag",
             "SELECT sum(x), avg(x), min(x), max(x), sum(f), avg(f) FROM ag",
             "SELECT sum(s), sum(b), avg(s), avg(b), min(s), max(b) FROM ag",
