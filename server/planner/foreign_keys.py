@@ -330,10 +330,7 @@ async def _act(
     if action in (FkAction.NO_ACTION, FkAction.RESTRICT):
         await _check_unreferenced(referrer, ctx, keys)
         return
-    # Keys the statement wrote back (deleted and inserted again) still exist.
-    probes = [referrer.reference.probe(k) for k in keys]
-    found = await ctx.txn.get_many(probes)
-    keys = [k for k, v in zip(keys, found, strict=True) if v is None]
+    keys = await _gone(referrer, ctx, keys)
     if not keys:
         return
     children = await _referencing_rows(referrer, ctx, keys)
@@ -389,12 +386,17 @@ async def _referencing_rows(
     return out
 
 
+async def _gone(referrer: Referrer, ctx: Any, keys: list[Key]) -> list[Key]:
+    """The referenced ``keys`` that no row has now: a key the statement wrote back (deleted
+    and inserted again) still exists, and its referencing rows stay valid. One read."""
+    found = await ctx.txn.get_many([referrer.reference.probe(k) for k in keys])
+    return [k for k, v in zip(keys, found, strict=True) if v is None]
+
+
 async def _check_unreferenced(referrer: Referrer, ctx: Any, keys: list[Key]) -> None:
     """NO ACTION / RESTRICT: no row references ``keys`` (unless a row with that key exists
     again): 23503 otherwise; the commit looks again."""
-    probes = [referrer.reference.probe(k) for k in keys]
-    found = await ctx.txn.get_many(probes)
-    keys = [k for k, v in zip(keys, found, strict=True) if v is None]
+    keys = await _gone(referrer, ctx, keys)
     if not keys:
         return
     children = await _referencing_rows(referrer, ctx, keys)
