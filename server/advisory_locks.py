@@ -1,25 +1,25 @@
-"""One SQL session's advisory locks (pg_advisory_lock and friends), over the store's
-advisory sessions (``storage/advisory.py``): session-level locks are held until unlocked or
-the session ends; transaction-level ones (``pg_advisory_xact_lock``) until its transaction
-ends."""
+"""One SQL session's advisory locks (pg_advisory_lock and friends), over an advisory session
+of the transaction layer (kept by the store: ``storage/advisory.py``): session-level locks are
+held until unlocked or the session ends; transaction-level ones (``pg_advisory_xact_lock``)
+until its transaction ends."""
 
 from __future__ import annotations
 
 from percolator.server.storage.advisory import AdvisoryKey, AdvisorySession
-from percolator.server.storage.store import CellStore
+from percolator.server.txn.client import TransactionClient
 
 
 class SessionAdvisoryLocks:
     """The advisory locks the SQL functions of one session take and release."""
 
-    def __init__(self, store: CellStore) -> None:
-        self._store = store
+    def __init__(self, client: TransactionClient) -> None:
+        self._client = client
         self._holder: AdvisorySession | None = None
         self._xact: list[tuple[AdvisoryKey, bool]] = []
 
     def _session(self) -> AdvisorySession:
         if self._holder is None:
-            self._holder = self._store.advisory_session()
+            self._holder = self._client.advisory_session()
         return self._holder
 
     async def lock(self, key: AdvisoryKey, *, shared: bool, wait: bool, xact: bool) -> bool:

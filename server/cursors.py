@@ -182,6 +182,10 @@ class Cursors:
     def __init__(self) -> None:
         self._open: dict[str, Cursor] = {}
 
+    def __bool__(self) -> bool:
+        """Whether any cursor is open (the session's per-transaction hooks skip otherwise)."""
+        return bool(self._open)
+
     def __iter__(self) -> Iterator[Cursor]:
         return iter(list(self._open.values()))
 
@@ -218,8 +222,6 @@ class Cursors:
 
     async def settle(self) -> None:
         """Have the open transaction's cursors read the rest of their rows now."""
-        if not self._open:
-            return
         for cursor in self:
             if not cursor.committed and not cursor.shared:
                 await cursor.settle()
@@ -233,8 +235,6 @@ class Cursors:
     async def after_transaction(self, committed: bool) -> None:
         """End the cursors that end with the transaction: all but the held ones after a
         commit, all that it declared after a rollback."""
-        if not self._open:
-            return
         await self._drop(lambda c: not c.committed and not (committed and c.hold))
         for cursor in self:
             cursor.committed = True

@@ -74,7 +74,7 @@ class Engine:
         self.catalog = Catalog()
         self.planner = Planner()
         self.sequences = SequenceAllocator(client)
-        self.notifications = NotificationHub(client.store)
+        self.notifications = NotificationHub(client)
         self.parse_cache = LruCache(self.config.parse_cache_size)
         self.plan_cache = LruCache(self.config.plan_cache_size)
         self._tasks: list[asyncio.Task[None]] = []

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from percolator.server.sql.errors import INVALID_PARAMETER_VALUE, SqlError
-from percolator.server.storage.channels import Notification
-from percolator.server.storage.store import CellStore
+from percolator.server.storage.channels import Channels, Notification
+from percolator.server.txn.client import TransactionClient
 
 MAX_PAYLOAD = 7999
 """Postgres's limit on a payload, in bytes (less than 8000)."""
@@ -26,18 +26,18 @@ MAX_PAYLOAD = 7999
 class NotificationHub:
     """One process's listeners: which sessions listen to which channel."""
 
-    def __init__(self, store: CellStore) -> None:
-        self._store = store
-        self._channels: object | None = None
+    def __init__(self, client: TransactionClient) -> None:
+        self._client = client
+        self._channels: Channels | None = None
         self._listeners: dict[str, set[SessionNotifications]] = {}
         self.origin = secrets.token_hex(8)
         """This process's token on its notifications: it delivers its own at once (before
         the notifying transaction's ReadyForQuery, as Postgres does for its own backend) and
         skips their echo from the store."""
 
-    def _store_channels(self):  # type: ignore[no-untyped-def]
+    def _store_channels(self) -> Channels:
         if self._channels is None:
-            self._channels = self._store.channels(self._deliver)
+            self._channels = self._client.channels(self._deliver)
         return self._channels
 
     async def listen(self, channel: str, who: SessionNotifications) -> None:
@@ -71,7 +71,7 @@ class NotificationHub:
 
     async def close(self) -> None:
         if self._channels is not None:
-            await self._channels.close()  # type: ignore[attr-defined]
+            await self._channels.close()
 
 
 class SessionNotifications:

@@ -403,7 +403,7 @@ class SqlSession:
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
         self.cursors = Cursors()
         self.sequences = SessionSequences(engine.sequences, self._find_sequence)
-        self.advisory = SessionAdvisoryLocks(engine.client.store)
+        self.advisory = SessionAdvisoryLocks(engine.client)
         self.notifications = SessionNotifications(engine.notifications, backend_pid)
         self.deferred_constraints = Deferred()
         self.temp_tables = SessionTempTables()
@@ -682,7 +682,8 @@ class SqlSession:
         finally:
             if self.deferred_constraints.pending:
                 self.deferred_constraints.clear()
-            await self.cursors.after_transaction(committed)
+            if self.cursors:
+                await self.cursors.after_transaction(committed)
             if self.advisory.holds_transaction_locks:
                 await self.advisory.end_transaction()
 
@@ -868,7 +869,8 @@ class SqlSession:
                 self.isolation = self.settings["default_transaction_isolation"]
                 self.read_only = self.settings["default_transaction_read_only"] == "on"
         elif self.isolation in ("read committed", "read uncommitted"):
-            await self.cursors.settle()  # they read the snapshot of their DECLARE
+            if self.cursors:
+                await self.cursors.settle()  # they read the snapshot of their DECLARE
             await self.engine.client.renew_snapshot(self.txn)
         if writes:
             if self.read_only:
@@ -876,7 +878,8 @@ class SqlSession:
                     READ_ONLY_SQL_TRANSACTION,
                     "cannot execute this statement in a read-only transaction",
                 )
-            await self.cursors.settle()  # nor do they see the transaction's later writes
+            if self.cursors:
+                await self.cursors.settle()  # nor do they see the transaction's later writes
         return self.txn
 
     async def _commit(self, txn: Transaction, catalog: Catalog | None) -> None:
@@ -939,7 +942,8 @@ class SqlSession:
         finally:
             if self.deferred_constraints.pending:
                 self.deferred_constraints.clear()
-            await self.cursors.after_transaction(committed)
+            if self.cursors:
+                await self.cursors.after_transaction(committed)
             if self.advisory.holds_transaction_locks:
                 await self.advisory.end_transaction()
         return "COMMIT" if committed else "ROLLBACK"

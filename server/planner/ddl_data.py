@@ -12,6 +12,7 @@ from sqlglot import exp
 from percolator.server.planner import foreign_keys
 from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.dml import CHUNK, TableWriter, format_row, insert_rows
+from percolator.server.planner.physical import batched
 from percolator.server.planner.row_codec import MARKER, IndexCodec, RowCodec
 from percolator.server.sql import casts
 from percolator.server.sql.binder import Binder
@@ -103,16 +104,11 @@ async def run_action(
             old_codec.lock(ctx.txn, key)
     elif isinstance(action, ValidateForeignKey):
         table = catalog.table(action.table)
-        fks = foreign_keys.for_table(table, catalog, None)
-        fks.references = [r for r in fks.references if r.fk == action.foreign_key]
-        fks.referrers = []
-        batch: list[tuple[Any, ...]] = []
-        async for _, row in _rows(RowCodec(table, trust_not_null=False), ctx):
-            batch.append(row)
-            if len(batch) >= CHUNK:
-                await foreign_keys.check_references(fks, ctx, batch)
-                batch = []
-        await foreign_keys.check_references(fks, ctx, batch)
+        refs = foreign_keys.for_table(table, catalog, None).references
+        ref = next(r for r in refs if r.fk == action.foreign_key)
+        rows = (row async for _, row in _rows(RowCodec(table, trust_not_null=False), ctx))
+        async for batch in batched(rows, CHUNK):
+            await foreign_keys.check_reference(ref, ctx, batch)
     elif isinstance(action, ValidateRows):
         table = catalog.table(action.table)
         codec = RowCodec(table, trust_not_null=False)

@@ -234,7 +234,7 @@ async def run_deferred(deferred: Deferred, ctx: Any, names: set[str] | None = No
         if names is not None and ref.fk.name not in names:
             keep_refs.append((ref, rows))
             continue
-        await _check_reference(ref, ctx, rows)
+        await check_reference(ref, ctx, rows)
     for referrer, keys in deferred.referrers:
         if names is not None and referrer.fk.name not in names:
             keep_referrers.append((referrer, keys))
@@ -253,10 +253,10 @@ async def check_references(fks: ForeignKeys, ctx: Any, rows: Sequence[Row]) -> N
         if deferred is not None:
             deferred.references.append((ref, list(rows)))
             continue
-        await _check_reference(ref, ctx, rows)
+        await check_reference(ref, ctx, rows)
 
 
-async def _check_reference(ref: Reference, ctx: Any, rows: Sequence[Row]) -> None:
+async def check_reference(ref: Reference, ctx: Any, rows: Sequence[Row]) -> None:
     """The rows' referenced rows exist (23503 otherwise); the commit checks again."""
     probes: dict[CellKey, Row] = {}
     for row in rows:

@@ -143,6 +143,18 @@ async def _passes(cond: Compiled | None, runners: list[Any], row: Row, ctx: Any)
     return cond(row, ctx) is True
 
 
+async def batched(items: AsyncIterator[T], size: int) -> AsyncIterator[list[T]]:
+    """``items`` in lists of ``size`` (the last one shorter, none empty)."""
+    batch: list[T] = []
+    async for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def _runner_plans(runners: list[Any]) -> list[Node]:
     """The plans of subquery runners (EXPLAIN shows them under the operator)."""
     return [r.node for r in runners if r.node is not None]
@@ -259,17 +271,9 @@ class IndexLookup(Node):
         if prefix is None:
             return
         end = prefix_successor(prefix)
-        batch: list[bytes] = []
-        async for _, cells in ctx.txn.scan(self.index.storage, prefix, end, ["_"]):
-            row_key = cells.get("_")
-            if row_key is None:
-                continue
-            batch.append(row_key)
-            if len(batch) >= BATCH_GET:
-                async for r in self._fetch(batch, ctx):
-                    yield r
-                batch = []
-        if batch:
+        entries = ctx.txn.scan(self.index.storage, prefix, end, ["_"])
+        row_keys = (cells["_"] async for _, cells in entries if "_" in cells)
+        async for batch in batched(row_keys, BATCH_GET):
             async for r in self._fetch(batch, ctx):
                 yield r
 
@@ -711,14 +715,7 @@ class LookupJoin(Node):
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
-        batch: list[Row] = []
-        async for row in self.outer.rows(ctx):
-            batch.append(row)
-            if len(batch) >= LOOKUP_BATCH:
-                async for out in self._join_batch(batch, ctx):
-                    yield out
-                batch = []
-        if batch:
+        async for batch in batched(self.outer.rows(ctx), LOOKUP_BATCH):
             async for out in self._join_batch(batch, ctx):
                 yield out
 

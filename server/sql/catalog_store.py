@@ -9,7 +9,7 @@ Layout (one row per object, JSON documents in the ``d`` column):
 - ``v/<name>``: a view;
 - ``e/<name>``: an enum type (CREATE TYPE ... AS ENUM), its labels and their sort orders;
 - ``s/<name>``: a sequence definition; its counter lives in ``__sequences`` (see
-  :mod:`percolator.server.sql.sequences`);
+  :mod:`percolator.server.sequences`);
 - ``g/<storage>``: a store table that DROP or TRUNCATE left behind (a table's or an index's
   storage), written by the same transaction; its cells are reclaimed once no snapshot can read
   them (:mod:`percolator.server.storage_reclaimer`), then the row is deleted. Not part of the
@@ -22,7 +22,9 @@ conflict (one gets 40001) and a process sees another's DDL by polling one cell.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from percolator.server.sql.catalog import (
     Catalog,
@@ -60,80 +62,57 @@ async def read_version(txn: Transaction) -> int:
     return int(raw) if raw is not None else 0
 
 
+@dataclass(frozen=True)
+class _Kind:
+    """One kind of catalog object: its row prefix, its Catalog field, its JSON forms."""
+
+    prefix: bytes
+    field: str
+    dump: Callable[[Any], dict[str, object]]
+    load: Callable[[dict[str, Any]], Any]
+    key: str = "name"
+    """The attribute naming an object (its key in the Catalog field)."""
+
+
+_KINDS = (
+    _Kind(b"t/", "tables", table_to_json, table_from_json),
+    _Kind(b"r/", "roles", role_to_json, role_from_json),
+    _Kind(b"s/", "sequences", sequence_to_json, sequence_from_json),
+    _Kind(b"o/", "observers", observer_to_json, observer_from_json),
+    _Kind(b"v/", "views", view_to_json, view_from_json),
+    _Kind(b"e/", "enums", enum_to_json, enum_from_json, key="type_name"),
+)
+_BY_PREFIX = {k.prefix: k for k in _KINDS}
+
+
 async def load(txn: Transaction) -> Catalog:
     """The whole catalog as of the transaction's snapshot (one scan)."""
     version = 0
     next_id = 1
-    tables = {}
-    roles = {}
-    sequences = {}
-    observers = {}
-    views = {}
-    enums = {}
+    objects: dict[str, dict[str, Any]] = {k.field: {} for k in _KINDS}
     async for row, cols in txn.scan(CATALOG_TABLE):
         if row == META_ROW:
             version = int(cols.get(VERSION, b"0"))
             next_id = int(cols.get(NEXT_ID, b"1"))
             continue
-        kind = row[:2]
-        if kind == RETIRED:
+        kind = _BY_PREFIX.get(row[:2])
+        if kind is None:  # a retired storage (g/), not part of the Catalog
             continue
-        doc = json.loads(cols[DOC])
-        if kind == b"t/":
-            t = table_from_json(doc)
-            tables[t.name] = t
-        elif kind == b"r/":
-            r = role_from_json(doc)
-            roles[r.name] = r
-        elif kind == b"s/":
-            s = sequence_from_json(doc)
-            sequences[s.name] = s
-        elif kind == b"o/":
-            o = observer_from_json(doc)
-            observers[o.name] = o
-        elif kind == b"v/":
-            v = view_from_json(doc)
-            views[v.name] = v
-        elif kind == b"e/":
-            e = enum_from_json(doc)
-            enums[e.type_name] = e
-    catalog = Catalog(version, next_id, tables, roles, sequences, observers, views, enums)
-    return link_enums(catalog)
+        obj = kind.load(json.loads(cols[DOC]))
+        objects[kind.field][getattr(obj, kind.key)] = obj
+    return link_enums(Catalog(version, next_id, **objects))
 
 
 def write_changes(txn: Transaction, before: Catalog, after: Catalog) -> None:
     """Buffer the writes that turn ``before`` into ``after`` in the store, and bump the
     version (the caller read ``before`` in this same transaction)."""
-    for name, t in after.tables.items():
-        if before.tables.get(name) != t:
-            txn.set(CATALOG_TABLE, b"t/" + name.encode(), DOC, _dump(table_to_json(t)))
-    for name in before.tables.keys() - after.tables.keys():
-        txn.delete(CATALOG_TABLE, b"t/" + name.encode(), DOC)
-    for name, r in after.roles.items():
-        if before.roles.get(name) != r:
-            txn.set(CATALOG_TABLE, b"r/" + name.encode(), DOC, _dump(role_to_json(r)))
-    for name in before.roles.keys() - after.roles.keys():
-        txn.delete(CATALOG_TABLE, b"r/" + name.encode(), DOC)
-    for name, s in after.sequences.items():
-        if before.sequences.get(name) != s:
-            txn.set(CATALOG_TABLE, b"s/" + name.encode(), DOC, _dump(sequence_to_json(s)))
-    for name in before.sequences.keys() - after.sequences.keys():
-        txn.delete(CATALOG_TABLE, b"s/" + name.encode(), DOC)
-    for name, o in after.observers.items():
-        if before.observers.get(name) != o:
-            txn.set(CATALOG_TABLE, b"o/" + name.encode(), DOC, _dump(observer_to_json(o)))
-    for name in before.observers.keys() - after.observers.keys():
-        txn.delete(CATALOG_TABLE, b"o/" + name.encode(), DOC)
-    for name, v in after.views.items():
-        if before.views.get(name) != v:
-            txn.set(CATALOG_TABLE, b"v/" + name.encode(), DOC, _dump(view_to_json(v)))
-    for name in before.views.keys() - after.views.keys():
-        txn.delete(CATALOG_TABLE, b"v/" + name.encode(), DOC)
-    for name, e in after.enums.items():
-        if before.enums.get(name) != e:
-            txn.set(CATALOG_TABLE, b"e/" + name.encode(), DOC, _dump(enum_to_json(e)))
-    for name in before.enums.keys() - after.enums.keys():
-        txn.delete(CATALOG_TABLE, b"e/" + name.encode(), DOC)
+    for kind in _KINDS:
+        old, new = getattr(before, kind.field), getattr(after, kind.field)
+        for name, obj in new.items():
+            if old.get(name) != obj:
+                txn.set(CATALOG_TABLE, kind.prefix + name.encode(), DOC, _dump(kind.dump(obj)))
+        for name in old.keys() - new.keys():
+            txn.delete(CATALOG_TABLE, kind.prefix + name.encode(), DOC)
     kept = _storages(after)
     for storage, table in sorted(_storages(before).items()):
         if storage in kept:

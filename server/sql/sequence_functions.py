@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import BContextCall, BExpr
-from percolator.server.sql.catalog import Catalog, SequenceDef
+from percolator.server.sql.catalog import SequenceDef
 from percolator.server.sql.errors import UNDEFINED_FUNCTION, UNDEFINED_TABLE, SqlError
 
 if TYPE_CHECKING:
@@ -73,15 +73,6 @@ async def _sequence(ctx: Any, ref: object) -> SequenceDef:
     seq = ctx.catalog.sequences.get(name) if name is not None else None
     if seq is None and name is not None:
         seq = await ctx.sequences.find(name)
-    if seq is None:
-        raise SqlError(UNDEFINED_TABLE, f'relation "{str(ref).strip()}" does not exist')
-    return seq
-
-
-def sequence(catalog: Catalog, ref: object) -> SequenceDef:
-    """The sequence of ``catalog`` a nextval() argument names (42P01 if none)."""
-    name = sequence_name(ref)
-    seq = catalog.sequences.get(name) if name is not None else None
     if seq is None:
         raise SqlError(UNDEFINED_TABLE, f'relation "{str(ref).strip()}" does not exist')
     return seq

@@ -13,6 +13,8 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from percolator.server.metrics import definitions as metrics
+from percolator.server.storage.advisory import AdvisorySession
+from percolator.server.storage.channels import Channels, Deliver
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.config import TxnConfig, retry_delay_s
 from percolator.server.txn.distributed import DistributedTxn, PartPrewriter
@@ -46,6 +48,15 @@ class TransactionClient:
         self._services = TxnServices(
             store, clock, self.resolver, self.secondaries, self.config, self._finished
         )
+
+    def advisory_session(self) -> AdvisorySession:
+        """Advisory locks for one SQL session (non-transactional: held until released or the
+        holder goes away), kept by the store so that they hold across processes."""
+        return self.store.advisory_session()
+
+    def channels(self, deliver: Deliver) -> Channels:
+        """LISTEN / NOTIFY between the sessions of every process (through the store)."""
+        return self.store.channels(deliver)
 
     def begin(self) -> _Begin:
         """Start a transaction: ``txn = await client.begin()`` or
