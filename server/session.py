@@ -57,6 +57,7 @@ from percolator.server.planner.foreign_keys import Deferred, run_deferred
 from percolator.server.planner.merge import explain_merge, plan_merge, run_merge
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import RowCodec
+from percolator.server.planner.row_locking import RowChanged, RowLocking
 from percolator.server.sequences import SEQUENCE_TABLE, SessionSequences
 from percolator.server.session_temp_tables import SessionTempTables
 from percolator.server.settings import (
@@ -121,7 +122,7 @@ from percolator.server.sql.textio import text_in
 from percolator.server.sql.time_zones import use_setting
 from percolator.server.sql.types import SqlType, TypeId
 from percolator.server.txn.observers import admin as observer_admin
-from percolator.server.txn.transaction import ReadGuard, Transaction
+from percolator.server.txn.transaction import LockWait, ReadGuard, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,9 @@ Rerun = Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]]
 """A refused query's rows, planned again (or the error again)."""
 
 _DML = frozenset({"insert", "update", "delete", "merge"})
+_RERUNS_ON_CHANGE = 10
+"""Runs of a READ COMMITTED statement whose locked rows keep changing, before 40001 (after
+the first, the statement holds its rows' locks: only writers that take none change them)."""
 
 _UNKNOWN_NAME = frozenset({UNDEFINED_TABLE, UNDEFINED_COLUMN, UNDEFINED_OBJECT})
 """Binding errors that a catalog newer than this server's may resolve."""
@@ -729,6 +733,8 @@ class SqlSession:
         self._stop_timer()
         if self.block:
             self.failed = True
+            if self.txn is not None and not self.savepoints:
+                self.txn.drop_row_locks()  # ROLLBACK TO SAVEPOINT could not go on without them
         elif self.txn is not None:
             self._implicit_failed = True
 
@@ -1229,6 +1235,56 @@ class SqlSession:
         txn = await self.transaction(writes=plan.writes)
         assert plan.catalog is not None
         ctx = self._context(txn, plan.catalog, params)
+        ctx.row_locking = self._row_locking(plan)
+        if ctx.row_locking is not None and ctx.row_locking.rerun_changed and _locks_rows(plan):
+            return await self._rerun_on_change(plan, params, ctx.row_locking)
+        return await self._run_statement(plan, ctx)
+
+    def _row_locking(self, plan: Plan, *, rerun: bool = True) -> RowLocking | None:
+        """How the statement locks rows: None when it locks none (``percolator.locking =
+        optimistic``, or a statement that neither writes nor says FOR UPDATE)."""
+        if not plan.writes or self.settings.get("percolator.locking") == "optimistic":
+            return None
+        query = plan.statement if plan.kind == "query" else None
+        timeout_ms = parse_duration_ms(self.settings.get("lock_timeout", "0"))
+        return RowLocking(
+            wait=query.lock_wait if isinstance(query, QueryStmt) else LockWait.WAIT,
+            timeout_s=timeout_ms / 1000 if timeout_ms > 0 else None,
+            rerun_changed=rerun and self.isolation in ("read committed", "read uncommitted"),
+        )
+
+    async def _rerun_on_change(self, plan: Plan, params: list[object], locking: RowLocking) -> Any:
+        """READ COMMITTED: run the statement; if a row it locked changed after its snapshot,
+        undo its writes and run it again on a new snapshot, keeping its row locks, so the
+        next run sees the rows' newest versions (row_locking.py). A query's rows are
+        produced here, before any is sent."""
+        assert plan.catalog is not None and self.txn is not None
+        txn = self.txn
+        txn.start_journal()
+        try:
+            for _ in range(_RERUNS_ON_CHANGE):
+                ctx = self._context(txn, plan.catalog, params)
+                ctx.row_locking = locking
+                try:
+                    if plan.kind == "query":
+                        assert plan.node is not None
+                        rows = [r async for r in plan.node.rows(ctx)]
+                        return RowsExecution(self, plan.columns, _iterate(rows), "SELECT")
+                    return await self._run_statement(plan, ctx)
+                except RowChanged:
+                    txn.undo_journal()
+                    await self.engine.client.renew_snapshot(txn)
+        finally:
+            txn.stop_journal()
+        raise SqlError(
+            SERIALIZATION_FAILURE,
+            "could not serialize access due to concurrent update",
+            detail=f"rows kept changing over {_RERUNS_ON_CHANGE} runs of the statement",
+        )
+
+    async def _run_statement(self, plan: Plan, ctx: ExecContext) -> Any:
+        """Run a query or DML statement in ``ctx``."""
+        kind = plan.kind
         if kind == "query":
             assert plan.node is not None
             return RowsExecution(self, plan.columns, plan.node.rows(ctx), "SELECT")
@@ -1259,7 +1315,9 @@ class SqlSession:
         self.cursors.check_new(stmt.name)
         txn = await self.transaction(writes=query.writes)
         assert query.node is not None and query.catalog is not None
-        rows = query.node.rows(self._context(txn, query.catalog, params))
+        ctx = self._context(txn, query.catalog, params)
+        ctx.row_locking = self._row_locking(query, rerun=False)
+        rows = query.node.rows(ctx)
         cursor = Cursor(
             stmt.name,
             stmt.text,
@@ -2083,3 +2141,16 @@ def _syntax_error(text: str, offset: int, err: Exception) -> SqlError:
 
 
 __all__ = ["SqlSession", "bind_table_expr"]
+
+
+async def _iterate(rows: list[tuple[object, ...]]) -> AsyncIterator[tuple[object, ...]]:
+    for row in rows:
+        yield row
+
+
+def _locks_rows(plan: Plan) -> bool:
+    """Whether a statement may lock rows it read (and so may need to run again)."""
+    if plan.kind == "insert":
+        conflict = plan.statement.on_conflict
+        return conflict is not None and conflict.do_update
+    return plan.kind in ("query", "update", "delete", "merge")

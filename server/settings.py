@@ -53,6 +53,7 @@ DEFAULTS: dict[str, str] = {
     "extra_float_digits": "1",
     "statement_timeout": "0",
     "lock_timeout": "0",
+    "percolator.locking": "pessimistic",
     "idle_in_transaction_session_timeout": "0",
     "max_identifier_length": "63",
     "max_index_keys": "32",  # pgjdbc reads it (pg_settings) to list foreign key columns
@@ -129,6 +130,15 @@ def normalize(name: str, value: str) -> str:
         return value
     if key == "bytea_output" and value.lower() != "hex":
         raise SqlError(FEATURE_NOT_SUPPORTED, "bytea_output = escape is not supported")
+    if key == "percolator.locking":
+        mode = value.lower()
+        if mode not in ("pessimistic", "optimistic"):
+            raise SqlError(
+                INVALID_PARAMETER_VALUE,
+                f'invalid value for parameter "{name}": "{value}"',
+                hint="Available values: pessimistic, optimistic.",
+            )
+        return mode
     if key in ("default_transaction_isolation",):
         level = value.lower()
         if level not in ("read committed", "repeatable read", "read uncommitted", "serializable"):

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from percolator.server.planner.row_locking import RowLocking
 from percolator.server.sql.catalog import Catalog
 from percolator.server.txn.transaction import Transaction
 
@@ -37,8 +38,8 @@ class ExecContext:
     advisory: Any = None
     notifications: Any = None
     """The session's LISTEN / NOTIFY state (server/notifications.SessionNotifications)."""
-    """The session's advisory locks (server/advisory_locks.SessionAdvisoryLocks)."""
-    """The transaction's deferred foreign-key checks (planner/foreign_keys.Deferred)."""
+    row_locking: RowLocking | None = None
+    """How the statement takes pessimistic row locks (None: it takes none)."""
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)
 

@@ -22,6 +22,7 @@ from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.foreign_keys import ForeignKeys
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
+from percolator.server.planner.row_locking import lock_for_write
 from percolator.server.sql.bound import BExpr, OnConflict
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
@@ -313,6 +314,7 @@ async def _update_conflicting(
     if not updates or conflict_update is None:
         return []
     keys = [c.existing_key for _, c in updates]
+    await lock_for_write(ctx, writer.codec, sorted(set(keys)))
     batched = len(set(keys)) == len(keys)
     existing_rows = await writer.codec.get_rows(ctx.txn, keys) if batched else []
     out: list[tuple[Row, Row]] = []
@@ -380,6 +382,7 @@ async def update_rows(
         for pos, fn in assignments:
             new[pos] = fn(full, ctx)
         targets.append((key, old, tuple(new)))
+    await lock_for_write(ctx, writer.codec, [key for key, _, _ in targets])
     await update_keys(writer, ctx, targets)
     return [new for _, _, new in targets]
 
@@ -408,6 +411,7 @@ async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
     async for full in source.rows(ctx):
         old = full[:width]
         victims.setdefault(writer.codec.key_of_stored(old), old)
+    await lock_for_write(ctx, writer.codec, list(victims))
     await delete_keys(writer, ctx, victims)
     return list(victims.values())
 

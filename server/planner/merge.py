@@ -17,6 +17,7 @@ from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.dml import TableWriter, delete_keys, insert_rows, update_keys
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import Row
+from percolator.server.planner.row_locking import lock_for_write
 from percolator.server.sql import sequence_ddl
 from percolator.server.sql.bound import BConst, NextValue
 from percolator.server.sql.catalog import Catalog
@@ -135,6 +136,7 @@ async def run_merge(plan: MergePlan, writer: TableWriter, ctx: Any) -> int:
         for pos, fn in action.assignments:
             new[pos] = fn(full, ctx)
         updates.append((key, old, tuple(new)))
+    await lock_for_write(ctx, codec, sorted(touched))
     # Deletes first: a row a source row deletes frees its key for one another inserts.
     if deletes:
         await delete_keys(writer, ctx, deletes)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
+from percolator.server.planner.row_locking import lock_for_select
 from percolator.server.sql.aggregates import Accumulator
 from percolator.server.sql.bound import BSubquery, SubqueryKind
 from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
@@ -200,7 +201,11 @@ class TableScan(Node):
             if pred is not None and pred(row, ctx) is not True:
                 continue
             if self.lock_rows:
-                codec.lock(ctx.txn, key)
+                # One row at a time: a LIMIT above must lock only the rows it takes (a job
+                # queue's LIMIT 1 ... SKIP LOCKED).
+                for locked in await lock_for_select(ctx, codec, [(key, row)]):
+                    yield locked
+                continue
             yield row
 
     def explain(self) -> list[str]:
@@ -234,13 +239,16 @@ class PointGet(Node):
         keys = sorted(set(keys))
         found = await self.codec.get_rows(ctx.txn, keys)
         pred = self.predicate
-        for key, row in zip(keys, found, strict=True):
-            if row is None:
-                continue
-            if pred is not None and pred(row, ctx) is not True:
-                continue
-            if self.lock_rows:
-                self.codec.lock(ctx.txn, key)
+        hits = [
+            (key, row)
+            for key, row in zip(keys, found, strict=True)
+            if row is not None and (pred is None or pred(row, ctx) is True)
+        ]
+        if self.lock_rows:
+            for row in await lock_for_select(ctx, self.codec, hits):
+                yield row
+            return
+        for _, row in hits:
             yield row
 
     def explain(self) -> list[str]:
@@ -284,7 +292,9 @@ class IndexLookup(Node):
             if row is None or (pred is not None and pred(row, ctx) is not True):
                 continue
             if self.lock_rows:
-                self.codec.lock(ctx.txn, key)
+                for locked in await lock_for_select(ctx, self.codec, [(key, row)]):
+                    yield locked
+                continue
             yield row
 
     def explain(self) -> list[str]:
@@ -734,10 +744,12 @@ class LookupJoin(Node):
                 row = orow + irow if self.outer_first else irow + orow
                 if residual is not None and residual(row, ctx) is not True:
                     continue
-                hit = True
                 if self.target.lock_rows:
                     codec = self.target.codec
-                    codec.lock(ctx.txn, codec.key_of_stored(irow))
+                    locked = [(codec.key_of_stored(irow), row)]
+                    if not await lock_for_select(ctx, codec, locked):
+                        continue  # SKIP LOCKED
+                hit = True
                 yield row
             if not hit and self.preserve_outer:
                 yield orow + null_inner if self.outer_first else null_inner + orow
@@ -828,6 +840,30 @@ class Sort(Node):
 
     def explain(self) -> list[str]:
         return _explain_tree("Sort", [], [self.input])
+
+
+@dataclass
+class LockRows(Node):
+    """SELECT ... FOR UPDATE above a Sort: locks each row of the table as it is pulled, so a
+    LIMIT above takes locks only on the rows it returns (Postgres's LockRows node). Each row
+    carries the table row's key in its last value (added by the projection below the Sort),
+    which this node takes off."""
+
+    input: Node
+    codec: RowCodec
+    width: int = 0
+
+    async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        codec = self.codec
+        async for row in self.input.rows(ctx):
+            for locked in await lock_for_select(ctx, codec, [(row[-1], row[:-1])]):
+                yield locked
+
+    def explain(self) -> list[str]:
+        return _explain_tree("LockRows", [], [self.input])
+
+    def children(self) -> list[Node]:
+        return [self.input]
 
 
 SortSpec = tuple[Compiled, bool, bool, Callable[[Any], Any]]

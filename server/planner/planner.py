@@ -36,7 +36,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.physical import (
@@ -50,6 +50,7 @@ from percolator.server.planner.physical import (
     KeyRange,
     LateralJoin,
     Limit,
+    LockRows,
     LookupJoin,
     LookupTarget,
     NestedLoopJoin,
@@ -133,6 +134,8 @@ class Planner:
         self._needed: Needed = {}
         self._work_tables: dict[int, object] = {}
         """id(RecursiveUnionRel) -> its working table's token, while its terms are planned."""
+        self._lock_later: set[int] = set()
+        """id(TableRel) of FOR UPDATE tables whose rows a LockRows above locks instead."""
 
     def codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
         """The row codec of a table (reading only the ``read`` positions, if given)."""
@@ -164,7 +167,8 @@ class Planner:
     def _plan_TableRel(self, rel: TableRel) -> Node:
         needed = self._needed.get(id(rel))
         read = frozenset(needed) if needed is not None else None
-        return self.table_access(rel.table, rel.alias, rel.filters, rel.lock_rows, read)
+        lock_rows = rel.lock_rows and id(rel) not in self._lock_later
+        return self.table_access(rel.table, rel.alias, rel.filters, lock_rows, read)
 
     def table_access(
         self,
@@ -430,7 +434,26 @@ class Planner:
         return ProjectSet(self.plan(rel.input), calls, runners)
 
     def _plan_SortRel(self, rel: SortRel) -> Node:
-        return Sort(self.plan(rel.input), [_sort_key(k) for k in rel.keys])
+        keys = [_sort_key(k) for k in rel.keys]
+        project = rel.input
+        locked = _locked_table_below(project.input) if isinstance(project, ProjectRel) else None
+        if locked is None:
+            return Sort(self.plan(rel.input), keys)
+        # FOR UPDATE on a sorted table: lock after the sort, row by row as rows are taken, not
+        # every row the scan reads (a job queue's ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED).
+        # The projection keeps each row's key, as a last value, for the LockRows above.
+        assert isinstance(project, ProjectRel)
+        self._lock_later.add(id(locked))
+        try:
+            child = self.plan(project.input)
+        finally:
+            self._lock_later.discard(id(locked))
+        codec = self.codec(locked.table, None)
+        key = cast(Compiled, lambda row, _ctx: codec.key_of_stored(row))
+        exprs = [compile_expr(e) for e in project.exprs] + [key]
+        width = len(project.columns) + 1
+        projected = Project(child, exprs, self.runners(project.exprs), width=width)
+        return LockRows(Sort(projected, keys, width=width), codec)
 
     def _plan_LimitRel(self, rel: LimitRel) -> Node:
         return Limit(
@@ -829,3 +852,10 @@ def describe(e: BExpr, table: TableDef | None = None) -> str:
 
 
 __all__ = ["Planner", "describe"]
+
+
+def _locked_table_below(rel: Rel) -> TableRel | None:
+    """The FOR UPDATE table whose rows ``rel`` yields unchanged (through filters), if any."""
+    while isinstance(rel, FilterRel):
+        rel = rel.input
+    return rel if isinstance(rel, TableRel) and rel.lock_rows else None

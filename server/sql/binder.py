@@ -81,6 +81,7 @@ from percolator.server.sql.scope import Scope
 from percolator.server.sql.set_functions import record_fields, resolve_set_function
 from percolator.server.sql.types import SqlType
 from percolator.server.sql.window_binder import resolve_named_windows
+from percolator.server.txn.transaction import LockWait
 
 if TYPE_CHECKING:
     from percolator.server.sql.merge import MergeStmt
@@ -130,9 +131,9 @@ class Binder:
         if isinstance(node, exp.Delete):
             return self.bind_delete(node)
         if isinstance(node, exp.Query | exp.Values):
-            lock = isinstance(node, exp.Select) and bool(node.args.get("locks"))
+            locks = (node.args.get("locks") or []) if isinstance(node, exp.Select) else []
             rel = self._resolve_unknown_output(self.bind_query(node, None))
-            return QueryStmt(rel, lock)
+            return QueryStmt(rel, bool(locks), _lock_wait(locks))
         raise unsupported(f"statement {type(node).__name__.upper()}")
 
     def _resolve_unknown_output(self, rel: Rel) -> Rel:
@@ -1530,3 +1531,14 @@ def _same_expr(a: BExpr, b: BExpr) -> bool:
 
 
 __all__ = ["Binder"]
+
+
+def _lock_wait(locks: list[exp.Lock]) -> LockWait:
+    """What FOR UPDATE does with rows another transaction holds: NOWAIT (sqlglot: wait=True)
+    over SKIP LOCKED (wait=False) over waiting."""
+    waits = [lk.args.get("wait") for lk in locks]
+    if any(w is True for w in waits):
+        return LockWait.NOWAIT
+    if any(w is False for w in waits):
+        return LockWait.SKIP_LOCKED
+    return LockWait.WAIT

@@ -15,6 +15,7 @@ from typing import Any
 
 from percolator.server.sql.catalog import ColumnDef, SequenceDef, TableDef
 from percolator.server.sql.types import SqlType
+from percolator.server.txn.transaction import LockWait
 
 # -- expressions ----------------------------------------------------------------------------
 
@@ -513,6 +514,8 @@ class RecursiveUnionRel(Rel):
 class QueryStmt:
     rel: Rel
     lock_rows: bool = False
+    lock_wait: LockWait = LockWait.WAIT
+    """FOR UPDATE ... NOWAIT / SKIP LOCKED (the strictest of the statement's clauses)."""
 
 
 @dataclass(eq=False)

@@ -78,6 +78,9 @@ class Mutation(NamedTuple):
     key: CellKey
     kind: WriteKind
     value: bytes | None = None
+    since_ts: int = 0
+    """Write records with commit_ts >= max(start_ts, since_ts) conflict; 0 means start_ts (a
+    READ COMMITTED statement that read the cell at a later snapshot passes that snapshot)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +102,8 @@ class PrewriteStatus(Enum):
     """Why a prewrite of one cell did not take its lock."""
 
     WRITE_CONFLICT = "write_conflict"
-    """A write record at or after our start_ts exists (``conflict_ts`` is its commit_ts)."""
+    """A write record at or after our start_ts (or the mutation's later ``since_ts``) exists
+    (``conflict_ts`` is the newest such commit_ts)."""
     LOCKED = "locked"
     """Another transaction's lock is on the cell (``lock`` describes it)."""
     ROLLED_BACK = "rolled_back"

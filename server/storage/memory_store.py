@@ -44,6 +44,7 @@ from percolator.server.storage.cells import (
 )
 from percolator.server.storage.channels import Channels, Deliver, LocalChannels
 from percolator.server.storage.errors import SnapshotTooOld
+from percolator.server.storage.row_locks import LocalRowLockTable, RowLocks
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.split_points import quantile_points
 from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
@@ -122,6 +123,7 @@ class MemoryCellStore(CellStore):
         self._counters: dict[str, ObserverCounters] = {}
         self._notified = asyncio.Event()
         self._advisory = LocalLockTable()
+        self._row_locks = LocalRowLockTable(self._row_states)
 
     @property
     def shard_count(self) -> int:
@@ -162,7 +164,9 @@ class MemoryCellStore(CellStore):
         newer = [w for w in cell.writes if w.commit_ts >= start_ts]  # newest first
         if any(w.kind == WriteKind.ROLLBACK and w.start_ts == start_ts for w in newer):
             return PrewriteFailure(m.key, PrewriteStatus.ROLLED_BACK)
-        if newer:
+        # A later since_ts (READ COMMITTED) only moves the lower bound of the conflict window.
+        since = max(start_ts, m.since_ts)
+        if newer and newer[0].commit_ts >= since:
             return PrewriteFailure(
                 m.key, PrewriteStatus.WRITE_CONFLICT, conflict_ts=newer[0].commit_ts
             )
@@ -583,6 +587,21 @@ class MemoryCellStore(CellStore):
 
     def advisory_session(self) -> AdvisorySession:
         return LocalAdvisorySession(self._advisory)
+
+    def row_locks(self) -> RowLocks:
+        return self._row_locks.session()
+
+    def _row_states(self, keys: Sequence[CellKey]) -> list[tuple[int | None, int | None]]:
+        """Each cell's newest commit_ts (rollbacks aside) and its lock's start_ts."""
+        out: list[tuple[int | None, int | None]] = []
+        for k in keys:
+            cell = self._cells.get(k)
+            if cell is None:
+                out.append((None, None))
+                continue
+            newest = next((w.commit_ts for w in cell.writes if w.kind != WriteKind.ROLLBACK), None)
+            out.append((newest, None if cell.lock is None else cell.lock.info.start_ts))
+        return out
 
     async def close(self) -> None:
         return None

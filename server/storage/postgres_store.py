@@ -66,6 +66,7 @@ from percolator.server.storage.errors import (
     StoreUnavailable,
     redact_dsn,
 )
+from percolator.server.storage.row_locks import PostgresRowLocks, RowLocks, ShardLockConnections
 from percolator.server.storage.schema import MIGRATION_LOCK_KEY, MIGRATIONS, SCHEMA_VERSION
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.split_points import merge_split_points
@@ -192,15 +193,15 @@ LEFT JOIN LATERAL (
 reads), which costs the driver a quarter of the parameter encoding of ``_READ_MANY``. The
 result is shaped as ``_READ_MANY``'s."""
 _PREWRITE_ONE = (
-    "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    "SELECT * FROM percolator_prewrite_one($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
 )
 _COMMIT_ONE = "SELECT percolator_commit_one($1, $2, $3, $4, $5, $6)"
 _PREWRITE_EACH = (
-    "SELECT * FROM percolator_prewrite_each($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    "SELECT * FROM percolator_prewrite_each($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
 )
 _COMMIT_EACH = "SELECT * FROM percolator_commit_each($1, $2, $3, $4, $5, $6)"
 _PREWRITE_MANY = (
-    "SELECT * FROM percolator_prewrite_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+    "SELECT * FROM percolator_prewrite_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
 )
 _COMMIT_MANY = "SELECT * FROM percolator_commit_many($1, $2, $3, $4, $5, $6)"
 _ROLLBACK = "SELECT * FROM percolator_rollback($1, $2, $3, $4, $5, $6)"
@@ -510,6 +511,9 @@ class PostgresCellStore(CellStore):
         self._listeners: list[asyncpg.Connection | None] = [None] * len(shards)
         self._listen_lock = asyncio.Lock()
         self._notified = asyncio.Event()
+        self._lock_conns = [
+            ShardLockConnections(sh.dsn, self._lock_connector(sh.dsn)) for sh in shards
+        ]
         # Without coalescing no operation ever waits for a turn, so each goes alone.
         in_flight = max(1, pool_size // STATEMENTS_PER_POOL_FRACTION) if coalesce else sys.maxsize
         for sh in shards:
@@ -535,6 +539,17 @@ class PostgresCellStore(CellStore):
             return self._call("notify", shard, lambda conn: conn.execute(sql, *args))
 
         return PostgresChannels(deliver, connect, execute)
+
+    def row_locks(self) -> RowLocks:
+        """Row locks on connections of their own (Postgres advisory locks on the rows'
+        shards; see row_locks.py)."""
+        return PostgresRowLocks(self._lock_conns, self.shard_of)
+
+    def _lock_connector(self, dsn: str) -> Callable[[], Awaitable[asyncpg.Connection]]:
+        def connect() -> Awaitable[asyncpg.Connection]:
+            return asyncpg.connect(dsn, timeout=self._timeout, server_settings=_SERVER_SETTINGS)
+
+        return connect
 
     def advisory_session(self) -> AdvisorySession:
         """Advisory locks on a connection of their own to the first shard: Postgres's own
@@ -722,12 +737,13 @@ class PostgresCellStore(CellStore):
                     int(it.mutation.kind),
                     it.mutation.value,
                     row_hash(k.table, k.row),
+                    it.mutation.since_ts,
                 ),
             )
             return [self._prewrite_failure(k, records[0], 0) if records else None]
         # Columns unzipped in C (zip, itemgetter): this runs for every cell written.
         starts, primaries, ttls, mutations = zip(*items, strict=True)
-        keys, kinds, values = zip(*mutations, strict=True)
+        keys, kinds, values, sinces = zip(*mutations, strict=True)
         tables, rows, columns = zip(*keys, strict=True)
         hashes = list(map(row_hash, tables, rows))
         order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
@@ -747,6 +763,9 @@ class PostgresCellStore(CellStore):
             shared(list(map(int, pick(kinds)))),
             pick(values),
             pick(hashes),
+            # Both functions read one element as every cell's: the common case (0, no READ
+            # COMMITTED statement) costs one element whichever function runs.
+            _one_if_same(pick(sinces)),
         )
         statement = _PREWRITE_MANY if many else _PREWRITE_EACH
         records = await self._call(
@@ -1619,6 +1638,7 @@ class PostgresCellStore(CellStore):
             return_exceptions=True,
         )
         await asyncio.gather(*(s.pool.close() for s in self._shards), return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in self._lock_conns), return_exceptions=True)
 
 
 def _notify_order(n: Notification) -> tuple[int, str, str, bytes]:

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from percolator.server.storage.packed import COLUMN_BITS, MAX_KEY_LENGTH, NO_VALUE
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 MIGRATION_LOCK_KEY = 0x5045_5243_4F4C_0001
 """Advisory lock held while creating or migrating the schema (one migrator at a time)."""
 
@@ -1026,6 +1026,152 @@ BEGIN
 END $$""",
 ]
 
+# Version 9: a prewrite's conflict check may start later than its start_ts, per cell (p_since:
+# a READ COMMITTED statement that read the cell at a later snapshot, while holding its row
+# lock, may overwrite versions committed between start_ts and that snapshot). NULL or 0 means
+# start_ts (greatest() skips NULLs), so the default keeps the arguments of version 8 working:
+# an older server still connected while a newer one migrates the shard prewrites as before.
+# p_since of one element holds for every cell, as the shared arguments of version 7 do; it is
+# told apart by its cardinality, not by coalesce, since NULL is a valid element here.
+# The old overloads are dropped, so a call never resolves to an ambiguous pair. The rollback
+# record check still looks at the window from start_ts: only the conflict's lower bound moves,
+# inside the same index probe (a FILTER on its aggregate), so the plan shapes of version 7
+# stay (per-cell LATERAL probes, generic plans).
+_PREWRITE_ARGUMENTS = """
+    p_start_ts bigint[], p_ptbl text[], p_prow bytea[], p_pcol text[], p_ttl integer[],
+    p_tbl text[], p_row bytea[], p_col text[], p_kind smallint[], p_value bytea[],
+    p_hash bigint[]"""
+"""The array arguments of prewrite_each and prewrite_many up to version 8 (the DROPs below
+name them; version 9 adds p_since after them)."""
+
+_V9_PREWRITE_SINCE = [
+    f"DROP FUNCTION IF EXISTS percolator_prewrite_each({_PREWRITE_ARGUMENTS})",
+    f"DROP FUNCTION IF EXISTS percolator_prewrite_many({_PREWRITE_ARGUMENTS})",
+    """DROP FUNCTION IF EXISTS percolator_prewrite_one(bigint, text, bytea, text, integer,
+    text, bytea, text, smallint, bytea, bigint)""",
+    """CREATE OR REPLACE FUNCTION percolator_prewrite_one(
+    p_start_ts bigint, p_ptbl text, p_prow bytea, p_pcol text, p_ttl integer,
+    p_tbl text, p_row bytea, p_col text, p_kind smallint, p_value bytea, p_hash bigint,
+    p_since bigint DEFAULT NULL)
+RETURNS TABLE (status integer, conflict_ts bigint, l_start_ts bigint, l_ptbl text,
+    l_prow bytea, l_pcol text, l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    lk percolator_lock%ROWTYPE;
+    rolled boolean;
+    newer bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_hash);
+    IF p_start_ts <= (SELECT safe_point FROM percolator_gc WHERE id = 1) THEN
+        RETURN QUERY SELECT 4, NULL::bigint, NULL::bigint, NULL::text, NULL::bytea, NULL::text,
+            NULL::integer, NULL::smallint;
+        RETURN;
+    END IF;
+    SELECT * INTO lk FROM percolator_lock l
+        WHERE l.tbl = p_tbl AND l.rkey = p_row AND l.col = p_col;
+    IF FOUND THEN
+        IF lk.start_ts <> p_start_ts THEN
+            RETURN QUERY SELECT 2, NULL::bigint, lk.start_ts, lk.primary_tbl, lk.primary_rkey,
+                lk.primary_col, lk.ttl_ms, lk.kind;
+        ELSIF lk.kind <> p_kind
+            OR lk.value IS DISTINCT FROM (CASE WHEN p_kind = 1 THEN p_value END) THEN
+            RETURN QUERY SELECT 5, NULL::bigint, lk.start_ts, lk.primary_tbl, lk.primary_rkey,
+                lk.primary_col, lk.ttl_ms, lk.kind;
+        END IF;
+        RETURN;
+    END IF;
+    SELECT bool_or(w.kind = 3 AND w.start_ts = p_start_ts AND w.commit_ts = p_start_ts),
+        max(w.commit_ts) FILTER (WHERE w.commit_ts >= greatest(p_start_ts, p_since))
+        INTO rolled, newer
+        FROM percolator_write w
+        WHERE w.tbl = p_tbl AND w.rkey = p_row AND w.col = p_col AND w.commit_ts >= p_start_ts;
+    IF rolled OR newer IS NOT NULL THEN
+        RETURN QUERY SELECT CASE WHEN rolled THEN 3 ELSE 1 END, newer, NULL::bigint,
+            NULL::text, NULL::bytea, NULL::text, NULL::integer, NULL::smallint;
+        RETURN;
+    END IF;
+    INSERT INTO percolator_lock VALUES (p_tbl, p_row, p_col, p_start_ts, p_ptbl, p_prow,
+        p_pcol, p_ttl, p_kind, CASE WHEN p_kind = 1 THEN p_value END, p_hash);
+END $$""",
+    f"""CREATE OR REPLACE FUNCTION percolator_prewrite_each({_PREWRITE_ARGUMENTS},
+    p_since bigint[] DEFAULT NULL)
+RETURNS TABLE (idx integer, status integer, conflict_ts bigint, l_start_ts bigint,
+    l_ptbl text, l_prow bytea, l_pcol text, l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1 .. cardinality(p_tbl) LOOP
+        RETURN QUERY SELECT i, f.* FROM percolator_prewrite_one(p_start_ts[i], p_ptbl[i],
+            p_prow[i], p_pcol[i], p_ttl[i], p_tbl[i], p_row[i], p_col[i], p_kind[i],
+            p_value[i], p_hash[i],
+            p_since[CASE WHEN cardinality(p_since) = 1 THEN 1 ELSE i END]) f;
+    END LOOP;
+END $$""",
+    f"""CREATE OR REPLACE FUNCTION percolator_prewrite_many({_PREWRITE_ARGUMENTS},
+    p_since bigint[] DEFAULT NULL)
+RETURNS TABLE (idx integer, status integer, conflict_ts bigint, l_start_ts bigint,
+    l_ptbl text, l_prow bytea, l_pcol text, l_ttl integer, l_kind smallint)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off
+SET enable_mergejoin = off SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+BEGIN{_LOCK_ROWS}
+    RETURN QUERY
+    WITH c AS (
+        SELECT k.*, l.start_ts AS l_start_ts, l.primary_tbl, l.primary_rkey, l.primary_col,
+            l.ttl_ms, l.kind AS l_kind, w.newer,
+            CASE WHEN k.start_ts <= (SELECT safe_point FROM percolator_gc WHERE id = 1) THEN 4
+                WHEN l.start_ts IS NOT NULL THEN
+                    CASE WHEN l.start_ts <> k.start_ts THEN 2
+                        WHEN l.kind <> k.kind OR l.value IS DISTINCT FROM
+                            (CASE WHEN k.kind = 1 THEN k.value END) THEN 5
+                        ELSE 0 END
+                WHEN w.rolled THEN 3
+                WHEN w.newer IS NOT NULL THEN 1
+            END AS status
+        FROM (
+            SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
+                coalesce(u.ptbl, p_ptbl[1]) AS ptbl, coalesce(u.prow, p_prow[1]) AS prow,
+                coalesce(u.pcol, p_pcol[1]) AS pcol, coalesce(u.ttl, p_ttl[1]) AS ttl,
+                coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col,
+                coalesce(u.kind, p_kind[1]) AS kind, u.value, u.hash,
+                CASE WHEN cardinality(p_since) = 1 THEN p_since[1] ELSE u.since END AS since,
+                u.i
+            FROM unnest(p_start_ts, p_ptbl, p_prow, p_pcol, p_ttl, p_tbl, p_row, p_col, p_kind,
+                p_value, p_hash, p_since) WITH ORDINALITY
+                AS u(start_ts, ptbl, prow, pcol, ttl, tbl, rkey, col, kind, value, hash, since,
+                    i)
+        ) k
+        LEFT JOIN LATERAL (
+            -- LIMIT: a probe per cell; flattened into a join, it scanned every lock per cell.
+            SELECT * FROM percolator_lock l
+            WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col LIMIT 1
+        ) l ON true
+        LEFT JOIN LATERAL (
+            SELECT bool_or(w.kind = 3 AND w.start_ts = k.start_ts
+                AND w.commit_ts = k.start_ts) AS rolled,
+                max(w.commit_ts) FILTER (WHERE w.commit_ts >= greatest(k.start_ts, k.since))
+                    AS newer
+            FROM percolator_write w
+            WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col
+            AND w.commit_ts >= k.start_ts
+        ) w ON true
+    ), ins AS (
+        INSERT INTO percolator_lock (tbl, rkey, col, start_ts, primary_tbl, primary_rkey,
+            primary_col, ttl_ms, kind, value, hash)
+        SELECT c.tbl, c.rkey, c.col, c.start_ts, c.ptbl, c.prow, c.pcol, c.ttl, c.kind,
+            CASE WHEN c.kind = 1 THEN c.value END, c.hash
+        FROM c WHERE c.status IS NULL
+        ORDER BY c.tbl, c.rkey, c.col
+    )
+    SELECT c.i::integer, c.status, CASE WHEN c.status IN (1, 3) THEN c.newer END,
+        c.l_start_ts, c.primary_tbl, c.primary_rkey, c.primary_col, c.ttl_ms, c.l_kind
+    FROM c WHERE c.status > 0;
+END $$""",
+]
+
 MIGRATIONS: dict[int, list[str]] = {
     1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS,
     2: _V2_HEARTBEAT,
@@ -1037,5 +1183,6 @@ MIGRATIONS: dict[int, list[str]] = {
     6: _V6_BULK_IN_KEY_ORDER,
     7: _V7_SET_BASED,
     8: [*_V8_PACKED_SCAN, *_V8_PARALLEL_BULK_MOVES, _sample_row_keys_function(_TOTAL_AS_NOW)],
+    9: _V9_PREWRITE_SINCE,
 }
 """Statements that bring a shard from version ``v - 1`` to ``v``."""

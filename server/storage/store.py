@@ -12,8 +12,12 @@ prewrite
     Fails with LOCKED if a lock with another start_ts is on the cell; with DUPLICATE if our own
     lock (same start_ts) is there with another kind or value; with ROLLED_BACK if a rollback
     record at our start_ts exists; with WRITE_CONFLICT if any other write record has
-    commit_ts >= start_ts; with TOO_OLD if start_ts <= the shard's GC safe point. Otherwise it
-    takes the lock (idempotent: prewriting the same write again at the same start_ts succeeds).
+    commit_ts >= max(start_ts, the mutation's ``since_ts``) (``conflict_ts``: the newest such);
+    with TOO_OLD if start_ts <= the shard's GC safe point. Otherwise it takes the lock
+    (idempotent: prewriting the same write again at the same start_ts succeeds). A ``since_ts``
+    above start_ts only moves the lower bound of the conflict check (a READ COMMITTED statement
+    that read the cell at that snapshot may overwrite versions committed before it); the
+    rollback record check still looks at start_ts.
 commit
     If our lock (same start_ts) is on the cell: replace it by a write record at commit_ts. If the
     lock is gone but our write record is there: success (idempotent). Otherwise a failure.
@@ -79,6 +83,7 @@ from percolator.server.storage.cells import (
 )
 from percolator.server.storage.channels import Channels, Deliver
 from percolator.server.storage.packed import PackedCells, pack_rows
+from percolator.server.storage.row_locks import RowLocks
 
 PURGE_ROWS = 10_000
 """Rows of each kind (write records, locks, notifications) one statement of
@@ -397,6 +402,10 @@ class CellStore(abc.ABC):
 
     def advisory_session(self) -> AdvisorySession:
         """A new holder of advisory locks for one SQL session (see advisory.py)."""
+        raise NotImplementedError
+
+    def row_locks(self) -> RowLocks:
+        """A new holder of pessimistic row locks for one transaction (see row_locks.py)."""
         raise NotImplementedError
 
     @abc.abstractmethod

@@ -46,7 +46,13 @@ class TransactionClient:
         # parts of one distributed transaction).
         self._running: Counter[int] = Counter()
         self._services = TxnServices(
-            store, clock, self.resolver, self.secondaries, self.config, self._finished
+            store,
+            clock,
+            self.resolver,
+            self.secondaries,
+            self.config,
+            self._finished,
+            store.row_locks,
         )
 
     def advisory_session(self) -> AdvisorySession:
@@ -115,11 +121,12 @@ class TransactionClient:
     async def renew_snapshot(self, txn: Transaction) -> None:
         """Let a transaction's reads see a new snapshot (READ COMMITTED: one per statement).
 
-        Only reads move: its writes keep start_ts, so a write is still conflict-checked
-        against everything committed since the transaction began. A write made by an earlier
-        statement can then never silently overwrite a concurrent commit of the same cell
-        (Postgres prevents that with row locks; here it is a 40001 at commit). A transaction
-        pinned to a snapshot (``begin_at``, ``begin_part``) keeps it."""
+        A write buffered after this is conflict-checked from the new snapshot (the
+        statement decided it on what it read there); a cell written again keeps the bound of
+        its first write, so a write made by an earlier statement never silently overwrites a
+        concurrent commit of the same cell: the SQL layer's row locks keep other SQL writers
+        out, and any other writer makes a 40001 at commit. A transaction pinned to a snapshot
+        (``begin_at``, ``begin_part``) keeps it."""
         if not txn.pinned:
             txn.read_ts = await self.clock.get_timestamp()
 

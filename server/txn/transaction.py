@@ -35,6 +35,7 @@ from percolator.server.storage.cells import (
 )
 from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
 from percolator.server.storage.packed import PackedCells, pack_rows
+from percolator.server.storage.row_locks import LockWait, RowLocks, RowLockState
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.commit_checks import CommitCheck
 from percolator.server.txn.committer import TwoPhaseCommitter
@@ -92,6 +93,23 @@ class TxnServices:
     config: TxnConfig
     on_finish: Callable[[int], None]
     """Called with start_ts once the transaction has committed or rolled back."""
+    row_locks: Callable[[], RowLocks]
+    """A holder of pessimistic row locks for one transaction (the store's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowLock:
+    """What :meth:`Transaction.lock_rows` did with one row."""
+
+    taken: bool
+    """False only under SKIP LOCKED, for a row another transaction holds."""
+    changed: bool
+    """Another transaction committed a write of the row after this transaction's snapshot
+    (read_ts): what was read of it is stale."""
+
+
+_RELEASING: set[asyncio.Task[None]] = set()
+"""Releases of row locks of transactions dropped without an end (kept from the collector)."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +175,9 @@ class Transaction:
         self._guard: ReadGuard | None = None
         self._guard_ts: int | None = None
         """The snapshot (read_ts) at which the guard last passed."""
+        self._row_locks: RowLocks | None = None
+        self._journal: dict[CellKey, Mutation | None] | None = None
+        """While a statement may be undone: each key's buffered write before it."""
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -485,9 +506,10 @@ class Transaction:
         return await self._resolve_locks(keys, await self._s.store.read(self.read_ts, keys))
 
     async def _resolve_locks(
-        self, keys: Sequence[CellKey], results: list[CellRead]
+        self, keys: Sequence[CellKey], results: list[CellRead], ts: int | None = None
     ) -> list[CellRead]:
-        """``results`` of reading ``keys`` with every lock resolved (re-reading those cells)."""
+        """``results`` of reading ``keys`` (at ``ts``, else read_ts) with every lock resolved
+        (re-reading those cells)."""
         blocked = [i for i, r in enumerate(results) if r.lock is not None]
         if not blocked:
             return results
@@ -506,13 +528,67 @@ class Transaction:
                     raise LockWaitTimeout(held[0].key, held[0].start_ts, waited)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_S)
-            again = await self._s.store.read(self.read_ts, [keys[i] for i in blocked])
+            again = await self._s.store.read(
+                self.read_ts if ts is None else ts, [keys[i] for i in blocked]
+            )
             for i, result in zip(blocked, again, strict=True):
                 results[i] = result
             blocked = [i for i in blocked if results[i].lock is not None]
         if waiting:
             metrics.LOCK_WAIT_SECONDS.observe(time.monotonic() - started)
         return results
+
+    # -- pessimistic row locks ---------------------------------------------------------------
+
+    async def lock_rows(
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float | None = None
+    ) -> list[RowLock]:
+        """Lock rows until this transaction ends (see storage/row_locks.py), each given by
+        the cell that every write of the row writes; waits for other holders up to
+        ``timeout_s`` (default: the lock-wait timeout), then RowLockUnavailable (55P03).
+        Reports, per row, whether it was taken and whether it changed after read_ts.
+
+        A Percolator lock found on a cell (a commit in progress, or a writer that takes no row
+        locks) is resolved, or waited for, as a read would, before the row's state is told.
+        One round trip per shard (the first also takes a connection for the locks)."""
+        self._check_writable()
+        if not keys:
+            return []
+        if self._row_locks is None:
+            self._row_locks = self._s.row_locks()
+        timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
+        states = await self._row_locks.lock(keys, wait, timeout)
+        pending = [i for i, st in enumerate(states) if st.taken and st.lock_start_ts is not None]
+        while pending:
+            await self._settle_cells([keys[i] for i in pending])
+            again = await self._row_locks.lock([keys[i] for i in pending], LockWait.WAIT, timeout)
+            for i, st in zip(pending, again, strict=True):
+                states[i] = st
+            pending = [i for i in pending if states[i].lock_start_ts is not None]
+        return [self._row_lock(st) for st in states]
+
+    def _row_lock(self, state: RowLockState) -> RowLock:
+        newest = state.newest_commit_ts
+        return RowLock(state.taken, newest is not None and newest > self.read_ts)
+
+    async def _settle_cells(self, keys: Sequence[CellKey]) -> None:
+        """Resolve (or wait for) the Percolator locks on ``keys``: read them at a fresh
+        timestamp, which sees every lock the row-lock call saw."""
+        ts = await self._s.clock.get_timestamp()
+        await self._resolve_locks(keys, await self._s.store.read(ts, keys), ts)
+
+    async def _release_row_locks(self) -> None:
+        holder, self._row_locks = self._row_locks, None
+        if holder is not None:
+            await holder.release()
+
+    def drop_row_locks(self) -> None:
+        """Release the row locks without waiting for it: the transaction failed and can only
+        roll back, and Postgres frees an aborted transaction's locks at once, so that a
+        deadlock's other party goes on."""
+        holder, self._row_locks = self._row_locks, None
+        if holder is not None:
+            _release_in_background(holder)
 
     # -- writes --------------------------------------------------------------------------------
 
@@ -565,11 +641,20 @@ class Transaction:
             raise TransactionTooLarge(
                 f"a transaction may write at most {self._s.config.max_cells_per_txn} cells"
             )
+        if self.read_ts != self.start_ts and not self.pinned:
+            # READ COMMITTED: the statement decided this write on the snapshot at read_ts (and
+            # holds the row's lock), so versions committed before it are no conflict. A cell
+            # written again keeps its first bound: what came between is not in our snapshot.
+            since = previous.since_ts if previous is not None else self.read_ts
+            if since:
+                mutation = mutation._replace(since_ts=since)
         size = _size(mutation)
         if self._bytes + size > self._s.config.max_bytes_per_txn:
             raise TransactionTooLarge(
                 f"a transaction may write at most {self._s.config.max_bytes_per_txn} bytes"
             )
+        if self._journal is not None and key not in self._journal:
+            self._journal[key] = previous
         self._writes[key] = mutation
         self._bytes += size
 
@@ -591,6 +676,26 @@ class Transaction:
         self._check_active()
         self._writes = dict(savepoint.writes)
         self._bytes = savepoint.size
+
+    def start_journal(self) -> None:
+        """Remember what the writes buffered from now on replace, so that :meth:`undo_journal`
+        can take them back: a statement run again (READ COMMITTED), at a cost per cell it
+        writes rather than per cell buffered, as a savepoint would be."""
+        self._journal = {}
+
+    def undo_journal(self) -> None:
+        """Take back the writes buffered since :meth:`start_journal`; the journal restarts."""
+        journal, self._journal = self._journal or {}, {}
+        for key, previous in journal.items():
+            current = self._writes.pop(key, None)
+            if current is not None:
+                self._bytes -= _size(current)
+            if previous is not None:
+                self._writes[key] = previous
+                self._bytes += _size(previous)
+
+    def stop_journal(self) -> None:
+        self._journal = None
 
     def discard_writes(self, tables: Collection[str]) -> None:
         """Forget the buffered writes to ``tables``: a session's temporary tables whose rows
@@ -644,6 +749,8 @@ class Transaction:
             raise
         finally:
             self._s.on_finish(self.start_ts)
+            if self._row_locks is not None:
+                await self._release_row_locks()
         return self.commit_ts
 
     async def rollback(self) -> None:
@@ -654,6 +761,8 @@ class Transaction:
         self.state = TransactionState.ROLLED_BACK
         metrics.TXN_ROLLED_BACK.inc()
         self._s.on_finish(self.start_ts)
+        if self._row_locks is not None:
+            await self._release_row_locks()
 
     def _check_active(self) -> None:
         if self.state != TransactionState.ACTIVE:
@@ -664,6 +773,7 @@ class Transaction:
         # safe point back (the client reports the oldest running start_ts).
         if self.state == TransactionState.ACTIVE:
             self._s.on_finish(self.start_ts)
+        self.drop_row_locks()
 
     async def __aenter__(self) -> Transaction:
         return self
@@ -678,6 +788,13 @@ class Transaction:
             await self.commit()
         else:
             await self.rollback()
+
+
+def _release_in_background(holder: RowLocks) -> None:
+    with contextlib.suppress(RuntimeError):  # no running loop: the process is ending
+        task = asyncio.get_running_loop().create_task(holder.release())
+        _RELEASING.add(task)
+        task.add_done_callback(_RELEASING.discard)
 
 
 def _as_read(m: Mutation) -> CellRead:

@@ -51,7 +51,9 @@ def test_transactions_statements_and_connections(sql_server: SqlServer, metrics_
         a.execute("BEGIN")
         a.execute("INSERT INTO accounts VALUES (3, 30)")
         a.execute("ROLLBACK")  # rolls back
-        # A write conflict: b commits a write of the cell a wrote since a's start_ts.
+        # A write conflict: b commits a write of the cell a wrote since a's start_ts (b
+        # takes no row locks, so it does not wait for a's).
+        b.execute("SET percolator.locking = optimistic")
         a.execute("BEGIN")
         a.execute("UPDATE accounts SET balance = 21 WHERE id = 2")
         b.execute("UPDATE accounts SET balance = 22 WHERE id = 2")  # commits
@@ -72,7 +74,8 @@ def test_transactions_statements_and_connections(sql_server: SqlServer, metrics_
     assert moved("percolator_statements_total", type="insert") == 2
     assert moved("percolator_statements_total", type="update") == 3
     assert moved("percolator_statements_total", type="select") == 1
-    assert moved("percolator_statements_total", type="other") == 4  # BEGIN, ROLLBACK, BEGIN, COMMIT
+    # BEGIN, ROLLBACK, SET, BEGIN, COMMIT
+    assert moved("percolator_statements_total", type="other") == 5
     assert moved("percolator_statements_total", type="ddl") == 0
     assert moved("percolator_statement_errors_total", sqlstate="40001") == 1
     assert moved("percolator_connections_accepted_total") == 2

@@ -4,6 +4,7 @@ through every DDL that touches the column."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -71,11 +72,16 @@ async def test_updates_of_different_columns_of_one_row_conflict(db: Database) ->
     second = await db.client.begin()
     sql1, sql2 = await db.sql(first), await db.sql(second)
     await sql1.execute("UPDATE acct SET note = 'first' WHERE id = 1")
-    await sql2.execute("UPDATE acct SET bal = bal + 1 WHERE id = 1")
+    # The row's lock makes the second writer wait, whichever column it changes; once the
+    # first commits, the row has changed since the second's snapshot.
+    waiting = asyncio.create_task(sql2.execute("UPDATE acct SET bal = bal + 1 WHERE id = 1"))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
     await first.commit()
     with pytest.raises(Exception) as raised:
-        await second.commit()
+        await waiting
     assert getattr(raised.value, "sqlstate", None) == "40001"
+    await second.rollback()
     assert await db.fetch("SELECT bal, note FROM acct") == [{"bal": 100, "note": "first"}]
 
 

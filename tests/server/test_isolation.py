@@ -5,7 +5,10 @@ UPDATE prevents. Also the other isolation levels and read-only transactions."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import psycopg
 import pytest
@@ -28,19 +31,29 @@ def connect(server: SqlServer) -> psycopg.Connection:
     return psycopg.connect(server.conninfo())
 
 
+def assert_waits(statement: Future[object], seconds: float = 0.5) -> None:
+    """The statement running in the background is still waiting after ``seconds``."""
+    with pytest.raises(FutureTimeout):
+        statement.result(timeout=seconds)
+
+
 def balances(server: SqlServer) -> list[tuple[int, int]]:
     with psycopg.connect(server.conninfo(), autocommit=True) as conn:
         return conn.execute("SELECT id, bal FROM acct ORDER BY id").fetchall()
 
 
 def test_dirty_write_is_prevented(sql_server: SqlServer, table: str) -> None:
-    with connect(sql_server) as t1, connect(sql_server) as t2:
+    with connect(sql_server) as t1, connect(sql_server) as t2, ThreadPoolExecutor(1) as pool:
         t1.execute("UPDATE acct SET bal = 1 WHERE id = 1")
-        t2.execute("UPDATE acct SET bal = 2 WHERE id = 1")
-        t2.commit()
-        with pytest.raises(errors.SerializationFailure):
-            t1.commit()
-    assert balances(sql_server)[0] == (1, 2)
+        # As in Postgres: the second writer of the row waits for the first at its statement,
+        # and fails once the first has committed a change of it (REPEATABLE READ).
+        second = pool.submit(t2.execute, "UPDATE acct SET bal = 2 WHERE id = 1")
+        assert_waits(second)
+        t1.commit()
+        with pytest.raises(errors.SerializationFailure, match="concurrent update"):
+            second.result(timeout=10)
+        t2.rollback()
+    assert balances(sql_server)[0] == (1, 1)
 
 
 def test_dirty_read_is_prevented(sql_server: SqlServer, table: str) -> None:
@@ -52,24 +65,108 @@ def test_dirty_read_is_prevented(sql_server: SqlServer, table: str) -> None:
 
 
 def test_lost_update_is_prevented(sql_server: SqlServer, table: str) -> None:
-    with connect(sql_server) as t1, connect(sql_server) as t2:
+    with connect(sql_server) as t1, connect(sql_server) as t2, ThreadPoolExecutor(1) as pool:
         (b1,) = t1.execute("SELECT bal FROM acct WHERE id = 1").fetchone()  # type: ignore[misc]
         (b2,) = t2.execute("SELECT bal FROM acct WHERE id = 1").fetchone()  # type: ignore[misc]
         t1.execute("UPDATE acct SET bal = %s WHERE id = 1", (b1 + 10,))
-        t2.execute("UPDATE acct SET bal = %s WHERE id = 1", (b2 + 20,))
+        second = pool.submit(t2.execute, "UPDATE acct SET bal = %s WHERE id = 1", (b2 + 20,))
+        assert_waits(second)
         t1.commit()
         with pytest.raises(errors.SerializationFailure):
-            t2.commit()
+            second.result(timeout=10)
+        t2.rollback()
     assert balances(sql_server)[0] == (1, 110)
 
 
-def test_concurrent_increments_in_sql_conflict(sql_server: SqlServer, table: str) -> None:
-    with connect(sql_server) as t1, connect(sql_server) as t2:
+def test_a_writer_whose_rival_rolls_back_goes_on(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2, ThreadPoolExecutor(1) as pool:
         t1.execute("UPDATE acct SET bal = bal + 1 WHERE id = 2")
-        t2.execute("UPDATE acct SET bal = bal + 1 WHERE id = 2")
+        second = pool.submit(t2.execute, "UPDATE acct SET bal = bal + 5 WHERE id = 2")
+        assert_waits(second)
+        t1.rollback()
+        assert second.result(timeout=10).rowcount == 1
+        t2.commit()
+    assert balances(sql_server)[1] == (2, 105)
+
+
+def test_concurrent_increments_under_read_committed_all_apply(
+    sql_server: SqlServer, table: str
+) -> None:
+    """Postgres's READ COMMITTED: the waiting UPDATE runs on the row's newest version once the
+    first transaction commits; neither fails and no increment is lost."""
+    with connect(sql_server) as t1, connect(sql_server) as t2, ThreadPoolExecutor(1) as pool:
+        for t in (t1, t2):
+            t.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        t1.execute("UPDATE acct SET bal = bal + 1 WHERE id = 2")
+        second = pool.submit(t2.execute, "UPDATE acct SET bal = bal + 10 WHERE id = 2")
+        assert_waits(second)
+        t1.commit()
+        assert second.result(timeout=10).rowcount == 1
+        assert t2.execute("SELECT bal FROM acct WHERE id = 2").fetchone() == (111,)
+        t2.commit()
+    assert balances(sql_server)[1] == (2, 111)
+
+
+def test_nowait_and_skip_locked(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        assert t1.execute("SELECT id FROM acct WHERE id = 1 FOR UPDATE").fetchall() == [(1,)]
+        with pytest.raises(errors.LockNotAvailable, match="could not obtain lock"):
+            t2.execute("SELECT id FROM acct WHERE id = 1 FOR UPDATE NOWAIT")
+        t2.rollback()
+        # A job queue: the second worker passes the row the first holds and takes the next.
+        rows = t2.execute("SELECT id FROM acct ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")
+        assert rows.fetchall() == [(2,)]
+        t1.commit()
+        t2.commit()
+
+
+def test_lock_timeout_bounds_the_wait(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        t1.execute("UPDATE acct SET bal = 5 WHERE id = 1")
+        t2.execute("SET lock_timeout = '200ms'")
+        started = time.monotonic()
+        with pytest.raises(errors.LockNotAvailable, match="lock timeout"):
+            t2.execute("DELETE FROM acct WHERE id = 1")
+        assert time.monotonic() - started < 5
+        t2.rollback()
+        t1.commit()
+    assert balances(sql_server)[0] == (1, 5)
+
+
+def test_deadlock_is_detected(sql_server: SqlServer, table: str) -> None:
+    with connect(sql_server) as t1, connect(sql_server) as t2, ThreadPoolExecutor(1) as pool:
+        t1.execute("UPDATE acct SET bal = 1 WHERE id = 1")
+        t2.execute("UPDATE acct SET bal = 2 WHERE id = 2")
+        first = pool.submit(t1.execute, "UPDATE acct SET bal = 1 WHERE id = 2")
+        assert_waits(first)
+        # t2 now closes the cycle: one of the two fails with 40P01, the other goes on.
+        try:
+            t2.execute("UPDATE acct SET bal = 2 WHERE id = 1")
+        except errors.DeadlockDetected:
+            t2.rollback()
+            first.result(timeout=10)
+            t1.commit()
+            assert balances(sql_server) == [(1, 1), (2, 1)]
+        else:
+            with pytest.raises(errors.DeadlockDetected):
+                first.result(timeout=10)
+            t1.rollback()
+            t2.commit()
+            assert balances(sql_server) == [(1, 2), (2, 2)]
+
+
+def test_optimistic_locking_is_a_setting(sql_server: SqlServer, table: str) -> None:
+    """``percolator.locking = optimistic``: no row locks; the second committer fails."""
+    with connect(sql_server) as t1, connect(sql_server) as t2:
+        for t in (t1, t2):
+            t.execute("SET percolator.locking = optimistic")
+        t1.execute("UPDATE acct SET bal = bal + 1 WHERE id = 2")
+        t2.execute("UPDATE acct SET bal = bal + 1 WHERE id = 2")  # no wait
         t2.commit()
         with pytest.raises(errors.SerializationFailure):
             t1.commit()
+        with pytest.raises(errors.InvalidParameterValue):
+            t1.execute("SET percolator.locking = sometimes")
     assert balances(sql_server)[1] == (2, 101)
 
 
@@ -101,15 +198,16 @@ def test_write_skew_is_allowed_under_snapshot_isolation(sql_server: SqlServer, t
 
 
 def test_select_for_update_prevents_write_skew(sql_server: SqlServer, table: str) -> None:
-    with connect(sql_server) as t1, connect(sql_server) as t2:
-        for t in (t1, t2):
-            rows = t.execute("SELECT id FROM acct WHERE on_call FOR UPDATE").fetchall()
-            assert len(rows) == 2
+    with connect(sql_server) as t1, connect(sql_server) as t2, ThreadPoolExecutor(1) as pool:
+        rows = t1.execute("SELECT id FROM acct WHERE on_call FOR UPDATE").fetchall()
+        assert len(rows) == 2
+        second = pool.submit(t2.execute, "SELECT id FROM acct WHERE on_call FOR UPDATE")
+        assert_waits(second)
         t1.execute("UPDATE acct SET on_call = false WHERE id = 1")
-        t2.execute("UPDATE acct SET on_call = false WHERE id = 2")
         t1.commit()
         with pytest.raises(errors.SerializationFailure):
-            t2.commit()
+            second.result(timeout=10)
+        t2.rollback()
     with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
         assert conn.execute("SELECT count(*) FROM acct WHERE on_call").fetchone() == (1,)
 
@@ -128,13 +226,13 @@ def test_for_update_of_locks_only_the_named_table(sql_server: SqlServer, table: 
         t1.commit()
     with connect(sql_server) as t1, connect(sql_server) as t3:
         t1.execute(query)
-        t1.execute("UPDATE acct SET bal = bal WHERE id = 2")
-        t3.execute("UPDATE acct SET bal = 0 WHERE id = 1")  # the locked acct row
-        t3.commit()
-        with pytest.raises(errors.SerializationFailure):
-            t1.commit()
+        t3.execute("SET lock_timeout = '100ms'")
+        with pytest.raises(errors.LockNotAvailable):
+            t3.execute("UPDATE acct SET bal = 0 WHERE id = 1")  # the locked acct row
+        t3.rollback()
         with pytest.raises(errors.UndefinedTable):
             t3.execute("SELECT 1 FROM acct FOR UPDATE OF nosuch")
+        t1.commit()
 
 
 def test_read_committed_sees_new_commits_each_statement(sql_server: SqlServer, table: str) -> None:
@@ -151,9 +249,13 @@ def test_read_committed_sees_new_commits_each_statement(sql_server: SqlServer, t
 def test_read_committed_never_loses_an_earlier_statements_update(
     sql_server: SqlServer, table: str
 ) -> None:
+    """t1's first statement holds row 1's lock, so t2's write of it waits until t1 ends; a
+    writer that takes no row locks (optimistic here) makes t1 fail at commit instead of
+    being overwritten."""
     with connect(sql_server) as t1, connect(sql_server) as t2:
         t1.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
         t1.execute("UPDATE acct SET bal = bal + 1 WHERE id = 1")
+        t2.execute("SET percolator.locking = optimistic")
         t2.execute("UPDATE acct SET bal = bal + 10 WHERE id = 1")
         t2.commit()
         # A new statement reads a new snapshot, but t1's buffered write of row 1 was made

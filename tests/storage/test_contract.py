@@ -156,6 +156,108 @@ async def test_rollback_record_wins_over_a_newer_write(store: CellStore) -> None
     assert [f.status for f in failures] == [PrewriteStatus.ROLLED_BACK]
 
 
+def put_since(k: CellKey, value: bytes, since_ts: int) -> Mutation:
+    """A PUT whose conflict check starts at ``since_ts`` (a READ COMMITTED statement's read)."""
+    return Mutation(k, WriteKind.PUT, value, since_ts)
+
+
+async def test_a_later_since_ts_overwrites_versions_committed_before_it(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"v1", ts(1), ts(5))
+    # Another transaction's rollback record inside the skipped window is no conflict either.
+    assert await store.rollback(ts(5, 1), [k], leave_marker=True) == []
+    assert await store.prewrite(ts(4), k, 3000, [put_since(k, b"rc", ts(6))]) == []
+    assert await store.commit(ts(4), ts(7), [k]) == []
+    reads = [(await store.read(t, [k]))[0] for t in (ts(6), ts(7))]
+    assert [(r.value, r.commit_ts) for r in reads] == [(b"v1", ts(5)), (b"rc", ts(7))]
+
+
+async def test_a_since_ts_at_or_before_a_commit_still_conflicts(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"v1", ts(1), ts(5))
+    await write(store, k, b"v2", ts(6), ts(8))
+    for since in (ts(5), ts(8)):
+        failures = await store.prewrite(ts(4), k, 3000, [put_since(k, b"late", since)])
+        assert [(f.status, f.conflict_ts) for f in failures] == [
+            (PrewriteStatus.WRITE_CONFLICT, ts(8))  # the newest conflicting version
+        ], since
+    assert (await store.read(ts(9), [k]))[0].lock is None
+
+
+async def test_a_since_ts_of_zero_or_below_start_ts_checks_from_start_ts(store: CellStore) -> None:
+    k = key("a")
+    await write(store, k, b"v1", ts(1), ts(5))
+    for since in (0, ts(2), ts(4)):
+        failures = await store.prewrite(ts(4), k, 3000, [put_since(k, b"late", since)])
+        assert [(f.status, f.conflict_ts) for f in failures] == [
+            (PrewriteStatus.WRITE_CONFLICT, ts(5))
+        ], since
+    assert await store.prewrite(ts(6), k, 3000, [put_since(k, b"ok", ts(2))]) == []
+
+
+async def test_a_since_ts_does_not_skip_our_own_rollback_record(store: CellStore) -> None:
+    k, fresh = key("a"), key("fresh")
+    assert await store.rollback(ts(3), [k, fresh], leave_marker=True) == []
+    await write(store, k, b"later", ts(4), ts(5))
+    for cell in (k, fresh):
+        failures = await store.prewrite(ts(3), cell, 3000, [put_since(cell, b"x", ts(9))])
+        assert [f.status for f in failures] == [PrewriteStatus.ROLLED_BACK], cell
+
+
+async def _since_batch(store: CellStore, start: int, tag: str, *, duplicate: bool) -> None:
+    """One prewrite of cells with and without a since_ts, each failing or locking as it would
+    alone; ``duplicate`` sends one cell twice (the stores' per-cell path)."""
+    skipped = [key(f"{tag}skip{i}") for i in range(4)]  # written at C, since after C
+    at_c = [key(f"{tag}at{i}") for i in range(2)]  # written at C, since == C
+    plain = [key(f"{tag}plain{i}") for i in range(2)]  # written at C, no since
+    fresh = [key(f"{tag}fresh{i}") for i in range(4)]  # never written
+    rolled = key(f"{tag}rolled")
+    c = start + ts(2) - ts(1)
+    for k in skipped + at_c + plain:
+        await write(store, k, b"old", start - 1, c)
+    assert await store.rollback(start, [rolled], leave_marker=True) == []
+    muts = [
+        *(put_since(k, b"new", c + 1) for k in skipped),
+        *(put_since(k, b"new", c) for k in at_c),
+        *(put(k, b"new") for k in plain),
+        *(put_since(k, b"new", c + 1 if i % 2 else 0) for i, k in enumerate(fresh)),
+        put_since(rolled, b"new", c + 1),
+    ]
+    if duplicate:
+        muts.append(put(skipped[0], b"new"))  # our own lock, same write: a retry
+    failures = await store.prewrite(start, skipped[0], 3000, muts)
+    got = {f.key: (f.status, f.conflict_ts) for f in failures}
+    assert {k: v for k, v in got.items() if k != rolled} == {
+        **{k: (PrewriteStatus.WRITE_CONFLICT, c) for k in at_c + plain},
+    }
+    assert got[rolled][0] == PrewriteStatus.ROLLED_BACK
+    assert await store.rollback(start, at_c + plain, leave_marker=False) == []
+    locked = skipped + fresh
+    assert await store.commit(start, c + 2, locked) == []
+    reads = await store.read(c + 2, locked + at_c + plain)
+    assert [r.value for r in reads] == [b"new"] * len(locked) + [b"old"] * 4
+
+
+async def test_since_ts_per_cell_in_a_set_based_batch(store: CellStore) -> None:
+    await _since_batch(store, ts(10), "s", duplicate=False)
+
+
+async def test_since_ts_per_cell_in_a_batch_with_a_cell_twice(store: CellStore) -> None:
+    await _since_batch(store, ts(10), "d", duplicate=True)
+
+
+async def test_one_since_ts_for_every_cell_of_a_batch(store: CellStore) -> None:
+    """Every cell with the same later since_ts (the stores may send it once)."""
+    keys = [key(f"r{i}") for i in range(10)]
+    for k in keys:
+        await write(store, k, b"old", ts(1), ts(5))
+    await write(store, keys[3], b"newer", ts(6), ts(7))
+    failures = await store.prewrite(ts(4), keys[0], 3000, [put_since(k, b"x", ts(6)) for k in keys])
+    assert [(f.key, f.status, f.conflict_ts) for f in failures] == [
+        (keys[3], PrewriteStatus.WRITE_CONFLICT, ts(7))
+    ]
+
+
 async def test_rollback_without_marker_only_removes_the_lock(store: CellStore) -> None:
     k = key("a")
     assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []

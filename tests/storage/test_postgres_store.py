@@ -30,7 +30,7 @@ from percolator.server.storage.postgres_store import MAX_ROWS_PER_STATEMENT, Pos
 from percolator.server.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from percolator.server.storage.sharding import row_hash
 
-from .test_contract import key, put, ts, write
+from .test_contract import key, put, put_since, ts, write
 
 
 async def test_schema_is_created_once_with_its_version(fresh_dsns) -> None:
@@ -44,10 +44,12 @@ async def test_schema_is_created_once_with_its_version(fresh_dsns) -> None:
         tables = await conn.fetchval(
             "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'percolator_%'"
         )
+        overloads = await prewrite_overloads(conn)
     finally:
         await conn.close()
     assert version == str(SCHEMA_VERSION)
     assert tables == 7  # lock, write, gc, meta; watch, notify, observer_stats (version 3)
+    assert overloads == PREWRITE_OVERLOADS
     for s in stores:
         await s.close()
 
@@ -223,6 +225,58 @@ async def test_an_older_shard_is_migrated_step_by_step(fresh_dsns) -> None:
     k = key("a")
     assert await store.prewrite(ts(1), k, 3000, [put(k, b"x")]) == []
     assert await store.heartbeat(k, ts(1), 9000)
+    await store.close()
+
+
+PREWRITE_OVERLOADS = [
+    ("percolator_prewrite_each", 12),
+    ("percolator_prewrite_many", 12),
+    ("percolator_prewrite_one", 12),
+]
+"""The prewrite functions of version 9 (with p_since), each its only overload."""
+
+
+async def prewrite_overloads(conn: asyncpg.Connection) -> list[tuple[str, int]]:
+    """(name, number of arguments) of every prewrite function on the shard."""
+    rows = await conn.fetch(
+        "SELECT proname::text, pronargs::integer FROM pg_proc "
+        "WHERE proname LIKE 'percolator\\_prewrite\\_%' ORDER BY 1, 2"
+    )
+    return [tuple(r) for r in rows]
+
+
+async def test_a_version_8_shard_gets_prewrites_with_a_since_ts(fresh_dsns) -> None:
+    (dsn,) = await fresh_dsns(1)
+    a, b, c, old = key("a"), key("b"), key("c"), key("old")
+    conn = await old_shard(dsn, 8)
+    try:
+        await old_prewrite(conn, ts(1), a, b"v1")
+        store = await PostgresCellStore.connect([dsn])
+        version = await conn.fetchval(
+            "SELECT value FROM percolator_meta WHERE key = 'schema_version'"
+        )
+        overloads = await prewrite_overloads(conn)
+        # An older server still connected calls with version 8's arguments: since = start_ts.
+        await old_prewrite(conn, ts(1), old, b"old")
+    finally:
+        await conn.close()
+    assert version == str(SCHEMA_VERSION)
+    assert overloads == PREWRITE_OVERLOADS
+    assert await store.commit(ts(1), ts(3), [a, old]) == []
+    # percolator_prewrite_one, _many (distinct cells), _each (a cell twice), each overwriting
+    # the version committed after its start_ts and before its since_ts.
+    assert await store.prewrite(ts(2), a, 3000, [put_since(a, b"one", ts(4))]) == []
+    assert await store.commit(ts(2), ts(5), [a]) == []
+    many = [put_since(a, b"many", ts(6)), put(b, b"many"), put_since(c, b"many", ts(6))]
+    assert await store.prewrite(ts(4), a, 3000, many) == []
+    assert await store.commit(ts(4), ts(7), [a, b, c]) == []
+    each = [put_since(a, b"each", ts(8)), put_since(a, b"each", ts(8))]
+    assert await store.prewrite(ts(6), a, 3000, each) == []
+    assert await store.commit(ts(6), ts(9), [a]) == []
+    reads = await store.read(ts(9), [a, b, c, old])
+    assert [r.value for r in reads] == [b"each", b"many", b"many", b"old"]
+    failures = await store.prewrite(ts(8), a, 3000, [put_since(a, b"late", ts(9))])
+    assert [(f.key, f.conflict_ts) for f in failures] == [(a, ts(9))]
     await store.close()
 
 

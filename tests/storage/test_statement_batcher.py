@@ -8,7 +8,7 @@ import asyncio
 import asyncpg
 import pytest
 
-from percolator.server.storage.cells import CellKey, Mutation, WriteKind
+from percolator.server.storage.cells import CellKey, Mutation, PrewriteStatus, WriteKind
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.storage.statement_batcher import StatementBatcher
 from percolator.server.txn.client import TransactionClient
@@ -162,6 +162,54 @@ async def test_concurrent_reads_share_statements_at_their_own_timestamps(fresh_d
     await asyncio.gather(*(unbatched.read(ts(100), [k]) for k in keys))
     assert unbatched.stats.round_trips["read"] - before == len(keys)
     await unbatched.close()
+    await store.close()
+
+
+async def test_concurrent_prewrites_share_statements_each_with_its_own_since_ts(
+    fresh_dsns,
+) -> None:
+    """Prewrites of several transactions in one statement: each cell's conflict check starts
+    at its own since_ts (0: its transaction's start_ts)."""
+    (dsn,) = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn], pool_size=4)  # one statement in flight
+    singles = [CellKey("t", f"s{i}".encode(), "c") for i in range(40)]
+    pairs = [
+        (CellKey("t", f"p{i}".encode(), "a"), CellKey("t", f"p{i}".encode(), "b"))
+        for i in range(10)
+    ]
+    written = [*singles, *(k for pair in pairs for k in pair)]
+    old = [Mutation(k, WriteKind.PUT, b"old") for k in written]
+    assert await store.prewrite(ts(1), written[0], 3000, old) == []
+    assert await store.commit(ts(1), ts(5), written) == []
+
+    def since(i: int) -> int:
+        return ts(6) if i % 2 == 0 else 0  # even: read at ts(6), after the old version
+
+    before = store.stats.round_trips["prewrite"]
+    results = await asyncio.gather(
+        *(
+            store.prewrite(ts(2, i), k, 3000, [Mutation(k, WriteKind.PUT, b"new", since(i))])
+            for i, k in enumerate(singles)
+        ),
+        *(
+            store.prewrite(
+                ts(3, i),
+                a,
+                3000,
+                [Mutation(a, WriteKind.PUT, b"new", ts(6)), Mutation(b, WriteKind.PUT, b"new")],
+            )
+            for i, (a, b) in enumerate(pairs)
+        ),
+    )
+    statements = store.stats.round_trips["prewrite"] - before
+    for i, failures in enumerate(results[: len(singles)]):
+        expected = [] if i % 2 == 0 else [(PrewriteStatus.WRITE_CONFLICT, ts(5))]
+        assert [(f.status, f.conflict_ts) for f in failures] == expected, i
+    for (_, b), failures in zip(pairs, results[len(singles) :], strict=True):
+        assert [(f.key, f.status, f.conflict_ts) for f in failures] == [
+            (b, PrewriteStatus.WRITE_CONFLICT, ts(5))
+        ]
+    assert statements < len(results), f"{statements} statements for {len(results)} prewrites"
     await store.close()
 
 

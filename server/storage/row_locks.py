@@ -1,0 +1,360 @@
+"""Pessimistic row locks: what makes a SQL writer wait for another instead of failing at commit.
+
+Percolator's own locks are written at commit (optimistic): two transactions that update one row
+both run to their commit and the second fails. Postgres instead makes the second UPDATE (or
+SELECT ... FOR UPDATE) wait at the statement until the first ends, fail at once with NOWAIT,
+pass the row by with SKIP LOCKED, and report a deadlock (40P01) when two transactions wait for
+each other. These locks give a SQL transaction the same: it takes them on the rows it is about
+to change or lock, holds them until it has committed or rolled back, and the store reports, in
+the same round trip, whether each row has changed since the caller's snapshot (the caller then
+fails with 40001 or, under READ COMMITTED, reads the row again).
+
+They order lockers among themselves only. Writers that take none (Spark, observers, the
+transaction API) are still kept apart by the prewrite's conflict check, as always.
+
+In the Postgres store a row lock is a session-level Postgres advisory lock, on the row's shard,
+taken on a connection that the transaction holds from its first lock until it ends
+(:class:`PostgresRowLocks`): Postgres does the waiting (a waiter wakes at once), NOWAIT, SKIP
+LOCKED, lock timeouts and deadlock detection between the transactions locking on one shard. A
+transaction that waits across shards in a cycle waits until its lock timeout instead. If the
+server process dies, the connection closes and Postgres releases the locks. The lock's key is
+the row's hash with a salt, so it never meets the advisory locks that the store's own functions
+take on the plain row hash (nor a user's: those are in Postgres's two-integer space).
+
+The memory store keeps them in a table of its process (:class:`LocalRowLockTable`), with the
+same waits, timeouts and deadlock detection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+import asyncpg
+
+from percolator.server.storage.cells import CellKey
+from percolator.server.storage.errors import StoreError, StoreUnavailable
+from percolator.server.storage.sharding import row_hash
+
+ROW_LOCK_SALT = 0x2545_F491_4F6C_DD1D
+"""XORed into a row's hash to make its row-lock key (see the module docstring)."""
+IDLE_CONNECTIONS = 16
+"""Connections per shard kept open for the next transaction that locks rows."""
+
+
+class LockWait(Enum):
+    """What a lock request does when another transaction holds the row."""
+
+    WAIT = 0
+    NOWAIT = 1
+    """Fail with :class:`RowLockUnavailable` (55P03)."""
+    SKIP_LOCKED = 2
+    """Leave the row out: its state comes back with ``taken`` False."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowLockState:
+    """What the store saw of one row once the lock was taken."""
+
+    taken: bool
+    newest_commit_ts: int | None
+    """commit_ts of the newest write record of the row's cell (rollbacks aside), read after
+    the lock was taken: later than the caller's snapshot means the row changed."""
+    lock_start_ts: int | None
+    """start_ts of a Percolator lock on the cell (a commit in progress: the caller resolves
+    it and asks again)."""
+
+
+class RowLockUnavailable(StoreError):
+    """NOWAIT met a held row, or the lock timeout ran out (lock_not_available)."""
+
+    sqlstate = "55P03"
+
+
+class RowLockDeadlock(StoreError):
+    """Transactions wait for each other's row locks; this one was chosen to fail."""
+
+    sqlstate = "40P01"
+
+
+class RowLocks(Protocol):
+    """The row locks of one transaction."""
+
+    async def lock(
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+    ) -> list[RowLockState]:
+        """Lock the rows of ``keys`` (one cell per row: the one every write of the row
+        writes) and report each row's state, in the order given. ``timeout_s``: how long to
+        wait for one row before RowLockUnavailable. Taking a lock this transaction holds
+        already is a no-op that still reports the state."""
+
+    async def release(self) -> None:
+        """Release every lock (the transaction ended)."""
+
+
+def lock_key(key: CellKey) -> int:
+    """The advisory-lock key of a row's lock."""
+    h = (row_hash(key.table, key.row) ^ ROW_LOCK_SALT) & 0xFFFF_FFFF_FFFF_FFFF
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+# -- in Postgres ------------------------------------------------------------------------------
+
+# A function of the connection's own (pg_temp), so the store's schema needs no migration for
+# it. A volatile function's statements each take a new snapshot: the last one reads the rows'
+# newest versions after the locks were taken, which one statement could not do (its snapshot
+# would predate the wait).
+_LOCK_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.percolator_lock_rows(
+    p_mode integer, p_timeout_ms integer, p_key bigint[], p_tbl text[], p_row bytea[],
+    p_col text[])
+RETURNS TABLE (idx integer, taken boolean, newest bigint, lock_ts bigint)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    got boolean[] := '{}';
+    ok boolean;
+BEGIN
+    PERFORM set_config('lock_timeout', p_timeout_ms::text, true);
+    FOR i IN 1 .. coalesce(cardinality(p_key), 0) LOOP
+        IF p_mode = 0 THEN
+            PERFORM pg_advisory_lock(p_key[i]);
+            ok := true;
+        ELSE
+            ok := pg_try_advisory_lock(p_key[i]);
+            IF NOT ok AND p_mode = 1 THEN
+                RAISE EXCEPTION 'could not obtain lock on row in relation "%"', p_tbl[i]
+                    USING ERRCODE = '55P03';
+            END IF;
+        END IF;
+        got := got || ok;
+    END LOOP;
+    RETURN QUERY
+    SELECT k.i::integer, got[k.i],
+        CASE WHEN got[k.i] THEN (SELECT w.commit_ts FROM public.percolator_write w
+            WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.kind <> 3
+            ORDER BY w.commit_ts DESC LIMIT 1) END,
+        CASE WHEN got[k.i] THEN (SELECT l.start_ts FROM public.percolator_lock l
+            WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col LIMIT 1) END
+    FROM unnest(p_tbl, p_row, p_col) WITH ORDINALITY AS k(tbl, rkey, col, i);
+END $$"""
+
+_LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6)"
+
+
+@dataclass
+class ShardLockConnections:
+    """Idle lock connections to one shard, for the next transaction that locks rows."""
+
+    dsn: str
+    connect: Callable[[], Awaitable[Any]]
+    idle: list[Any] = field(default_factory=list)
+
+    async def acquire(self) -> Any:
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.is_closed():
+                return conn
+        conn = await self.connect()
+        await conn.execute(_LOCK_FUNCTION)
+        return conn
+
+    async def release(self, conn: Any) -> None:
+        """Give back a connection after releasing its locks (closed if that fails)."""
+        try:
+            await conn.execute("SELECT pg_advisory_unlock_all()")
+        except Exception:
+            conn.terminate()
+            return
+        if len(self.idle) < IDLE_CONNECTIONS:
+            self.idle.append(conn)
+        else:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def close(self) -> None:
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+
+class PostgresRowLocks:
+    """One transaction's row locks: a connection per shard it locks rows on, held until
+    :meth:`release`. One round trip per shard per :meth:`lock`; one per shard to release."""
+
+    def __init__(
+        self, shards: Sequence[ShardLockConnections], shard_of: Callable[[str, bytes], int]
+    ) -> None:
+        self._shards = shards
+        self._shard_of = shard_of
+        self._conns: dict[int, Any] = {}
+
+    async def lock(
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+    ) -> list[RowLockState]:
+        by_shard: dict[int, list[int]] = {}
+        for i, k in enumerate(keys):
+            by_shard.setdefault(self._shard_of(k.table, k.row), []).append(i)
+        out: list[RowLockState] = [RowLockState(False, None, None)] * len(keys)
+        # Shard after shard, in order: a transaction waits on one shard at a time.
+        for shard in sorted(by_shard):
+            idx = sorted(by_shard[shard], key=lambda i: lock_key(keys[i]))
+            states = await self._lock_on(shard, [keys[i] for i in idx], wait, timeout_s)
+            for i, state in zip(idx, states, strict=True):
+                out[i] = state
+        return out
+
+    async def _lock_on(
+        self, shard: int, keys: list[CellKey], wait: LockWait, timeout_s: float
+    ) -> list[RowLockState]:
+        where = self._shards[shard]
+        try:
+            conn = self._conns.get(shard)
+            if conn is None:
+                conn = self._conns[shard] = await where.acquire()
+            records = await conn.fetch(
+                _LOCK_CALL,
+                wait.value,
+                max(1, int(timeout_s * 1000)),
+                [lock_key(k) for k in keys],
+                [k.table for k in keys],
+                [k.row for k in keys],
+                [k.column for k in keys],
+            )
+        except asyncpg.PostgresError as exc:
+            mapped = translate_lock_error(exc.sqlstate, str(exc))
+            if mapped is not None:
+                raise mapped from exc
+            self._drop(shard)
+            raise StoreUnavailable(where.dsn, f"row lock: {type(exc).__name__}: {exc}") from exc
+        except (OSError, TimeoutError, asyncpg.exceptions.InterfaceError) as exc:
+            self._drop(shard)
+            raise StoreUnavailable(where.dsn, f"row lock: {type(exc).__name__}: {exc}") from exc
+        states = [RowLockState(False, None, None)] * len(keys)
+        for r in records:
+            states[r["idx"] - 1] = RowLockState(r["taken"], r["newest"], r["lock_ts"])
+        return states
+
+    def _drop(self, shard: int) -> None:
+        """Close a connection in an unknown state: Postgres releases whatever it held."""
+        conn = self._conns.pop(shard, None)
+        if conn is not None:
+            conn.terminate()
+
+    async def release(self) -> None:
+        conns, self._conns = self._conns, {}
+        for shard, conn in conns.items():
+            await self._shards[shard].release(conn)
+
+
+def translate_lock_error(sqlstate: str | None, message: str) -> StoreError | None:
+    """The row-lock error a Postgres error stands for, if any."""
+    if sqlstate == "55P03":
+        if "lock timeout" in message:
+            message = "canceling statement due to lock timeout (waiting for a row lock)"
+        return RowLockUnavailable(message)
+    if sqlstate == "40P01":
+        return RowLockDeadlock("deadlock detected (transactions wait for each other's rows)")
+    return None
+
+
+# -- in one process ---------------------------------------------------------------------------
+
+
+class LocalRowLockTable:
+    """The row locks of one process (the memory store's): exclusive, with waits, timeouts
+    and deadlock detection (a waiter that would close a cycle of waits fails)."""
+
+    def __init__(self, states: Callable[[Sequence[CellKey]], list[tuple[int | None, int | None]]]):
+        """``states``: each cell's newest commit_ts and lock start_ts, read from the store."""
+        self._states = states
+        self._holder: dict[tuple[str, bytes], int] = {}
+        self._waiting_for: dict[int, tuple[str, bytes]] = {}
+        self._changed = asyncio.Condition()
+
+    def session(self) -> LocalRowLocks:
+        return LocalRowLocks(self)
+
+    async def lock(
+        self, owner: int, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+    ) -> list[RowLockState]:
+        taken: list[bool] = []
+        for k in sorted(keys, key=lock_key):
+            row = (k.table, k.row)
+            taken_now = await self._lock_one(owner, row, wait, timeout_s)
+            taken.append(taken_now)
+        got = dict(zip(sorted(keys, key=lock_key), taken, strict=True))
+        states = self._states(keys)
+        return [
+            RowLockState(True, newest, lock_ts) if got[k] else RowLockState(False, None, None)
+            for k, (newest, lock_ts) in zip(keys, states, strict=True)
+        ]
+
+    async def _lock_one(
+        self, owner: int, row: tuple[str, bytes], wait: LockWait, timeout_s: float
+    ) -> bool:
+        deadline = time.monotonic() + timeout_s
+        async with self._changed:
+            while True:
+                holder = self._holder.get(row)
+                if holder is None or holder == owner:
+                    self._holder[row] = owner
+                    return True
+                if wait is LockWait.SKIP_LOCKED:
+                    return False
+                if wait is LockWait.NOWAIT:
+                    raise RowLockUnavailable(f'could not obtain lock on row in relation "{row[0]}"')
+                if self._closes_cycle(owner, holder):
+                    raise RowLockDeadlock(
+                        "deadlock detected (transactions wait for each other's rows)"
+                    )
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RowLockUnavailable(
+                        "canceling statement due to lock timeout (waiting for a row lock)"
+                    )
+                self._waiting_for[owner] = row
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._changed.wait(), left)
+                finally:
+                    self._waiting_for.pop(owner, None)
+
+    def _closes_cycle(self, owner: int, holder: int) -> bool:
+        seen: set[int] = set()
+        current: int | None = holder
+        while current is not None and current not in seen:
+            if current == owner:
+                return True
+            seen.add(current)
+            row = self._waiting_for.get(current)
+            current = None if row is None else self._holder.get(row)
+        return False
+
+    async def release(self, owner: int) -> None:
+        async with self._changed:
+            for row in [r for r, o in self._holder.items() if o == owner]:
+                del self._holder[row]
+            self._changed.notify_all()
+
+
+class LocalRowLocks:
+    """One transaction's locks in a :class:`LocalRowLockTable`."""
+
+    def __init__(self, table: LocalRowLockTable) -> None:
+        self._table = table
+        self._id = id(self)
+
+    async def lock(
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+    ) -> list[RowLockState]:
+        return await self._table.lock(self._id, keys, wait, timeout_s)
+
+    async def release(self) -> None:
+        await self._table.release(self._id)

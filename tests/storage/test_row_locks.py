@@ -1,0 +1,88 @@
+"""Pessimistic row locks (storage/row_locks.py) on every store: waits, NOWAIT, SKIP LOCKED,
+timeouts, deadlocks, and the rows' state read after the lock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from percolator.server.storage.cells import CellKey, Mutation, WriteKind
+from percolator.server.storage.row_locks import (
+    LockWait,
+    RowLockDeadlock,
+    RowLocks,
+    RowLockUnavailable,
+)
+from percolator.server.storage.store import CellStore
+
+A = CellKey("t", b"a", "_")
+B = CellKey("t", b"b", "_")
+
+
+async def test_a_second_locker_waits_until_release(store: CellStore) -> None:
+    first, second = store.row_locks(), store.row_locks()
+    assert [s.taken for s in await first.lock([A], LockWait.WAIT, 5)] == [True]
+    waiting = asyncio.create_task(second.lock([A], LockWait.WAIT, 5))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    await first.release()
+    (state,) = await asyncio.wait_for(waiting, 5)
+    assert state.taken
+    await second.release()
+
+
+async def test_nowait_skip_locked_and_timeout(store: CellStore) -> None:
+    first, second = store.row_locks(), store.row_locks()
+    await first.lock([A], LockWait.WAIT, 5)
+    with pytest.raises(RowLockUnavailable):
+        await second.lock([A], LockWait.NOWAIT, 5)
+    states = await second.lock([A, B], LockWait.SKIP_LOCKED, 5)
+    assert [s.taken for s in states] == [False, True]
+    with pytest.raises(RowLockUnavailable, match="lock timeout"):
+        await second.lock([A], LockWait.WAIT, 0.2)
+    # The same holder takes its own lock again at once.
+    assert [s.taken for s in await first.lock([A], LockWait.NOWAIT, 5)] == [True]
+    await first.release()
+    await second.release()
+
+
+async def test_a_cycle_of_waits_is_a_deadlock(store: CellStore) -> None:
+    if store.shard_of(A.table, A.row) != store.shard_of(B.table, B.row):
+        pytest.skip("a cycle across shards ends by lock timeout (documented)")
+    first, second = store.row_locks(), store.row_locks()
+    await first.lock([A], LockWait.WAIT, 10)
+    await second.lock([B], LockWait.WAIT, 10)
+
+    async def take(holder: RowLocks, key: CellKey) -> str:
+        try:
+            await holder.lock([key], LockWait.WAIT, 10)
+        except RowLockDeadlock:
+            await holder.release()  # as the victim's transaction ends
+            return "deadlock"
+        return "taken"
+
+    one = asyncio.create_task(take(first, B))
+    await asyncio.sleep(0.2)
+    two = asyncio.create_task(take(second, A))
+    outcomes = await asyncio.wait_for(asyncio.gather(one, two), 8)
+    assert sorted(outcomes) == ["deadlock", "taken"]
+    await first.release()
+    await second.release()
+
+
+async def test_the_state_tells_the_newest_commit_and_a_lock(store: CellStore) -> None:
+    holder = store.row_locks()
+    (fresh,) = await holder.lock([A], LockWait.WAIT, 5)
+    assert (fresh.newest_commit_ts, fresh.lock_start_ts) == (None, None)
+    assert not await store.prewrite(100, A, 3000, [Mutation(A, WriteKind.PUT, b"x")])
+    assert not await store.commit(100, 110, [A])
+    assert not await store.prewrite(120, B, 3000, [Mutation(B, WriteKind.PUT, b"y")])
+    a, b = await holder.lock([A, B], LockWait.WAIT, 5)
+    assert (a.newest_commit_ts, a.lock_start_ts) == (110, None)
+    assert (b.newest_commit_ts, b.lock_start_ts) == (None, 120)
+    # A rolled-back transaction's marker is no change of the row.
+    await store.rollback(120, [B], leave_marker=True)
+    (b,) = await holder.lock([B], LockWait.WAIT, 5)
+    assert (b.newest_commit_ts, b.lock_start_ts) == (None, None)
+    await holder.release()
