@@ -427,9 +427,9 @@ class SqlSession:
             if key in ("user", "database", "replication"):
                 continue
             if key == "options":
-                for part in value.split():
+                for part in _split_options(value):
                     if part.startswith("-c") or "=" in part:
-                        name, _, v = part.removeprefix("-c").partition("=")
+                        name, _, v = part.removeprefix("-c").removeprefix("--").partition("=")
                         if name:
                             self._set(name.strip().replace("-", "_"), v.strip(), quiet=True)
                 continue
@@ -2151,6 +2151,37 @@ async def _iterate(rows: list[tuple[object, ...]]) -> AsyncIterator[tuple[object
 def _locks_rows(plan: Plan) -> bool:
     """Whether a statement may lock rows it read (and so may need to run again)."""
     if plan.kind == "insert":
-        conflict = plan.statement.on_conflict
-        return conflict is not None and conflict.do_update
+        table = plan.statement.table
+        return bool(table.primary_key) or any(ix.unique for ix in table.indexes)
     return plan.kind in ("query", "update", "delete", "merge")
+
+
+def _split_options(value: str) -> list[str]:
+    """The words of the startup packet's ``options`` (PGOPTIONS), as Postgres splits them:
+    at whitespace, a backslash keeping the next character (``-c x=read\\ committed``). A
+    ``-c`` on its own joins the word after it."""
+    words: list[str] = []
+    word: list[str] = []
+    escaped = started = False
+    for ch in value:
+        if escaped:
+            word.append(ch)
+            escaped = False
+        elif ch == "\\":
+            escaped = started = True
+        elif ch.isspace():
+            if started:
+                words.append("".join(word))
+            word, started = [], False
+        else:
+            word.append(ch)
+            started = True
+    if started:
+        words.append("".join(word))
+    out: list[str] = []
+    for w in words:
+        if out and out[-1] == "-c":
+            out[-1] += w
+        else:
+            out.append(w)
+    return out

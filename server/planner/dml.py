@@ -269,6 +269,7 @@ async def insert_rows(
         needs_check = bool(writer.table.primary_key) or bool(writer.unique_indexes)
         if needs_check:
             _check_batch_duplicates(writer, chunk, keys, skip, on_conflict)
+            await _lock_new_keys(writer, ctx, chunk, keys)
             conflicts = await find_conflicts(writer, ctx, chunk, keys)
             updates: list[tuple[Row, Conflict]] = []
             for i, c in enumerate(conflicts):
@@ -300,6 +301,32 @@ async def insert_rows(
         await foreign_keys.check_references(writer.foreign_keys, ctx, written)
         await foreign_keys.on_update(writer.foreign_keys, ctx, changed)
     return InsertResult(count, written)
+
+
+async def _lock_new_keys(writer: TableWriter, ctx: Any, rows: list[Row], keys: list[bytes]) -> None:
+    """Lock the keys new rows take (primary key, unique index entries), as Postgres makes a
+    second inserter of a key wait for the first: once it commits, the key is taken (23505 or
+    the ON CONFLICT action, under READ COMMITTED by running the statement again) or free."""
+    if ctx.row_locking is None:
+        return
+    table = writer.table
+    if table.primary_key:
+        await lock_for_write(ctx, writer.codec, sorted(set(keys)))
+    for ix in writer.unique_indexes:
+        entries = {
+            ix.entry_key(row, key)
+            for row, key in zip(rows, keys, strict=True)
+            if None not in ix.values_of(row)
+        }
+        await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries))
+
+
+@dataclass(frozen=True)
+class _EntryCells:
+    """Where a unique index's entries are, for lock_for_write (a row codec's two names)."""
+
+    storage: str
+    existence: str = MARKER
 
 
 async def _update_conflicting(

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from percolator.server.sql.errors import SERIALIZATION_FAILURE, SqlError
+from percolator.server.sql.errors import LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, SqlError
 from percolator.server.storage.cells import CellKey
+from percolator.server.storage.row_locks import RowLockUnavailable
 from percolator.server.txn.transaction import LockWait
 
 
@@ -61,11 +62,19 @@ async def lock_for_select(ctx: Any, codec: Any, found: list[tuple[bytes, Any]]) 
     locking: RowLocking | None = ctx.row_locking
     kept = found
     if locking is not None and found:
-        outcomes = await ctx.txn.lock_rows(
-            [CellKey(codec.storage, k, codec.existence) for k, _ in found],
-            locking.wait,
-            locking.timeout_s,
-        )
+        try:
+            outcomes = await ctx.txn.lock_rows(
+                [CellKey(codec.storage, k, codec.existence) for k, _ in found],
+                locking.wait,
+                locking.timeout_s,
+            )
+        except RowLockUnavailable as exc:
+            if locking.wait is not LockWait.NOWAIT:
+                raise
+            raise SqlError(
+                LOCK_NOT_AVAILABLE,
+                f'could not obtain lock on row in relation "{codec.table.name}"',
+            ) from exc
         if any(o.changed for o in outcomes if o.taken):
             _changed(locking)
         kept = [f for f, o in zip(found, outcomes, strict=True) if o.taken]

@@ -80,6 +80,12 @@ changes, so a cell read again at the same read_ts (an INSERT's existence check o
 transaction has just selected, an observer's row read together with its ack) costs no round
 trip. Beyond this many, or ``READ_CACHE_BYTES`` of values, further reads are not remembered."""
 READ_CACHE_BYTES = 8 * 1024 * 1024
+MAX_ROW_LOCKS = 10_000
+"""Row locks one transaction takes at most (:meth:`Transaction.lock_rows`). They are advisory
+locks, which live in Postgres's shared lock table (max_locks_per_transaction times
+max_connections slots, for everyone): an UPDATE of a million rows must not fill it. Rows beyond
+this are written without one, as under optimistic locking: a writer of one of them waits for
+nothing, and the prewrite's conflict check still stops a lost update."""
 
 
 @dataclass(frozen=True)
@@ -176,6 +182,7 @@ class Transaction:
         self._guard_ts: int | None = None
         """The snapshot (read_ts) at which the guard last passed."""
         self._row_locks: RowLocks | None = None
+        self._row_locks_taken = 0
         self._journal: dict[CellKey, Mutation | None] | None = None
         """While a statement may be undone: each key's buffered write before it."""
 
@@ -550,10 +557,14 @@ class Transaction:
 
         A Percolator lock found on a cell (a commit in progress, or a writer that takes no row
         locks) is resolved, or waited for, as a read would, before the row's state is told.
-        One round trip per shard (the first also takes a connection for the locks)."""
+        One round trip per shard (the first also takes a connection for the locks). Beyond
+        MAX_ROW_LOCKS in a transaction, rows are reported taken and unchanged, unlocked."""
         self._check_writable()
         if not keys:
             return []
+        if self._row_locks_taken + len(keys) > MAX_ROW_LOCKS:
+            return [RowLock(True, False)] * len(keys)
+        self._row_locks_taken += len(keys)
         if self._row_locks is None:
             self._row_locks = self._s.row_locks()
         timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
@@ -737,6 +748,7 @@ class Transaction:
                     mutations,
                     self._bytes,
                     self._checks,
+                    secondaries_now=self._row_locks is not None,
                 )
                 self.commit_ts = await committer.commit()
             self.state = TransactionState.COMMITTED

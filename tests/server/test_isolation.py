@@ -110,7 +110,9 @@ def test_concurrent_increments_under_read_committed_all_apply(
 def test_nowait_and_skip_locked(sql_server: SqlServer, table: str) -> None:
     with connect(sql_server) as t1, connect(sql_server) as t2:
         assert t1.execute("SELECT id FROM acct WHERE id = 1 FOR UPDATE").fetchall() == [(1,)]
-        with pytest.raises(errors.LockNotAvailable, match="could not obtain lock"):
+        with pytest.raises(
+            errors.LockNotAvailable, match=r"could not obtain lock on row in relation \"acct\""
+        ):
             t2.execute("SELECT id FROM acct WHERE id = 1 FOR UPDATE NOWAIT")
         t2.rollback()
         # A job queue: the second worker passes the row the first holds and takes the next.
@@ -313,3 +315,12 @@ def test_client_vanishing_mid_transaction_leaves_nothing_behind(
         other.execute("UPDATE acct SET bal = bal + 1 WHERE id = 1")
     assert balances(sql_server)[0] == (1, 101)
     conn.close()
+
+
+def test_isolation_from_startup_options(sql_server: SqlServer, table: str) -> None:
+    """PGOPTIONS as pgbench and libpq send it: a backslash keeps the space in the value."""
+    # Quoted for the conninfo string, where a backslash escapes too.
+    options = r"'-c default_transaction_isolation=read\\ committed -c lock_timeout=1s'"
+    with psycopg.connect(sql_server.conninfo(options=options), autocommit=True) as conn:
+        assert conn.execute("SHOW default_transaction_isolation").fetchone() == ("read committed",)
+        assert conn.execute("SHOW lock_timeout").fetchone() == ("1s",)

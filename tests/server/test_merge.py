@@ -4,6 +4,8 @@ NOTHING, sources that are tables, subqueries and VALUES, and the errors (21000, 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 import psycopg
@@ -292,10 +294,12 @@ def test_parameters_and_with(pair: Pair) -> None:
 
 
 def test_concurrent_update_conflicts(sql_server: Any) -> None:
-    """Two transactions merging into the same row: the second to commit gets 40001."""
+    """Two transactions merging into the same row: the second waits for the first's row lock
+    and, once the first has committed, fails with 40001 (REPEATABLE READ, as in Postgres)."""
     with (
         psycopg.connect(sql_server.conninfo(), autocommit=True) as a,
         psycopg.connect(sql_server.conninfo(), autocommit=True) as b,
+        ThreadPoolExecutor(1) as pool,
     ):
         a.execute("CREATE TABLE cc (id int PRIMARY KEY, n int)")
         a.execute("INSERT INTO cc VALUES (1, 0)")
@@ -306,8 +310,11 @@ def test_concurrent_update_conflicts(sql_server: Any) -> None:
         a.execute("BEGIN")
         b.execute("BEGIN")
         a.execute(merge)
-        b.execute(merge)
+        second = pool.submit(b.execute, merge)
+        with pytest.raises(FutureTimeout):
+            second.result(timeout=0.5)
         a.execute("COMMIT")
         with pytest.raises(psycopg.errors.SerializationFailure):
-            b.execute("COMMIT")
+            second.result(timeout=10)
+        b.execute("ROLLBACK")
         assert a.execute("SELECT n FROM cc").fetchone() == (1,)

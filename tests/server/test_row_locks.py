@@ -117,3 +117,105 @@ def test_nowait_error_keeps_the_connection_usable(sql_server: SqlServer, jobs: s
         assert t2.execute("SELECT worker FROM jobs WHERE id = 3").fetchone() == (None,)
         t1.commit()
         assert t2.execute("SELECT id FROM jobs WHERE id = 3 FOR UPDATE NOWAIT").fetchone() == (3,)
+
+
+@pytest.fixture
+def users(sql_server: SqlServer) -> Iterator[str]:
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS users")
+        conn.execute("CREATE TABLE users (id int PRIMARY KEY, email text UNIQUE, visits int)")
+    yield "users"
+
+
+def read_committed(server: SqlServer) -> psycopg.Connection:
+    conn = psycopg.connect(server.conninfo())
+    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+    return conn
+
+
+UPSERT = (
+    "INSERT INTO users VALUES (1, 'a@x', 1) "
+    "ON CONFLICT (id) DO UPDATE SET visits = users.visits + 1"
+)
+
+
+def test_concurrent_upserts_of_a_new_key_both_apply(sql_server: SqlServer, users: str) -> None:
+    """The second inserter of a key waits for the first; once it commits, the second's
+    ON CONFLICT DO UPDATE updates the row (READ COMMITTED, as in Postgres): no 40001."""
+    with read_committed(sql_server) as t1, read_committed(sql_server) as t2:
+        with ThreadPoolExecutor(1) as pool:
+            t1.execute(UPSERT)
+            second = pool.submit(t2.execute, UPSERT)
+            with pytest.raises(FutureTimeout):
+                second.result(timeout=0.5)
+            t1.commit()
+            assert second.result(timeout=10).rowcount == 1
+            t2.commit()
+        assert t1.execute("SELECT visits FROM users WHERE id = 1").fetchone() == (2,)
+        t1.commit()
+
+
+def test_a_second_insert_of_a_key_waits_then_fails_or_goes_on(
+    sql_server: SqlServer, users: str
+) -> None:
+    with read_committed(sql_server) as t1, read_committed(sql_server) as t2:
+        with ThreadPoolExecutor(1) as pool:
+            # Another key, same unique email: the unique index's entry is locked too.
+            t1.execute("INSERT INTO users VALUES (1, 'a@x', 0)")
+            second = pool.submit(t2.execute, "INSERT INTO users VALUES (2, 'a@x', 0)")
+            with pytest.raises(FutureTimeout):
+                second.result(timeout=0.5)
+            t1.commit()
+            with pytest.raises(errors.UniqueViolation):
+                second.result(timeout=10)
+            t2.rollback()
+            # The first rolls back: the second inserts.
+            t1.execute("INSERT INTO users VALUES (3, 'c@x', 0)")
+            second = pool.submit(t2.execute, "INSERT INTO users VALUES (3, 'c@x', 5)")
+            with pytest.raises(FutureTimeout):
+                second.result(timeout=0.5)
+            t1.rollback()
+            assert second.result(timeout=10).rowcount == 1
+            t2.commit()
+        assert t1.execute("SELECT id, visits FROM users ORDER BY id").fetchall() == [
+            (1, 0),
+            (3, 5),
+        ]
+        t1.commit()
+
+
+@pytest.mark.parametrize("isolation", ["repeatable read", "read committed"])
+def test_a_hot_row_loses_no_update(sql_server: SqlServer, jobs: str, isolation: str) -> None:
+    """Clients increment one row, TPC-B style (another row first, then the hot one), retrying
+    on 40001: every committed increment is in the final value, and under READ COMMITTED none
+    needs a retry."""
+    clients, each = 6, 25
+    retries = [0] * clients
+
+    def client(n: int) -> None:
+        with psycopg.connect(sql_server.conninfo()) as conn:
+            conn.execute(f"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL {isolation}")
+            conn.commit()
+            done = 0
+            while done < each:
+                try:
+                    conn.execute(
+                        "UPDATE jobs SET worker = coalesce(worker, 0) + 1 WHERE id = %s", (n + 2,)
+                    )
+                    conn.execute("UPDATE jobs SET worker = coalesce(worker, 0) + 1 WHERE id = 1")
+                    conn.commit()
+                    done += 1
+                except errors.SerializationFailure:
+                    conn.rollback()
+                    retries[n] += 1
+
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        assert conn.execute("SELECT worker FROM jobs WHERE id = 1").fetchone() == (clients * each,)
+        per_client = conn.execute(
+            "SELECT worker FROM jobs WHERE id BETWEEN 2 AND %s ORDER BY id", (clients + 1,)
+        ).fetchall()
+    assert per_client == [(each,)] * clients
+    if isolation == "read committed":
+        assert sum(retries) == 0
