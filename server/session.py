@@ -122,7 +122,7 @@ from percolator.server.sql.textio import text_in
 from percolator.server.sql.time_zones import use_setting
 from percolator.server.sql.types import SqlType, TypeId
 from percolator.server.txn.observers import admin as observer_admin
-from percolator.server.txn.transaction import LockWait, ReadGuard, Transaction
+from percolator.server.txn.transaction import ReadGuard, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -1245,10 +1245,8 @@ class SqlSession:
         optimistic``, or a statement that neither writes nor says FOR UPDATE)."""
         if not plan.writes or self.settings.get("percolator.locking") == "optimistic":
             return None
-        query = plan.statement if plan.kind == "query" else None
         timeout_ms = parse_duration_ms(self.settings.get("lock_timeout", "0"))
         return RowLocking(
-            wait=query.lock_wait if isinstance(query, QueryStmt) else LockWait.WAIT,
             timeout_s=timeout_ms / 1000 if timeout_ms > 0 else None,
             rerun_changed=rerun and self.isolation in ("read committed", "read uncommitted"),
         )

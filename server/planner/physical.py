@@ -20,6 +20,7 @@ from percolator.server.sql.bound import BSubquery, SubqueryKind
 from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
 from percolator.server.sql.keycodec import prefix_successor
 from percolator.server.storage.cells import CellKey
+from percolator.server.txn.transaction import LockWait
 
 T = TypeVar("T")
 
@@ -183,6 +184,8 @@ class TableScan(Node):
     filter_text: str
     key_range: KeyRange | None = None
     lock_rows: bool = False
+    lock_wait: LockWait = LockWait.WAIT
+    """FOR UPDATE NOWAIT / SKIP LOCKED."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
@@ -203,7 +206,7 @@ class TableScan(Node):
             if self.lock_rows:
                 # One row at a time: a LIMIT above must lock only the rows it takes (a job
                 # queue's LIMIT 1 ... SKIP LOCKED).
-                for locked in await lock_for_select(ctx, codec, [(key, row)]):
+                for locked in await lock_for_select(ctx, codec, [(key, row)], self.lock_wait):
                     yield locked
                 continue
             yield row
@@ -230,6 +233,8 @@ class PointGet(Node):
     predicate: Compiled | None
     filter_text: str
     lock_rows: bool = False
+    lock_wait: LockWait = LockWait.WAIT
+    """FOR UPDATE NOWAIT / SKIP LOCKED."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
@@ -245,7 +250,7 @@ class PointGet(Node):
             if row is not None and (pred is None or pred(row, ctx) is True)
         ]
         if self.lock_rows:
-            for row in await lock_for_select(ctx, self.codec, hits):
+            for row in await lock_for_select(ctx, self.codec, hits, self.lock_wait):
                 yield row
             return
         for _, row in hits:
@@ -272,6 +277,8 @@ class IndexLookup(Node):
     predicate: Compiled | None
     filter_text: str
     lock_rows: bool = False
+    lock_wait: LockWait = LockWait.WAIT
+    """FOR UPDATE NOWAIT / SKIP LOCKED."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
@@ -292,7 +299,7 @@ class IndexLookup(Node):
             if row is None or (pred is not None and pred(row, ctx) is not True):
                 continue
             if self.lock_rows:
-                for locked in await lock_for_select(ctx, self.codec, [(key, row)]):
+                for locked in await lock_for_select(ctx, self.codec, [(key, row)], self.lock_wait):
                     yield locked
                 continue
             yield row
@@ -610,6 +617,8 @@ class LookupTarget:
     """The inner table's own (pushed) filters, over its row."""
     filter_text: str
     lock_rows: bool = False
+    lock_wait: LockWait = LockWait.WAIT
+    """FOR UPDATE NOWAIT / SKIP LOCKED."""
 
     async def fetch(self, ctx: Any, keys: list[bytes]) -> dict[bytes, list[Row]]:
         """The rows (passing the table's filters) of each key, in key order within one."""
@@ -747,7 +756,7 @@ class LookupJoin(Node):
                 if self.target.lock_rows:
                     codec = self.target.codec
                     locked = [(codec.key_of_stored(irow), row)]
-                    if not await lock_for_select(ctx, codec, locked):
+                    if not await lock_for_select(ctx, codec, locked, self.target.lock_wait):
                         continue  # SKIP LOCKED
                 hit = True
                 yield row
@@ -851,12 +860,14 @@ class LockRows(Node):
 
     input: Node
     codec: RowCodec
+    lock_wait: LockWait = LockWait.WAIT
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         codec = self.codec
         async for row in self.input.rows(ctx):
-            for locked in await lock_for_select(ctx, codec, [(row[-1], row[:-1])]):
+            pair = [(row[-1], row[:-1])]
+            for locked in await lock_for_select(ctx, codec, pair, self.lock_wait):
                 yield locked
 
     def explain(self) -> list[str]:

@@ -122,6 +122,7 @@ from percolator.server.sql.errors import unsupported
 from percolator.server.sql.keycodec import KeyType, prefix_successor
 from percolator.server.sql.types import SqlType, TypeId, key_type
 from percolator.server.sql.window_binder import WINDOW_FUNCTION_NAMES
+from percolator.server.txn.transaction import LockWait
 
 _MAX_POINT_KEYS = 10_000
 
@@ -168,7 +169,9 @@ class Planner:
         needed = self._needed.get(id(rel))
         read = frozenset(needed) if needed is not None else None
         lock_rows = rel.lock_rows and id(rel) not in self._lock_later
-        return self.table_access(rel.table, rel.alias, rel.filters, lock_rows, read)
+        return self.table_access(
+            rel.table, rel.alias, rel.filters, lock_rows, read, lock_wait=rel.lock_wait
+        )
 
     def table_access(
         self,
@@ -177,6 +180,8 @@ class Planner:
         filters: list[BExpr],
         lock_rows: bool = False,
         read: frozenset[int] | None = None,
+        *,
+        lock_wait: LockWait = LockWait.WAIT,
     ) -> Node:
         codec = self.codec(table, read)
         predicate = _conjunction(filters)
@@ -186,7 +191,9 @@ class Planner:
         if pk and all(p in eq or p in ins for p in pk) and sum(p in ins for p in pk) <= 1:
             keys = _point_keys(codec, pk, eq, ins)
             desc = ", ".join(f"{table.columns[p].name} {'IN' if p in ins else '='} ..." for p in pk)
-            return PointGet(codec, table.name, keys, desc, predicate, filter_text, lock_rows)
+            return PointGet(
+                codec, table.name, keys, desc, predicate, filter_text, lock_rows, lock_wait
+            )
         best_index = None
         for ix in table.indexes:
             positions = [table.position(c) for c in ix.column_ids]
@@ -202,10 +209,18 @@ class Planner:
             desc = " AND ".join(f"{table.columns[p].name} = ..." for p in positions[:n])
             prefix = _index_prefix(icodec, exprs)
             return IndexLookup(
-                codec, icodec, table.name, prefix, desc, predicate, filter_text, lock_rows
+                codec,
+                icodec,
+                table.name,
+                prefix,
+                desc,
+                predicate,
+                filter_text,
+                lock_rows,
+                lock_wait,
             )
         key_range = _pk_range(codec, table, pk, eq, ranges)
-        return TableScan(codec, table.name, predicate, filter_text, key_range, lock_rows)
+        return TableScan(codec, table.name, predicate, filter_text, key_range, lock_rows, lock_wait)
 
     def _plan_VirtualRel(self, rel: VirtualRel) -> Node:
         return VirtualScan(rel.name, rel.rows, _conjunction(rel.filters))
@@ -339,6 +354,7 @@ class Planner:
             _conjunction(inner.filters),
             " AND ".join(describe(f, table) for f in inner.filters),
             inner.lock_rows,
+            inner.lock_wait,
         )
         return target, _lookup_key([compile_expr(e) for e in exprs], types, encode)
 
@@ -453,7 +469,7 @@ class Planner:
         exprs = [compile_expr(e) for e in project.exprs] + [key]
         width = len(project.columns) + 1
         projected = Project(child, exprs, self.runners(project.exprs), width=width)
-        return LockRows(Sort(projected, keys, width=width), codec)
+        return LockRows(Sort(projected, keys, width=width), codec, locked.lock_wait)
 
     def _plan_LimitRel(self, rel: LimitRel) -> Node:
         return Limit(

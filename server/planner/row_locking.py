@@ -27,8 +27,6 @@ class RowLocking:
     """How one statement takes row locks (``ExecContext.row_locking``; None: it takes none,
     as with ``percolator.locking = optimistic``)."""
 
-    wait: LockWait = LockWait.WAIT
-    """FOR UPDATE's NOWAIT / SKIP LOCKED; UPDATE and DELETE always wait."""
     timeout_s: float | None = None
     """lock_timeout, when set; else the transaction layer's lock-wait timeout."""
     rerun_changed: bool = False
@@ -54,9 +52,12 @@ async def lock_for_write(ctx: Any, codec: Any, keys: Sequence[bytes]) -> None:
         _changed(locking)
 
 
-async def lock_for_select(ctx: Any, codec: Any, found: list[tuple[bytes, Any]]) -> list[Any]:
+async def lock_for_select(
+    ctx: Any, codec: Any, found: list[tuple[bytes, Any]], wait: LockWait
+) -> list[Any]:
     """SELECT ... FOR UPDATE: lock the rows found (``(key, row)`` pairs) and return the rows
-    to yield: all of them, less those another transaction holds under SKIP LOCKED. Each row
+    to yield: all of them, less those another transaction holds under SKIP LOCKED (``wait``:
+    the FOR UPDATE clause's NOWAIT / SKIP LOCKED). Each row
     kept also gets a lock-only write at commit, which keeps writers that take no row locks
     (Spark, observers) from changing it under this transaction (write skew)."""
     locking: RowLocking | None = ctx.row_locking
@@ -65,11 +66,11 @@ async def lock_for_select(ctx: Any, codec: Any, found: list[tuple[bytes, Any]]) 
         try:
             outcomes = await ctx.txn.lock_rows(
                 [CellKey(codec.storage, k, codec.existence) for k, _ in found],
-                locking.wait,
+                wait,
                 locking.timeout_s,
             )
         except RowLockUnavailable as exc:
-            if locking.wait is not LockWait.NOWAIT:
+            if wait is not LockWait.NOWAIT:
                 raise
             raise SqlError(
                 LOCK_NOT_AVAILABLE,

@@ -131,9 +131,8 @@ class Binder:
         if isinstance(node, exp.Delete):
             return self.bind_delete(node)
         if isinstance(node, exp.Query | exp.Values):
-            locks = (node.args.get("locks") or []) if isinstance(node, exp.Select) else []
             rel = self._resolve_unknown_output(self.bind_query(node, None))
-            return QueryStmt(rel, bool(locks), _lock_wait(locks))
+            return QueryStmt(rel, node.find(exp.Lock) is not None)
         raise unsupported(f"statement {type(node).__name__.upper()}")
 
     def _resolve_unknown_output(self, rel: Rel) -> Rel:
@@ -263,10 +262,12 @@ class Binder:
             # FOR SHARE / KEY SHARE lock as FOR UPDATE does (Percolator has one kind of
             # lock): stronger, never weaker. OF names the tables whose rows are locked.
             names = {t.name for t in lock.expressions}
+            wait = _lock_wait(lock)
             for t in q.tables:
                 if names and t.alias not in names:
                     continue
                 t.lock_rows = True
+                t.lock_wait = max(t.lock_wait, wait, key=_STRICTNESS.index)
             for name in names - {t.alias for t in q.tables}:
                 raise SqlError(
                     UNDEFINED_TABLE,
@@ -1533,12 +1534,17 @@ def _same_expr(a: BExpr, b: BExpr) -> bool:
 __all__ = ["Binder"]
 
 
-def _lock_wait(locks: list[exp.Lock]) -> LockWait:
-    """What FOR UPDATE does with rows another transaction holds: NOWAIT (sqlglot: wait=True)
-    over SKIP LOCKED (wait=False) over waiting."""
-    waits = [lk.args.get("wait") for lk in locks]
-    if any(w is True for w in waits):
+def _lock_wait(lock: exp.Lock) -> LockWait:
+    """What a FOR UPDATE clause does with rows another transaction holds (sqlglot: wait=True
+    is NOWAIT, wait=False SKIP LOCKED)."""
+    wait = lock.args.get("wait")
+    if wait is True:
         return LockWait.NOWAIT
-    if any(w is False for w in waits):
+    if wait is False:
         return LockWait.SKIP_LOCKED
     return LockWait.WAIT
+
+
+_STRICTNESS = [LockWait.WAIT, LockWait.SKIP_LOCKED, LockWait.NOWAIT]
+"""A table named by several FOR UPDATE clauses takes the last of these among them (Postgres:
+NOWAIT over SKIP LOCKED over waiting)."""

@@ -225,6 +225,8 @@ class TableRel(Rel):
     filters: list[BExpr] = field(default_factory=list)
     lock_rows: bool = False
     """FOR UPDATE: lock each row read (through the transaction layer)."""
+    lock_wait: LockWait = LockWait.WAIT
+    """FOR UPDATE NOWAIT / SKIP LOCKED (the strictest of the clauses naming the table)."""
 
 
 @dataclass(eq=False)
@@ -514,8 +516,7 @@ class RecursiveUnionRel(Rel):
 class QueryStmt:
     rel: Rel
     lock_rows: bool = False
-    lock_wait: LockWait = LockWait.WAIT
-    """FOR UPDATE ... NOWAIT / SKIP LOCKED (the strictest of the statement's clauses)."""
+    """FOR UPDATE somewhere in the query (its subqueries included)."""
 
 
 @dataclass(eq=False)

@@ -219,3 +219,25 @@ def test_a_hot_row_loses_no_update(sql_server: SqlServer, jobs: str, isolation: 
     assert per_client == [(each,)] * clients
     if isolation == "read committed":
         assert sum(retries) == 0
+
+
+def test_a_queue_taken_by_update_with_a_skip_locked_subquery(
+    sql_server: SqlServer, jobs: str
+) -> None:
+    """The one-statement queue: UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP LOCKED)."""
+    take = (
+        "UPDATE jobs SET state = 'taken', worker = %s WHERE id = ("
+        "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+        ") RETURNING id"
+    )
+    with read_committed(sql_server) as t1, read_committed(sql_server) as t2:
+        assert t1.execute(take, (1,)).fetchall() == [(1,)]
+        assert t2.execute(take, (2,)).fetchall() == [(2,)]  # passes job 1, held by t1
+        t1.commit()
+        t2.commit()
+        # A lock clause's NOWAIT holds for the tables it names, in subqueries too.
+        t1.execute("SELECT 1 FROM jobs j WHERE j.id = 3 FOR UPDATE OF j")
+        with pytest.raises(errors.LockNotAvailable):
+            t2.execute("SELECT * FROM (SELECT id FROM jobs WHERE id = 3 FOR UPDATE NOWAIT) s")
+        t1.rollback()
+        t2.rollback()
