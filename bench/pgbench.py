@@ -81,6 +81,9 @@ class Result:
     transactions: int
     failures: int
     retries: int
+    """Transactions that needed a retry (pgbench's "transactions retried")."""
+    tries_repeated: int = 0
+    """Retries in all (from the per-transaction log): a transaction may retry many times."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -264,11 +267,14 @@ def _pgbench(
         raise RuntimeError(f"pgbench failed on {target}: {out.stderr[-2000:]}")
     text = out.stdout
     latencies = []
+    repeated = 0
     for f in logdir.iterdir():
         for line in f.read_text().splitlines():
             parts = line.split()
             if len(parts) >= 3 and parts[2].isdigit():
                 latencies.append(int(parts[2]) / 1000)
+            if len(parts) >= 7 and parts[6].isdigit():  # with --max-tries: the retries
+                repeated += int(parts[6])
     return Result(
         target=target,
         script=name,
@@ -279,6 +285,7 @@ def _pgbench(
         transactions=int(_field(text, "number of transactions actually processed: ", "\n")),
         failures=int(_field(text, "number of failed transactions: ", " ", 0)),
         retries=int(_field(text, "number of transactions retried: ", " ", 0)),
+        tries_repeated=repeated,
     )
 
 
@@ -334,12 +341,13 @@ def _summarize(results: list[Result]) -> dict[str, dict[str, float]]:
 def _print(results: list[Result], summary: dict[str, dict[str, float]]) -> None:
     print(
         f"{'script':8} {'mode':9} {'target':13} {'tps':>9} {'mean ms':>8} {'p99 ms':>8} "
-        f"{'txns':>7} {'failed':>6} {'retried':>7}"
+        f"{'txns':>7} {'failed':>6} {'retried':>7} {'retries':>7}"
     )
     for r in results:
         print(
             f"{r.script:8} {r.mode:9} {r.target:13} {r.tps:9.1f} {r.latency_mean_ms:8.2f} "
-            f"{r.latency_p99_ms:8.2f} {r.transactions:7d} {r.failures:6d} {r.retries:7d}"
+            f"{r.latency_p99_ms:8.2f} {r.transactions:7d} {r.failures:6d} {r.retries:7d} "
+            f"{r.tries_repeated:7d}"
         )
     print()
     for key, s in summary.items():
