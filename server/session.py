@@ -2138,9 +2138,6 @@ def _syntax_error(text: str, offset: int, err: Exception) -> SqlError:
     return SqlError(SYNTAX_ERROR, message, position=position)
 
 
-__all__ = ["SqlSession", "bind_table_expr"]
-
-
 async def _iterate(rows: list[tuple[object, ...]]) -> AsyncIterator[tuple[object, ...]]:
     for row in rows:
         yield row
@@ -2183,3 +2180,6 @@ def _split_options(value: str) -> list[str]:
         else:
             out.append(w)
     return out
+
+
+__all__ = ["SqlSession", "bind_table_expr"]

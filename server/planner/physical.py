@@ -186,6 +186,9 @@ class TableScan(Node):
     lock_rows: bool = False
     lock_wait: LockWait = LockWait.WAIT
     """FOR UPDATE NOWAIT / SKIP LOCKED."""
+    lock_batch: int = 1
+    """Rows locked per round trip: 1 under a LIMIT, which must lock only the rows it takes
+    (a job queue's LIMIT 1 ... SKIP LOCKED); more when every row read is returned."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
@@ -197,6 +200,7 @@ class TableScan(Node):
             start, end = bounds
         codec = self.codec
         pred = self.predicate
+        pending: list[tuple[bytes, Row]] = []
         async for key, cells in ctx.txn.scan(codec.storage, start, end, codec.read_names):
             if not codec.exists(cells):
                 continue
@@ -204,12 +208,16 @@ class TableScan(Node):
             if pred is not None and pred(row, ctx) is not True:
                 continue
             if self.lock_rows:
-                # One row at a time: a LIMIT above must lock only the rows it takes (a job
-                # queue's LIMIT 1 ... SKIP LOCKED).
-                for locked in await lock_for_select(ctx, codec, [(key, row)], self.lock_wait):
-                    yield locked
+                pending.append((key, row))
+                if len(pending) >= self.lock_batch:
+                    for locked in await lock_for_select(ctx, codec, pending, self.lock_wait):
+                        yield locked
+                    pending = []
                 continue
             yield row
+        if pending:
+            for locked in await lock_for_select(ctx, codec, pending, self.lock_wait):
+                yield locked
 
     def explain(self) -> list[str]:
         if self.key_range is not None:
@@ -279,6 +287,9 @@ class IndexLookup(Node):
     lock_rows: bool = False
     lock_wait: LockWait = LockWait.WAIT
     """FOR UPDATE NOWAIT / SKIP LOCKED."""
+    lock_batch: int = 1
+    """Rows locked per round trip: 1 under a LIMIT, which must lock only the rows it takes
+    (a job queue's LIMIT 1 ... SKIP LOCKED); more when every row read is returned."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
@@ -295,14 +306,19 @@ class IndexLookup(Node):
     async def _fetch(self, keys: list[bytes], ctx: Any) -> AsyncIterator[Row]:
         rows = await self.codec.get_rows(ctx.txn, keys)
         pred = self.predicate
-        for key, row in zip(keys, rows, strict=True):
-            if row is None or (pred is not None and pred(row, ctx) is not True):
-                continue
-            if self.lock_rows:
-                for locked in await lock_for_select(ctx, self.codec, [(key, row)], self.lock_wait):
-                    yield locked
-                continue
-            yield row
+        hits = [
+            (key, row)
+            for key, row in zip(keys, rows, strict=True)
+            if row is not None and (pred is None or pred(row, ctx) is True)
+        ]
+        if not self.lock_rows:
+            for _, row in hits:
+                yield row
+            return
+        for i in range(0, len(hits), self.lock_batch):
+            chunk = hits[i : i + self.lock_batch]
+            for locked in await lock_for_select(ctx, self.codec, chunk, self.lock_wait):
+                yield locked
 
     def explain(self) -> list[str]:
         details = [f"Filter: {self.filter_text}"] if self.filter_text else []

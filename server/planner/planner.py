@@ -127,6 +127,10 @@ from percolator.server.txn.transaction import LockWait
 _MAX_POINT_KEYS = 10_000
 
 
+LOCK_BATCH = 256
+"""Rows a FOR UPDATE scan locks per round trip when no LIMIT is above it."""
+
+
 class Planner:
     """Builds physical plans; caches one row codec per table definition."""
 
@@ -136,6 +140,9 @@ class Planner:
         self._work_tables: dict[int, object] = {}
         """id(RecursiveUnionRel) -> its working table's token, while its terms are planned."""
         self._lock_later: set[int] = set()
+        self._under_limit = 0
+        """How many LIMITs are above the relation being planned (FOR UPDATE locks row by row
+        there)."""
         """id(TableRel) of FOR UPDATE tables whose rows a LockRows above locks instead."""
 
     def codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
@@ -218,9 +225,22 @@ class Planner:
                 filter_text,
                 lock_rows,
                 lock_wait,
+                lock_batch=self._lock_batch(),
             )
         key_range = _pk_range(codec, table, pk, eq, ranges)
-        return TableScan(codec, table.name, predicate, filter_text, key_range, lock_rows, lock_wait)
+        return TableScan(
+            codec,
+            table.name,
+            predicate,
+            filter_text,
+            key_range,
+            lock_rows,
+            lock_wait,
+            lock_batch=self._lock_batch(),
+        )
+
+    def _lock_batch(self) -> int:
+        return 1 if self._under_limit else LOCK_BATCH
 
     def _plan_VirtualRel(self, rel: VirtualRel) -> Node:
         return VirtualScan(rel.name, rel.rows, _conjunction(rel.filters))
@@ -472,8 +492,13 @@ class Planner:
         return LockRows(Sort(projected, keys, width=width), codec, locked.lock_wait)
 
     def _plan_LimitRel(self, rel: LimitRel) -> Node:
+        self._under_limit += 1
+        try:
+            child = self.plan(rel.input)
+        finally:
+            self._under_limit -= 1
         return Limit(
-            self.plan(rel.input),
+            child,
             compile_expr(rel.limit) if rel.limit is not None else None,
             compile_expr(rel.offset) if rel.offset is not None else None,
         )

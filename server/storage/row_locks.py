@@ -136,10 +136,10 @@ BEGIN
     END LOOP;
     RETURN QUERY
     SELECT k.i::integer, got[k.i],
-        CASE WHEN got[k.i] THEN (SELECT w.commit_ts FROM public.percolator_write w
+        CASE WHEN got[k.i] THEN (SELECT w.commit_ts FROM percolator_write w
             WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.kind <> 3
             ORDER BY w.commit_ts DESC LIMIT 1) END,
-        CASE WHEN got[k.i] THEN (SELECT l.start_ts FROM public.percolator_lock l
+        CASE WHEN got[k.i] THEN (SELECT l.start_ts FROM percolator_lock l
             WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col LIMIT 1) END
     FROM unnest(p_tbl, p_row, p_col) WITH ORDINALITY AS k(tbl, rkey, col, i);
 END $$"""

@@ -241,3 +241,19 @@ def test_a_queue_taken_by_update_with_a_skip_locked_subquery(
             t2.execute("SELECT * FROM (SELECT id FROM jobs WHERE id = 3 FOR UPDATE NOWAIT) s")
         t1.rollback()
         t2.rollback()
+
+
+def test_for_update_locks_the_rows_returned(sql_server: SqlServer, jobs: str) -> None:
+    """Without a LIMIT every row read is locked (in batches); under one, only those taken."""
+    with (
+        psycopg.connect(sql_server.conninfo()) as t1,
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as t2,
+    ):
+        assert len(t1.execute("SELECT id FROM jobs WHERE id > 1 FOR UPDATE").fetchall()) == 39
+        with pytest.raises(errors.LockNotAvailable):
+            t2.execute("SELECT id FROM jobs WHERE id = 40 FOR UPDATE NOWAIT")
+        assert t2.execute("SELECT id FROM jobs WHERE id = 1 FOR UPDATE NOWAIT").fetchone() == (1,)
+        t1.rollback()
+        assert t1.execute("SELECT id FROM jobs LIMIT 1 FOR UPDATE").fetchall() == [(1,)]
+        assert t2.execute("SELECT id FROM jobs WHERE id = 2 FOR UPDATE NOWAIT").fetchone() == (2,)
+        t1.rollback()
