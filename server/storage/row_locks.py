@@ -45,6 +45,11 @@ ROW_LOCK_SALT = 0x2545_F491_4F6C_DD1D
 """XORed into a row's hash to make its row-lock key (see the module docstring)."""
 IDLE_CONNECTIONS = 16
 """Connections per shard kept open for the next transaction that locks rows."""
+MAX_LOCK_CONNECTIONS = 64
+"""Connections per shard that hold row locks at once. A transaction that would need one more
+(or whose shard refuses a connection: too many clients) goes without row locks there, as under
+optimistic locking, rather than wait or fail: Postgres's connection slots are shared with the
+store's own pools and with everyone else."""
 
 
 class LockWait(Enum):
@@ -154,23 +159,53 @@ class ShardLockConnections:
     dsn: str
     connect: Callable[[], Awaitable[Any]]
     idle: list[Any] = field(default_factory=list)
+    in_use: int = 0
+    limit: int = MAX_LOCK_CONNECTIONS
 
-    async def acquire(self) -> Any:
+    async def acquire(self) -> Any | None:
+        """A connection for one transaction's locks; None when ``limit`` are in use or the
+        shard refuses or cannot take another connection (too many clients, down)."""
         while self.idle:
             conn = self.idle.pop()
             if not conn.is_closed():
+                self.in_use += 1
                 return conn
-        conn = await self.connect()
-        await conn.execute(_LOCK_FUNCTION)
+        if self.in_use >= self.limit:
+            return None
+        self.in_use += 1
+        try:
+            conn = await self.connect()
+            await conn.execute(_LOCK_FUNCTION)
+        except (
+            asyncpg.exceptions.TooManyConnectionsError,
+            asyncpg.exceptions.CannotConnectNowError,
+            asyncpg.exceptions.PostgresConnectionError,
+            OSError,
+            TimeoutError,
+        ):
+            # Refused or unreachable: the transaction's own statements on that shard will
+            # say so (08006); its rows there go unlocked meanwhile, and it does not sit on the
+            # locks it holds elsewhere waiting for this one.
+            self.in_use -= 1
+            return None
+        except BaseException:
+            self.in_use -= 1
+            raise
         return conn
+
+    def discard(self, conn: Any) -> None:
+        """Close a connection in an unknown state: Postgres releases whatever it held."""
+        self.in_use -= 1
+        conn.terminate()
 
     async def release(self, conn: Any) -> None:
         """Give back a connection after releasing its locks (closed if that fails)."""
         try:
             await conn.execute("SELECT pg_advisory_unlock_all()")
         except Exception:
-            conn.terminate()
+            self.discard(conn)
             return
+        self.in_use -= 1
         if len(self.idle) < IDLE_CONNECTIONS:
             self.idle.append(conn)
         else:
@@ -217,7 +252,10 @@ class PostgresRowLocks:
         try:
             conn = self._conns.get(shard)
             if conn is None:
-                conn = self._conns[shard] = await where.acquire()
+                conn = await where.acquire()
+                if conn is None:  # no connection to spare: these rows go unlocked
+                    return [RowLockState(True, None, None)] * len(keys)
+                self._conns[shard] = conn
             records = await conn.fetch(
                 _LOCK_CALL,
                 wait.value,
@@ -242,10 +280,9 @@ class PostgresRowLocks:
         return states
 
     def _drop(self, shard: int) -> None:
-        """Close a connection in an unknown state: Postgres releases whatever it held."""
         conn = self._conns.pop(shard, None)
         if conn is not None:
-            conn.terminate()
+            self._shards[shard].discard(conn)
 
     async def release(self) -> None:
         conns, self._conns = self._conns, {}

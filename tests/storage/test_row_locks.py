@@ -86,3 +86,31 @@ async def test_the_state_tells_the_newest_commit_and_a_lock(store: CellStore) ->
     (b,) = await holder.lock([B], LockWait.WAIT, 5)
     assert (b.newest_commit_ts, b.lock_start_ts) == (None, None)
     await holder.release()
+
+
+async def test_beyond_its_connections_a_shard_locks_nothing(store: CellStore) -> None:
+    """With every lock connection of a shard in use, a transaction goes without row locks
+    there (as under optimistic locking) instead of waiting or failing."""
+    from percolator.server.storage.postgres_store import PostgresCellStore
+
+    if not isinstance(store, PostgresCellStore):
+        pytest.skip("the memory store needs no connections")
+    for shard in store._lock_conns:
+        shard.limit = 1
+    first, second = store.row_locks(), store.row_locks()
+    keys = [CellKey("t", bytes([i]), "_") for i in range(8)]
+    assert all(s.taken for s in await first.lock(keys, LockWait.WAIT, 5))
+    # Every shard's one connection is first's: second's rows go unlocked, at once.
+    states = await asyncio.wait_for(second.lock(keys, LockWait.NOWAIT, 5), 2)
+    assert all(s.taken and s.newest_commit_ts is None for s in states)
+    await first.release()
+    await second.release()
+    # Released, and room for two: transactions get connections and real locks again.
+    for shard in store._lock_conns:
+        shard.limit = 2
+    third = store.row_locks()
+    await third.lock(keys[:1], LockWait.WAIT, 5)
+    with pytest.raises(RowLockUnavailable):
+        await first.lock(keys[:1], LockWait.NOWAIT, 5)
+    await third.release()
+    await first.release()
