@@ -114,6 +114,9 @@ class RowLock:
     (read_ts): what was read of it is stale."""
 
 
+_HELD = RowLock(True, False)
+"""A row this transaction holds already (or goes without a lock: see MAX_ROW_LOCKS)."""
+
 _RELEASING: set[asyncio.Task[None]] = set()
 """Releases of row locks of transactions dropped without an end (kept from the collector)."""
 
@@ -182,7 +185,8 @@ class Transaction:
         self._guard_ts: int | None = None
         """The snapshot (read_ts) at which the guard last passed."""
         self._row_locks: RowLocks | None = None
-        self._row_locks_taken = 0
+        self._held: set[CellKey] = set()
+        """Rows locked (and found unchanged, or read again since) by this transaction."""
         self._journal: dict[CellKey, Mutation | None] | None = None
         """While a statement may be undone: each key's buffered write before it."""
 
@@ -560,23 +564,27 @@ class Transaction:
         One round trip per shard (the first also takes a connection for the locks). Beyond
         MAX_ROW_LOCKS in a transaction, rows are reported taken and unchanged, unlocked."""
         self._check_writable()
-        if not keys:
-            return []
-        if self._row_locks_taken + len(keys) > MAX_ROW_LOCKS:
-            return [RowLock(True, False)] * len(keys)
-        self._row_locks_taken += len(keys)
+        held = self._held
+        new = [k for k in dict.fromkeys(keys) if k not in held]
+        if not new or len(held) + len(new) > MAX_ROW_LOCKS:
+            return [_HELD] * len(keys)
         if self._row_locks is None:
             self._row_locks = self._s.row_locks()
         timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
-        states = await self._row_locks.lock(keys, wait, timeout)
+        states = await self._row_locks.lock(new, wait, timeout)
         pending = [i for i, st in enumerate(states) if st.taken and st.lock_start_ts is not None]
         while pending:
-            await self._settle_cells([keys[i] for i in pending])
-            again = await self._row_locks.lock([keys[i] for i in pending], LockWait.WAIT, timeout)
+            await self._settle_cells([new[i] for i in pending])
+            again = await self._row_locks.lock([new[i] for i in pending], LockWait.WAIT, timeout)
             for i, st in zip(pending, again, strict=True):
                 states[i] = st
             pending = [i for i in pending if states[i].lock_start_ts is not None]
-        return [self._row_lock(st) for st in states]
+        outcome = {k: self._row_lock(st) for k, st in zip(new, states, strict=True)}
+        # A row held is not asked again: no writer that takes row locks can commit it until
+        # we end, so it stays as read (a changed one makes the statement fail, or run again
+        # on a snapshot taken after this, which sees its newest version).
+        held.update(k for k, o in outcome.items() if o.taken)
+        return [outcome.get(k, _HELD) for k in keys]
 
     def _row_lock(self, state: RowLockState) -> RowLock:
         newest = state.newest_commit_ts
