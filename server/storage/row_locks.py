@@ -150,6 +150,14 @@ BEGIN
 END $$"""
 
 _LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6)"
+_UNREACHABLE = (
+    asyncpg.exceptions.TooManyConnectionsError,
+    asyncpg.exceptions.CannotConnectNowError,
+    asyncpg.exceptions.PostgresConnectionError,
+    OSError,
+    TimeoutError,
+)
+"""Why a shard may refuse or fail a new lock connection: too many clients, down, starting."""
 
 
 @dataclass
@@ -173,23 +181,19 @@ class ShardLockConnections:
         if self.in_use >= self.limit:
             return None
         self.in_use += 1
+        conn = None
         try:
             conn = await self.connect()
             await conn.execute(_LOCK_FUNCTION)
-        except (
-            asyncpg.exceptions.TooManyConnectionsError,
-            asyncpg.exceptions.CannotConnectNowError,
-            asyncpg.exceptions.PostgresConnectionError,
-            OSError,
-            TimeoutError,
-        ):
-            # Refused or unreachable: the transaction's own statements on that shard will
-            # say so (08006); its rows there go unlocked meanwhile, and it does not sit on the
-            # locks it holds elsewhere waiting for this one.
+        except BaseException as exc:
             self.in_use -= 1
-            return None
-        except BaseException:
-            self.in_use -= 1
+            if conn is not None:
+                conn.terminate()
+            if isinstance(exc, _UNREACHABLE):
+                # The transaction's own statements on that shard will say so (08006); its
+                # rows there go unlocked meanwhile, and it does not sit on the locks it holds
+                # elsewhere waiting for this one.
+                return None
             raise
         return conn
 
