@@ -1,6 +1,6 @@
-"""Pessimistic row locks taken by statements: UPDATE, DELETE, INSERT ... ON CONFLICT DO UPDATE
-and SELECT ... FOR UPDATE lock the rows they change or return, as Postgres does, so a second
-transaction waits at its statement instead of failing at commit (storage/row_locks.py).
+"""Pessimistic row locks taken by statements: UPDATE, DELETE, MERGE, INSERT (the keys its rows
+take) and SELECT ... FOR UPDATE lock the rows they change or return, as Postgres does, so a
+second transaction waits at its statement instead of failing at commit (storage/row_locks.py).
 
 Once a row is locked, the store says whether it changed after the statement's snapshot (the
 transaction that held the lock committed a write of it). Under REPEATABLE READ that is
@@ -39,7 +39,8 @@ class RowChanged(Exception):
 
 
 async def lock_for_write(ctx: Any, codec: Any, keys: Sequence[bytes]) -> None:
-    """Lock the rows an UPDATE or DELETE is about to change (waiting for their holders)."""
+    """Lock the rows (or unique index entries) a statement is about to write, waiting for
+    their holders; ``codec`` names where they are (``storage``, ``existence``)."""
     locking: RowLocking | None = ctx.row_locking
     if locking is None or not keys:
         return
@@ -57,9 +58,9 @@ async def lock_for_select(
 ) -> list[Any]:
     """SELECT ... FOR UPDATE: lock the rows found (``(key, row)`` pairs) and return the rows
     to yield: all of them, less those another transaction holds under SKIP LOCKED (``wait``:
-    the FOR UPDATE clause's NOWAIT / SKIP LOCKED). Each row
-    kept also gets a lock-only write at commit, which keeps writers that take no row locks
-    (Spark, observers) from changing it under this transaction (write skew)."""
+    the FOR UPDATE clause's NOWAIT / SKIP LOCKED). Each row kept also gets a lock-only write
+    at commit, which keeps writers that take no row locks (Spark, observers) from changing it
+    under this transaction (write skew)."""
     locking: RowLocking | None = ctx.row_locking
     kept = found
     if locking is not None and found:
