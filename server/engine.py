@@ -19,6 +19,7 @@ from percolator.server.notifications import NotificationHub
 from percolator.server.planner.planner import Planner
 from percolator.server.sequences import SequenceAllocator
 from percolator.server.sql import catalog_store
+from percolator.server.sql.backends import BackendActivity
 from percolator.server.sql.catalog import Catalog
 from percolator.server.sql.errors import INVALID_CATALOG_NAME, SqlError
 from percolator.server.txn.client import TransactionClient
@@ -81,6 +82,7 @@ class Engine:
         self._bootstrap_verifier: str | None = None
         self._bootstrap_md5: str | None = None
         self.sessions: set[Any] = set()
+        self.backends = SessionBackends(self.sessions)
 
     async def start(self) -> None:
         """Load the catalog and start polling for other processes' DDL."""
@@ -156,3 +158,24 @@ class Engine:
         session = SqlSession(self, user, database, options, backend_pid)
         self.sessions.add(session)
         return session
+
+
+class SessionBackends:
+    """The engine's sessions for pg_stat_activity and the backend signals
+    (server/sql/backends.Backends)."""
+
+    def __init__(self, sessions: set[Any]) -> None:
+        self._sessions = sessions
+
+    def activity(self) -> list[BackendActivity]:
+        return sorted((s.activity() for s in self._sessions), key=lambda b: b.pid)
+
+    def signal(self, pid: int, *, terminate: bool) -> bool:
+        session = next((s for s in self._sessions if s.backend_pid == pid), None)
+        if session is None:
+            return False
+        if terminate:
+            session.terminate()
+        else:
+            session.cancel()
+        return True

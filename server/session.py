@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
@@ -79,6 +80,7 @@ from percolator.server.sql import (
     utility,
 )
 from percolator.server.sql import types as T
+from percolator.server.sql.backends import BackendActivity
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import (
     BConst,
@@ -421,6 +423,13 @@ class SqlSession:
         self._cancel_reason: str | None = None
         self._committing = False
         self._timer: asyncio.TimerHandle | None = None
+        # What pg_stat_activity shows of this session (server/sql/backends.py).
+        self.backend_start = dt.datetime.now(dt.UTC)
+        self._query = ""
+        self._query_started = 0.0
+        """time.time() when the last statement began (0: none yet)."""
+        self.on_terminate: Callable[[], None] | None = None
+        """Set by the connection: end it (pg_terminate_backend)."""
 
     def _apply_startup_options(self, options: dict[str, str]) -> None:
         for key, value in options.items():
@@ -554,6 +563,8 @@ class SqlSession:
                 "current transaction is aborted, commands ignored until end of transaction block",
             )
         metrics.count_statement(plan.kind)
+        self._query = prepared.statement.sql
+        self._query_started = time.time()
         self._start_timer()
         # A statement that begins its own implicit transaction (autocommit) and is refused by
         # the catalog guard has done nothing yet: it runs again, planned with the reloaded
@@ -744,6 +755,36 @@ class SqlSession:
     def cancel(self) -> None:
         self._interrupt("canceling statement due to user request")
 
+    def terminate(self) -> None:
+        """pg_terminate_backend: end the connection (the running statement is cancelled and
+        the transaction rolls back)."""
+        if self.on_terminate is not None:
+            self.on_terminate()
+        else:
+            self.cancel()
+
+    def activity(self) -> BackendActivity:
+        """This session as a row of pg_stat_activity."""
+        if self._task is not None:
+            state = "active"
+        elif self.block:
+            state = "idle in transaction (aborted)" if self.failed else "idle in transaction"
+        else:
+            state = "idle"
+        txn = self.txn
+        started = self._query_started
+        return BackendActivity(
+            pid=self.backend_pid,
+            user=self.user,
+            application_name=self.settings.get("application_name", ""),
+            backend_start=self.backend_start,
+            xact_start=self.txn_time if txn is not None else None,
+            query_start=dt.datetime.fromtimestamp(started, dt.UTC) if started else None,
+            state=state,
+            waiting_for_row_lock=txn is not None and txn.waiting_for_row_lock,
+            query=self._query,
+        )
+
     async def close(self) -> None:
         self._stop_timer()
         self.engine.sessions.discard(self)
@@ -762,6 +803,8 @@ class SqlSession:
         task = self._task
         if task is None or self._committing or task.done():
             return
+        if task is asyncio.current_task():
+            return  # the session's own statement signals it (pg_terminate_backend of itself)
         self._cancel_reason = reason
         task.cancel()
 
@@ -1202,6 +1245,7 @@ class SqlSession:
             sequences=self.sequences,
             advisory=self.advisory,
             notifications=self.notifications,
+            backends=self.engine.backends,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:

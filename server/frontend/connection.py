@@ -162,6 +162,11 @@ class Connection:
         """Close as soon as the connection waits for its client (at once if it does now)."""
         self.channel.request_shutdown()
 
+    def _terminate(self) -> None:
+        """pg_terminate_backend: cancel the running statement, then close with 57P01."""
+        self.cancel()
+        self.request_shutdown()
+
     async def run(self) -> None:
         """Serve the connection until it ends; never raises but CancelledError."""
         try:
@@ -242,6 +247,7 @@ class Connection:
                 await authenticate(self.config.auth_method, self.user, info, _Exchange(self))
                 self.session = self.engine.open_session(self.user, self.database, options, self.pid)
                 self.session.on_notification(self._notified)
+                self.session.on_terminate = self._terminate
         except TimeoutError:
             logger.info("authentication timeout: peer=%s", self.protocol.peer)
             self.protocol.close()

@@ -40,6 +40,8 @@ class ExecContext:
     """The session's LISTEN / NOTIFY state (server/notifications.SessionNotifications)."""
     row_locking: RowLocking | None = None
     """How the statement takes pessimistic row locks (None: it takes none)."""
+    backends: Any = None
+    """This server's sessions (server/sql/backends.Backends): pg_stat_activity, signals."""
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)
 

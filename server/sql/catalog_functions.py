@@ -493,3 +493,6 @@ define(
 define("statement_timestamp", lambda ctx: ctx.statement_time, T.TIMESTAMPTZ, 0, context=True)
 define("transaction_timestamp", lambda ctx: ctx.transaction_time, T.TIMESTAMPTZ, 0, context=True)
 define("now", lambda ctx: ctx.transaction_time, T.TIMESTAMPTZ, 0, context=True)
+
+# pg_cancel_backend and pg_terminate_backend (registered on import).
+from percolator.server.sql import backends as _backends  # noqa: E402, F401

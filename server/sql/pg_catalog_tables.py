@@ -1569,15 +1569,28 @@ def _pg_depend(ctx: Any) -> Iterable[tuple[object, ...]]:
     backend_type text""",
 )
 def _pg_stat_activity(ctx: Any) -> Iterable[tuple[object, ...]]:
-    """The current session only (other sessions are not visible to Percolator's engine)."""
-    start = getattr(ctx, "transaction_time", None)
-    stmt = getattr(ctx, "statement_time", start)
+    """The sessions of this server process (server/sql/backends.py); without them (a context
+    of no server), the current session."""
+    backends = getattr(ctx, "backends", None)
+    if backends is None:
+        start = getattr(ctx, "transaction_time", None)
+        stmt = getattr(ctx, "statement_time", start)
+        return [
+            (
+                DATABASE_OID, ctx.database, ctx.backend_pid, None, _role_oid(ctx, ctx.user),
+                ctx.user, ctx.settings.get("application_name", ""), None, None, -1, start,
+                start, stmt, stmt, None, None, "active", None, None, None, "", "client backend",
+            )
+        ]
     return [
         (
-            DATABASE_OID, ctx.database, ctx.backend_pid, None, _role_oid(ctx, ctx.user),
-            ctx.user, ctx.settings.get("application_name", ""), None, None, -1, start, start,
-            stmt, stmt, None, None, "active", None, None, None, "", "client backend",
+            DATABASE_OID, ctx.database, b.pid, None, _role_oid(ctx, b.user), b.user,
+            b.application_name, None, None, -1, b.backend_start, b.xact_start, b.query_start,
+            b.query_start, "Lock" if b.waiting_for_row_lock else None,
+            "tuple" if b.waiting_for_row_lock else None, b.state, None, None, None, b.query,
+            "client backend",
         )
+        for b in backends.activity()
     ]
 # fmt: on
 

@@ -186,6 +186,8 @@ class Transaction:
         """The snapshot (read_ts) at which the guard last passed."""
         self._row_locks: RowLocks | None = None
         self._held: set[CellKey] = set()
+        self.waiting_for_row_lock = False
+        """True while a lock_rows call is out (pg_stat_activity's wait_event)."""
         """Rows locked (and found unchanged, or read again since) by this transaction."""
         self._journal: dict[CellKey, Mutation | None] | None = None
         """While a statement may be undone: each key's buffered write before it."""
@@ -571,7 +573,11 @@ class Transaction:
         if self._row_locks is None:
             self._row_locks = self._s.row_locks()
         timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
-        states = await self._row_locks.lock(new, wait, timeout)
+        self.waiting_for_row_lock = True
+        try:
+            states = await self._row_locks.lock(new, wait, timeout)
+        finally:
+            self.waiting_for_row_lock = False
         pending = [i for i, st in enumerate(states) if st.taken and st.lock_start_ts is not None]
         while pending:
             await self._settle_cells([new[i] for i in pending])
