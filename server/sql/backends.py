@@ -56,7 +56,7 @@ def _signal(ctx: Any, pid: int, terminate: bool) -> bool:
         return False
     if pid == ctx.backend_pid and not terminate:
         raise SqlError(QUERY_CANCELED, "canceling statement due to user request")
-    if target.user != ctx.user and not _superuser(ctx):
+    if target.user != ctx.user and not is_superuser(ctx):
         what, whose = (
             ("terminate process", "process is being terminated")
             if terminate
@@ -70,7 +70,8 @@ def _signal(ctx: Any, pid: int, terminate: bool) -> bool:
     return backends.signal(pid, terminate=terminate)
 
 
-def _superuser(ctx: Any) -> bool:
+def is_superuser(ctx: Any) -> bool:
+    """Whether the statement's user is a superuser (the bootstrap user is)."""
     if ctx.user == ctx.bootstrap_user:
         return True
     role = ctx.catalog.roles.get(ctx.user)

@@ -29,6 +29,7 @@ from sqlglot import exp
 
 from percolator.server.sql import system_tables, temp_tables, views
 from percolator.server.sql import types as T
+from percolator.server.sql.backends import is_superuser
 from percolator.server.sql.catalog import (
     FIRST_USER_OID,
     INFORMATION_SCHEMA_NAMESPACE_OID,
@@ -1582,16 +1583,25 @@ def _pg_stat_activity(ctx: Any) -> Iterable[tuple[object, ...]]:
                 start, stmt, stmt, None, None, "active", None, None, None, "", "client backend",
             )
         ]
-    return [
-        (
+    rows: list[tuple[object, ...]] = []
+    superuser = is_superuser(ctx)
+    for b in backends.activity():
+        if b.user != ctx.user and not superuser:
+            # Another role's session: as Postgres shows it (its statements may hold secrets).
+            rows.append((
+                DATABASE_OID, ctx.database, b.pid, None, _role_oid(ctx, b.user), b.user,
+                b.application_name, None, None, None, None, None, None, None, None, None,
+                None, None, None, None, "<insufficient privilege>", "client backend",
+            ))
+            continue
+        rows.append((
             DATABASE_OID, ctx.database, b.pid, None, _role_oid(ctx, b.user), b.user,
             b.application_name, None, None, -1, b.backend_start, b.xact_start, b.query_start,
             b.query_start, "Lock" if b.waiting_for_row_lock else None,
             "tuple" if b.waiting_for_row_lock else None, b.state, None, None, None, b.query,
             "client backend",
-        )
-        for b in backends.activity()
-    ]
+        ))
+    return rows
 # fmt: on
 
 

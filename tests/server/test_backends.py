@@ -105,6 +105,12 @@ def test_another_users_backend_is_out_of_reach(sql_server: SqlServer, accounts: 
         with psycopg.connect(sql_server.conninfo(**options), autocommit=True) as clerk:
             with pytest.raises(errors.InsufficientPrivilege):
                 clerk.execute("SELECT pg_cancel_backend(%s)", (admin.info.backend_pid,))
+            # Another role's statement is not shown to it (it may hold a password).
+            seen = clerk.execute(
+                "SELECT query, state FROM pg_stat_activity WHERE pid = %s",
+                (admin.info.backend_pid,),
+            ).fetchone()
+            assert seen == ("<insufficient privilege>", None)
             with pytest.raises(errors.QueryCanceled):  # its own statement, as in Postgres
                 clerk.execute("SELECT pg_cancel_backend(pg_backend_pid())")
             # The superuser reaches everyone.
