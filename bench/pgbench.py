@@ -9,7 +9,9 @@ at ``-c`` clients, alternating Postgres and Percolator rounds so machine noise h
 
 - ``tpcb``: the TPC-B-like transaction (update an account, read it back, update its teller and
   branch, insert a history row) in BEGIN ... END;
-- ``select``: pgbench's select-only transaction (one primary-key read).
+- ``select``: pgbench's select-only transaction (one primary-key read);
+- ``update`` (not run by default): one autocommit primary-key UPDATE, also against the same
+  server with row locks off (``percolator.locking = optimistic``), to show what they cost.
 
 Conflicting transactions: under snapshot isolation two transactions that update the same row
 cannot both commit; the second gets SQLSTATE 40001 and pgbench retries it (``--max-tries``),
@@ -56,6 +58,11 @@ END;
 
 RR_OPTIONS = "-c default_transaction_isolation=repeatable\\ read"
 RC_OPTIONS = "-c default_transaction_isolation=read\\ committed"
+OPTIMISTIC_OPTIONS = "-c percolator.locking=optimistic"
+
+UPDATE_ONE = """\\set aid random(1, 100000 * :scale)
+UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
+"""
 
 SELECT_ONLY = """\\set aid random(1, 100000 * :scale)
 SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
@@ -92,7 +99,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--duration", type=int, default=15, help="seconds per round (default 15)")
     p.add_argument("--rounds", type=int, default=1, help="rounds per (script, mode, target)")
     p.add_argument("--max-tries", type=int, default=1000, help="pgbench --max-tries for 40001")
-    p.add_argument("--scripts", default="tpcb,select", help="comma-separated: tpcb,select")
+    p.add_argument("--scripts", default="tpcb,select", help="comma-separated: tpcb,select,update")
     p.add_argument("--modes", default="simple,prepared", help="comma-separated: simple,prepared")
     p.add_argument(
         "--no-postgres-rr",
@@ -148,7 +155,9 @@ def run(args: argparse.Namespace) -> int:
         results = []
         for script_name in args.scripts.split(","):
             script = work / f"{script_name}.sql"
-            script.write_text({"tpcb": TPCB, "select": SELECT_ONLY}[script_name])
+            script.write_text(
+                {"tpcb": TPCB, "select": SELECT_ONLY, "update": UPDATE_ONE}[script_name]
+            )
             for mode in args.modes.split(","):
                 for _ in range(args.rounds):
                     targets = [("postgres", theirs), ("percolator", ours)]
@@ -159,6 +168,11 @@ def run(args: argparse.Namespace) -> int:
                         # After ours: its update churn (and the retried conflicts' dead rows)
                         # must not leave checkpoint and vacuum work in the middle of our round.
                         targets.append(("postgres_rr", rr))
+                    if script_name == "update":
+                        # What row locks cost an uncontended autocommit UPDATE: the same
+                        # server with them off.
+                        optimistic = {**ours, "PGOPTIONS": OPTIMISTIC_OPTIONS}
+                        targets.append(("percolator_optimistic", optimistic))
                     if script_name == "tpcb" and args.percolator_rc:
                         # Postgres's own isolation, on ours: a waiting UPDATE of a hot row
                         # runs again on its newest version instead of failing (row locks).
@@ -330,6 +344,10 @@ def _summarize(results: list[Result]) -> dict[str, dict[str, float]]:
             if rr:
                 entry["postgres_rr_tps"] = rr
                 entry["tps_ratio_same_isolation"] = round(ours / rr, 3)
+            optimistic = best(script, mode, "percolator_optimistic")
+            if optimistic:
+                entry["percolator_optimistic_tps"] = optimistic
+                entry["with_row_locks_vs_without"] = round(ours / optimistic, 3)
             rc = best(script, mode, "percolator_rc")
             if rc:
                 entry["percolator_rc_tps"] = rc
@@ -356,6 +374,11 @@ def _print(results: list[Result], summary: dict[str, dict[str, float]]) -> None:
             same = (
                 f"; vs Postgres at REPEATABLE READ {s['tps_ratio_same_isolation']:.3f} "
                 f"({s['postgres_rr_tps']:.0f} tps)"
+            )
+        if "with_row_locks_vs_without" in s:
+            same += (
+                f"; without row locks {s['percolator_optimistic_tps']:.0f} tps "
+                f"(with / without {s['with_row_locks_vs_without']:.3f})"
             )
         if "tps_ratio_read_committed" in s:
             same += (

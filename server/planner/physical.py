@@ -243,6 +243,8 @@ class PointGet(Node):
     lock_rows: bool = False
     lock_wait: LockWait = LockWait.WAIT
     """FOR UPDATE NOWAIT / SKIP LOCKED."""
+    key_only: bool = False
+    """The filters only say which keys (every row found by key is a match)."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:

@@ -198,8 +198,17 @@ class Planner:
         if pk and all(p in eq or p in ins for p in pk) and sum(p in ins for p in pk) <= 1:
             keys = _point_keys(codec, pk, eq, ins)
             desc = ", ".join(f"{table.columns[p].name} {'IN' if p in ins else '='} ..." for p in pk)
+            key_only = len(filters) == len(pk) and {p for p in (*eq, *ins) if p in pk} == set(pk)
             return PointGet(
-                codec, table.name, keys, desc, predicate, filter_text, lock_rows, lock_wait
+                codec,
+                table.name,
+                keys,
+                desc,
+                predicate,
+                filter_text,
+                lock_rows,
+                lock_wait,
+                key_only=key_only,
             )
         best_index = None
         for ix in table.indexes:

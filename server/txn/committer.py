@@ -8,8 +8,8 @@
 3. Run the commit checks, if any (reads registered by the transaction, read again at
    commit_ts: see commit_checks.py).
 4. Commit the primary: the commit point. It succeeds only if our lock is still there.
-5. Hand the secondaries to the background committer and return (a transaction holding row
-   locks commits them itself first: SYNC_SECONDARIES).
+5. Hand the secondaries to the background committer and return (a transaction whose row
+   locks met contention commits them itself first: SYNC_SECONDARIES).
 
 While this runs, a heartbeat keeps the primary lock's TTL ahead of the time spent, so a slow
 but live committer is never rolled back by a reader.
@@ -46,11 +46,11 @@ from percolator.server.txn.secondary_committer import SecondaryCommitter
 from percolator.server.txn.timestamps import TimestampSource
 
 SYNC_SECONDARIES = 1024
-"""A transaction that holds row locks commits up to this many secondaries itself before it
-returns (and releases its row locks): the next holder of a hot row then finds the row's write
-record, not a lock it must resolve (a status check, a roll-forward and a read again). One
-round trip per shard more on the commit's path; larger transactions leave them to the
-background committer."""
+"""A transaction whose row locks met contention (a row it locked had changed, or was being
+committed) commits up to this many secondaries itself before it returns and releases its row
+locks: the next holder of the hot row then finds the row's write record, not a lock it must
+resolve (a status check, a roll-forward and a read again). One round trip per shard more on
+the commit's path; others, and larger transactions, leave them to the background committer."""
 
 
 class TwoPhaseCommitter:

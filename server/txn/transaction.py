@@ -188,6 +188,9 @@ class Transaction:
         self._held: set[CellKey] = set()
         self.waiting_for_row_lock = False
         """True while a lock_rows call is out (pg_stat_activity's wait_event)."""
+        self._contended = False
+        """A row this transaction locked had changed, or was being committed: its rows are
+        hot, so its commit moves its secondaries itself before releasing its locks."""
         """Rows locked (and found unchanged, or read again since) by this transaction."""
         self._journal: dict[CellKey, Mutation | None] | None = None
         """While a statement may be undone: each key's buffered write before it."""
@@ -579,6 +582,7 @@ class Transaction:
         finally:
             self.waiting_for_row_lock = False
         pending = [i for i, st in enumerate(states) if st.taken and st.lock_start_ts is not None]
+        settled = bool(pending)
         while pending:
             await self._settle_cells([new[i] for i in pending])
             again = await self._row_locks.lock([new[i] for i in pending], LockWait.WAIT, timeout)
@@ -586,6 +590,8 @@ class Transaction:
                 states[i] = st
             pending = [i for i in pending if states[i].lock_start_ts is not None]
         outcome = {k: self._row_lock(st) for k, st in zip(new, states, strict=True)}
+        if settled or any(o.changed for o in outcome.values()):
+            self._contended = True
         # A row held is not asked again: no writer that takes row locks can commit it until
         # we end, so it stays as read (a changed one makes the statement fail, or run again
         # on a snapshot taken after this, which sees its newest version).
@@ -762,7 +768,7 @@ class Transaction:
                     mutations,
                     self._bytes,
                     self._checks,
-                    secondaries_now=self._row_locks is not None,
+                    secondaries_now=self._contended,
                 )
                 self.commit_ts = await committer.commit()
             self.state = TransactionState.COMMITTED

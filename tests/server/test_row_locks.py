@@ -257,3 +257,18 @@ def test_for_update_locks_the_rows_returned(sql_server: SqlServer, jobs: str) ->
         assert t1.execute("SELECT id FROM jobs LIMIT 1 FOR UPDATE").fetchall() == [(1,)]
         assert t2.execute("SELECT id FROM jobs WHERE id = 2 FOR UPDATE NOWAIT").fetchone() == (2,)
         t1.rollback()
+
+
+def test_a_row_that_does_not_match_stays_unlocked(sql_server: SqlServer, jobs: str) -> None:
+    """A key lookup with another condition locks only the rows that pass it (Postgres locks the
+    rows it updates); a lookup by key alone locks its row while reading it."""
+    with (
+        psycopg.connect(sql_server.conninfo()) as t1,
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as t2,
+    ):
+        assert t1.execute("UPDATE jobs SET worker = 1 WHERE id = 5 AND state = 'x'").rowcount == 0
+        assert t2.execute("SELECT id FROM jobs WHERE id = 5 FOR UPDATE NOWAIT").fetchone() == (5,)
+        assert t1.execute("DELETE FROM jobs WHERE id = 6").rowcount == 1
+        with pytest.raises(errors.LockNotAvailable):
+            t2.execute("SELECT id FROM jobs WHERE id = 6 FOR UPDATE NOWAIT")
+        t1.rollback()
