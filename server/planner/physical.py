@@ -879,13 +879,15 @@ class LockRows(Node):
     input: Node
     codec: RowCodec
     lock_wait: LockWait = LockWait.WAIT
+    lock_batch: int = 1
+    """Rows locked per round trip: 1 under a LIMIT, more when every row is returned."""
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         codec = self.codec
-        async for row in self.input.rows(ctx):
-            pair = [(row[-1], row[:-1])]
-            for locked in await lock_for_select(ctx, codec, pair, self.lock_wait):
+        async for batch in batched(self.input.rows(ctx), self.lock_batch):
+            pairs = [(row[-1], row[:-1]) for row in batch]
+            for locked in await lock_for_select(ctx, codec, pairs, self.lock_wait):
                 yield locked
 
     def explain(self) -> list[str]:

@@ -140,10 +140,10 @@ class Planner:
         self._work_tables: dict[int, object] = {}
         """id(RecursiveUnionRel) -> its working table's token, while its terms are planned."""
         self._lock_later: set[int] = set()
+        """id(TableRel) of FOR UPDATE tables whose rows a LockRows above locks instead."""
         self._under_limit = 0
         """How many LIMITs are above the relation being planned (FOR UPDATE locks row by row
         there)."""
-        """id(TableRel) of FOR UPDATE tables whose rows a LockRows above locks instead."""
 
     def codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
         """The row codec of a table (reading only the ``read`` positions, if given)."""
@@ -498,7 +498,8 @@ class Planner:
         exprs = [compile_expr(e) for e in project.exprs] + [key]
         width = len(project.columns) + 1
         projected = Project(child, exprs, self.runners(project.exprs), width=width)
-        return LockRows(Sort(projected, keys, width=width), codec, locked.lock_wait)
+        sort = Sort(projected, keys, width=width)
+        return LockRows(sort, codec, locked.lock_wait, lock_batch=self._lock_batch())
 
     def _plan_LimitRel(self, rel: LimitRel) -> Node:
         self._under_limit += 1

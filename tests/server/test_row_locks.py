@@ -272,3 +272,16 @@ def test_a_row_that_does_not_match_stays_unlocked(sql_server: SqlServer, jobs: s
         with pytest.raises(errors.LockNotAvailable):
             t2.execute("SELECT id FROM jobs WHERE id = 6 FOR UPDATE NOWAIT")
         t1.rollback()
+
+
+def test_a_sorted_for_update_locks_every_row_it_returns(sql_server: SqlServer, jobs: str) -> None:
+    with (
+        psycopg.connect(sql_server.conninfo()) as t1,
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as t2,
+    ):
+        rows = t1.execute("SELECT id FROM jobs ORDER BY id DESC FOR UPDATE").fetchall()
+        assert rows == [(i,) for i in range(40, 0, -1)]
+        for i in (1, 40):
+            with pytest.raises(errors.LockNotAvailable):
+                t2.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE NOWAIT", (i,))
+        t1.rollback()
