@@ -114,6 +114,9 @@ class PreparedStatement:
 class Session(Protocol):
     """One client connection's SQL state: transaction, settings, prepared statements."""
 
+    def idle_in_transaction_timeout_s(self) -> float:
+        """The session's ``idle_in_transaction_session_timeout`` in seconds (0: not set)."""
+
     @property
     def transaction_status(self) -> str:
         """``I`` idle, ``T`` in a transaction block, ``E`` in a failed transaction block."""

@@ -446,6 +446,9 @@ class SqlSession:
 
     # -- engine_api.Session ----------------------------------------------------------------
 
+    def idle_in_transaction_timeout_s(self) -> float:
+        return parse_duration_ms(self.settings["idle_in_transaction_session_timeout"]) / 1000
+
     @property
     def transaction_status(self) -> str:
         if self.block:

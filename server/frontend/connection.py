@@ -294,11 +294,15 @@ class Connection:
     # ------------------------------------------------------------------ main loop
 
     async def _serve(self) -> None:
-        idle_limit = self.config.idle_in_transaction_session_timeout
+        server_limit = self.config.idle_in_transaction_session_timeout
         while True:
             timeout = None
-            if idle_limit > 0 and self._ready_sent and self._status() is not TransactionStatus.IDLE:
-                timeout = idle_limit
+            if self._ready_sent and self._status() is not TransactionStatus.IDLE:
+                # The session's SET, else the server's option (a transaction holding row locks
+                # must not keep them forever from an abandoned client).
+                assert self.session is not None
+                limit = self.session.idle_in_transaction_timeout_s() or server_limit
+                timeout = limit if limit > 0 else None
             msg = await self.channel.receive(idle_timeout=timeout)
             self._ready_sent = False
             if isinstance(msg, Terminate):

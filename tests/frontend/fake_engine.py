@@ -146,6 +146,9 @@ class FakeSession:
         self.cancelled = 0
         self._cancel: asyncio.Event | None = None
 
+    def idle_in_transaction_timeout_s(self) -> float:
+        return 0.0  # not set: the server's option holds
+
     @property
     def transaction_status(self) -> str:
         return self.status

@@ -285,3 +285,52 @@ def test_a_sorted_for_update_locks_every_row_it_returns(sql_server: SqlServer, j
             with pytest.raises(errors.LockNotAvailable):
                 t2.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE NOWAIT", (i,))
         t1.rollback()
+
+
+def test_an_idle_holder_timed_out_frees_its_rows(sql_server: SqlServer, jobs: str) -> None:
+    """idle_in_transaction_session_timeout ends a session sitting on row locks; its waiter
+    goes on."""
+    with (
+        psycopg.connect(sql_server.conninfo()) as holder,
+        psycopg.connect(sql_server.conninfo()) as waiter,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        holder.execute("SET idle_in_transaction_session_timeout = '500ms'")
+        holder.commit()
+        holder.execute("UPDATE jobs SET worker = 1 WHERE id = 7")
+        blocked = pool.submit(waiter.execute, "UPDATE jobs SET worker = 2 WHERE id = 7")
+        assert blocked.result(timeout=8).rowcount == 1
+        waiter.commit()
+        with pytest.raises(errors.IdleInTransactionSessionTimeout):
+            holder.execute("SELECT 1")
+    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
+        assert conn.execute("SELECT worker FROM jobs WHERE id = 7").fetchone() == (2,)
+
+
+async def test_asyncpg_workers_share_a_queue(sql_server: SqlServer, jobs: str) -> None:
+    """The same queue through asyncpg's prepared statements, three workers on one event loop."""
+    import asyncio
+
+    import asyncpg
+
+    taken: list[int] = []
+
+    async def worker() -> None:
+        conn = await asyncpg.connect(sql_server.url())
+        try:
+            while True:
+                async with conn.transaction(isolation="read_committed"):
+                    job = await conn.fetchval(
+                        "SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1 "
+                        "FOR UPDATE SKIP LOCKED"
+                    )
+                    if job is None:
+                        return
+                    await asyncio.sleep(0.005)
+                    await conn.execute("UPDATE jobs SET state = 'done' WHERE id = $1", job)
+                    taken.append(job)
+        finally:
+            await conn.close()
+
+    await asyncio.gather(*(worker() for _ in range(3)))
+    assert sorted(taken) == list(range(1, 41))
