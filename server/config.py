@@ -17,6 +17,7 @@ tls_cert, tls_key     PERCOLATOR_TLS_CERT/_KEY     (no TLS)
 max_connections       PERCOLATOR_MAX_CONNECTIONS   100
 statement_timeout     PERCOLATOR_STATEMENT_TIMEOUT 0 (off)
 idle_in_transaction_session_timeout  PERCOLATOR_IDLE_IN_TRANSACTION_SESSION_TIMEOUT  0 (off)
+locking               PERCOLATOR_LOCKING           pessimistic (row locks; or optimistic)
 catalog_poll          PERCOLATOR_CATALOG_POLL      1 (seconds; 0: never look for others' DDL)
 metrics_listen        PERCOLATOR_METRICS_LISTEN    (off; e.g. 127.0.0.1:9187, port 0 = any free)
 ====================  ===========================  ==========================================
@@ -54,6 +55,8 @@ class ServerConfig:
     max_connections: int = 100
     statement_timeout: str = "0"
     idle_in_transaction_session_timeout: str = "0"
+    locking: str = "pessimistic"
+    """Sessions' default ``percolator.locking``: row locks (pessimistic) or none (optimistic)."""
     catalog_poll: float = 1.0
     """Seconds between checks for DDL committed by other processes (0: never)."""
     gc_lifetime: float = 600.0
@@ -69,6 +72,10 @@ class ServerConfig:
     """Seconds before the first retry of a failed run (doubling, up to a minute)."""
     metrics_listen: str | None = None
     """``HOST:PORT`` of the Prometheus endpoint (``/metrics``); None or empty: none."""
+
+    def __post_init__(self) -> None:
+        if self.locking not in ("pessimistic", "optimistic"):
+            raise ValueError(f"locking must be pessimistic or optimistic, not {self.locking!r}")
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -143,6 +150,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-connections", type=int)
     p.add_argument("--statement-timeout", metavar="DURATION")
     p.add_argument("--idle-in-transaction-session-timeout", metavar="DURATION")
+    p.add_argument(
+        "--locking",
+        choices=["pessimistic", "optimistic"],
+        help="sessions' default percolator.locking: writers wait for row locks (pessimistic, "
+        "the default) or fail at commit on a conflict (optimistic)",
+    )
     p.add_argument(
         "--catalog-poll",
         type=float,

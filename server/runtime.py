@@ -177,7 +177,10 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 database=config.database,
                 bootstrap_user=config.user,
                 bootstrap_password=config.password,
-                settings={"statement_timeout": config.statement_timeout},
+                settings={
+                    "statement_timeout": config.statement_timeout,
+                    "percolator.locking": config.locking,
+                },
                 catalog_poll_s=config.catalog_poll,
             ),
         )

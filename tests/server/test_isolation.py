@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg import errors
 
+from tests.conftest import PostgresServer, create_database
 from tests.server.conftest import SqlServer
 
 
@@ -324,3 +325,26 @@ def test_isolation_from_startup_options(sql_server: SqlServer, table: str) -> No
     with psycopg.connect(sql_server.conninfo(options=options), autocommit=True) as conn:
         assert conn.execute("SHOW default_transaction_isolation").fetchone() == ("read committed",)
         assert conn.execute("SHOW lock_timeout").fetchone() == ("1s",)
+
+
+def test_optimistic_locking_as_the_servers_default(embedded_pg: PostgresServer) -> None:
+    """``percolator serve --locking optimistic``: sessions start without row locks (and may
+    turn them on); a wrong value is refused before the server starts."""
+    import argparse
+    import asyncio
+
+    from percolator.server import config as server_config
+    from tests.server.conftest import server_process
+
+    store = asyncio.run(create_database(embedded_pg.dsn, "opt"))
+    with (
+        server_process(store, "--locking", "optimistic") as server,
+        psycopg.connect(server.conninfo(), autocommit=True) as conn,
+    ):
+        assert conn.execute("SHOW percolator.locking").fetchone() == ("optimistic",)
+        conn.execute("SET percolator.locking = pessimistic")
+        assert conn.execute("SHOW percolator.locking").fetchone() == ("pessimistic",)
+    parser = argparse.ArgumentParser()
+    server_config.add_arguments(parser)
+    with pytest.raises(ValueError, match="locking must be"):
+        server_config.load(parser.parse_args([]), environ={"PERCOLATOR_LOCKING": "sometimes"})
