@@ -691,19 +691,26 @@ class SqlSession:
             if self._implicit_failed:
                 self._implicit_failed = False
                 await txn.rollback()
-                self.notifications.rollback()
                 return
             await self._commit(txn, catalog)
             committed = True
-            if self.notifications.pending:
-                await self.notifications.commit()
         finally:
-            if self.deferred_constraints.pending:
-                self.deferred_constraints.clear()
-            if self.cursors:
-                await self.cursors.after_transaction(committed)
-            if self.advisory.holds_transaction_locks:
-                await self.advisory.end_transaction()
+            await self._transaction_ended(committed)
+
+    async def _transaction_ended(self, committed: bool) -> None:
+        """What the session keeps per transaction, settled once it has ended: NOTIFYs sent
+        or dropped, deferred checks, cursors, transaction-level advisory locks."""
+        if self.notifications.pending:
+            if committed:
+                await self.notifications.commit()
+            else:
+                self.notifications.rollback()
+        if self.deferred_constraints.pending:
+            self.deferred_constraints.clear()
+        if self.cursors:
+            await self.cursors.after_transaction(committed)
+        if self.advisory.holds_transaction_locks:
+            await self.advisory.end_transaction()
 
     async def _find_sequence(self, name: str) -> SequenceDef | None:
         """A sequence missing from this server's catalog: created by another server since the
@@ -985,19 +992,8 @@ class SqlSession:
                 committed = True
             else:
                 await txn.rollback()
-            if not self.notifications.pending:
-                pass
-            elif committed:
-                await self.notifications.commit()
-            else:
-                self.notifications.rollback()
         finally:
-            if self.deferred_constraints.pending:
-                self.deferred_constraints.clear()
-            if self.cursors:
-                await self.cursors.after_transaction(committed)
-            if self.advisory.holds_transaction_locks:
-                await self.advisory.end_transaction()
+            await self._transaction_ended(committed)
         return "COMMIT" if committed else "ROLLBACK"
 
     # -- planning --------------------------------------------------------------------------
@@ -1314,7 +1310,7 @@ class SqlSession:
                     if plan.kind == "query":
                         assert plan.node is not None
                         rows = [r async for r in plan.node.rows(ctx)]
-                        return RowsExecution(self, plan.columns, _iterate(rows), "SELECT")
+                        return RowsExecution(self, plan.columns, _iter_list(rows), "SELECT")
                     return await self._run_statement(plan, ctx)
                 except RowChanged:
                     txn.undo_journal()
@@ -2183,11 +2179,6 @@ def _syntax_error(text: str, offset: int, err: Exception) -> SqlError:
             position = offset + pos + 1
     message = f'syntax error at or near "{near}"' if near else "syntax error"
     return SqlError(SYNTAX_ERROR, message, position=position)
-
-
-async def _iterate(rows: list[tuple[object, ...]]) -> AsyncIterator[tuple[object, ...]]:
-    for row in rows:
-        yield row
 
 
 def _locks_rows(plan: Plan) -> bool:

@@ -198,26 +198,28 @@ class TableScan(Node):
             if bounds is None:
                 return
             start, end = bounds
+        hits = self._hits(ctx, start, end)
+        if not self.lock_rows:
+            async for _, row in hits:
+                yield row
+            return
+        async for batch in batched(hits, self.lock_batch):
+            for locked in await lock_for_select(ctx, self.codec, batch, self.lock_wait):
+                yield locked
+
+    async def _hits(
+        self, ctx: Any, start: bytes | None, end: bytes | None
+    ) -> AsyncIterator[tuple[bytes, Row]]:
+        """The rows in [start, end) that pass the filters, with their keys."""
         codec = self.codec
         pred = self.predicate
-        pending: list[tuple[bytes, Row]] = []
         async for key, cells in ctx.txn.scan(codec.storage, start, end, codec.read_names):
             if not codec.exists(cells):
                 continue
             row = codec.decode(key, cells)
             if pred is not None and pred(row, ctx) is not True:
                 continue
-            if self.lock_rows:
-                pending.append((key, row))
-                if len(pending) >= self.lock_batch:
-                    for locked in await lock_for_select(ctx, codec, pending, self.lock_wait):
-                        yield locked
-                    pending = []
-                continue
-            yield row
-        if pending:
-            for locked in await lock_for_select(ctx, codec, pending, self.lock_wait):
-                yield locked
+            yield key, row
 
     def explain(self) -> list[str]:
         if self.key_range is not None:

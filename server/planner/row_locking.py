@@ -18,8 +18,7 @@ from typing import Any
 
 from percolator.server.sql.errors import LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, SqlError
 from percolator.server.storage.cells import CellKey
-from percolator.server.storage.row_locks import RowLockUnavailable
-from percolator.server.txn.transaction import LockWait
+from percolator.server.txn.transaction import LockWait, RowLock, RowLockUnavailable
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +43,7 @@ async def lock_for_write(ctx: Any, codec: Any, keys: Sequence[bytes]) -> None:
     locking: RowLocking | None = ctx.row_locking
     if locking is None or not keys:
         return
-    outcomes = await ctx.txn.lock_rows(
-        [CellKey(codec.storage, k, codec.existence) for k in keys],
-        LockWait.WAIT,
-        locking.timeout_s,
-    )
+    outcomes = await _lock(ctx, locking, codec, keys, LockWait.WAIT)
     if any(o.changed for o in outcomes):
         _changed(locking)
 
@@ -65,11 +60,7 @@ async def lock_for_select(
     kept = found
     if locking is not None and found:
         try:
-            outcomes = await ctx.txn.lock_rows(
-                [CellKey(codec.storage, k, codec.existence) for k, _ in found],
-                wait,
-                locking.timeout_s,
-            )
+            outcomes = await _lock(ctx, locking, codec, [k for k, _ in found], wait)
         except RowLockUnavailable as exc:
             if wait is not LockWait.NOWAIT:
                 raise
@@ -83,6 +74,15 @@ async def lock_for_select(
     for key, _ in kept:
         codec.lock(ctx.txn, key)
     return [row for _, row in kept]
+
+
+async def _lock(
+    ctx: Any, locking: RowLocking, codec: Any, keys: Sequence[bytes], wait: LockWait
+) -> list[RowLock]:
+    """The transaction's lock_rows on the cells every write of these rows writes."""
+    cells = [CellKey(codec.storage, k, codec.existence) for k in keys]
+    outcomes: list[RowLock] = await ctx.txn.lock_rows(cells, wait, locking.timeout_s)
+    return outcomes
 
 
 def _changed(locking: RowLocking) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from percolator.server.sql.bound import OutCol
@@ -31,14 +32,10 @@ class Scope:
 
     def lookup(self, qualifier: str | None, name: str) -> tuple[int, int, OutCol] | None:
         """(level, index, column): level 0 is this scope, 1 its parent, ..."""
-        scope: Scope | None = self
-        level = 0
-        while scope is not None:
+        for level, scope in enumerate(self._chain()):
             found = scope._find(qualifier, name)
             if found is not None:
                 return level, found, scope.columns[found]
-            scope = scope.parent
-            level += 1
         return None
 
     def _find(self, qualifier: str | None, name: str) -> int | None:
@@ -75,21 +72,18 @@ class Scope:
         raise SqlError(UNDEFINED_COLUMN, f'column "{shown}" does not exist')
 
     def _has_relation(self, qualifier: str) -> bool:
-        scope: Scope | None = self
-        while scope is not None:
-            if qualifier in scope.relations:
-                return True
-            scope = scope.parent
-        return False
+        return any(qualifier in s.relations for s in self._chain())
 
     def _is_unreachable(self, qualifier: str) -> bool:
         """Whether ``qualifier`` names a FROM item this scope exists beside but cannot see."""
+        return any(qualifier in s.unreachable for s in self._chain())
+
+    def _chain(self) -> Iterator[Scope]:
+        """This scope and its enclosing ones, innermost first."""
         scope: Scope | None = self
         while scope is not None:
-            if qualifier in scope.unreachable:
-                return True
+            yield scope
             scope = scope.parent
-        return False
 
     def star(self, qualifier: str | None) -> list[int]:
         """Indexes of the columns ``*`` or ``qualifier.*`` expands to."""

@@ -75,6 +75,13 @@ class RowLockState:
     it and asks again)."""
 
 
+SKIPPED = RowLockState(False, None, None)
+"""A row another holder keeps (SKIP LOCKED)."""
+UNLOCKED = RowLockState(True, None, None)
+"""A row let through without a lock (no lock connection to spare): as under optimistic
+locking."""
+
+
 class RowLockUnavailable(StoreError):
     """NOWAIT met a held row, or the lock timeout ran out (lock_not_available)."""
 
@@ -240,7 +247,7 @@ class PostgresRowLocks:
         by_shard: dict[int, list[int]] = {}
         for i, k in enumerate(keys):
             by_shard.setdefault(self._shard_of(k.table, k.row), []).append(i)
-        out: list[RowLockState] = [RowLockState(False, None, None)] * len(keys)
+        out: list[RowLockState] = [SKIPPED] * len(keys)
         # Shard after shard, in order: a transaction waits on one shard at a time.
         for shard in sorted(by_shard):
             idx = sorted(by_shard[shard], key=lambda i: lock_key(keys[i]))
@@ -258,7 +265,7 @@ class PostgresRowLocks:
             if conn is None:
                 conn = await where.acquire()
                 if conn is None:  # no connection to spare: these rows go unlocked
-                    return [RowLockState(True, None, None)] * len(keys)
+                    return [UNLOCKED] * len(keys)
                 self._conns[shard] = conn
             records = await conn.fetch(
                 _LOCK_CALL,
@@ -278,7 +285,7 @@ class PostgresRowLocks:
         except (OSError, TimeoutError, asyncpg.exceptions.InterfaceError) as exc:
             self._drop(shard)
             raise StoreUnavailable(where.dsn, f"row lock: {type(exc).__name__}: {exc}") from exc
-        states = [RowLockState(False, None, None)] * len(keys)
+        states = [SKIPPED] * len(keys)
         for r in records:
             states[r["idx"] - 1] = RowLockState(r["taken"], r["newest"], r["lock_ts"])
         return states
@@ -290,8 +297,8 @@ class PostgresRowLocks:
 
     async def release(self) -> None:
         conns, self._conns = self._conns, {}
-        for shard, conn in conns.items():
-            await self._shards[shard].release(conn)
+        # In parallel: waiters on every shard go on at once.
+        await asyncio.gather(*(self._shards[shard].release(c) for shard, c in conns.items()))
 
 
 def translate_lock_error(sqlstate: str | None, message: str) -> StoreError | None:
@@ -312,7 +319,9 @@ class LocalRowLockTable:
     """The row locks of one process (the memory store's): exclusive, with waits, timeouts
     and deadlock detection (a waiter that would close a cycle of waits fails)."""
 
-    def __init__(self, states: Callable[[Sequence[CellKey]], list[tuple[int | None, int | None]]]):
+    def __init__(
+        self, states: Callable[[Sequence[CellKey]], list[tuple[int | None, int | None]]]
+    ) -> None:
         """``states``: each cell's newest commit_ts and lock start_ts, read from the store."""
         self._states = states
         self._holder: dict[tuple[str, bytes], int] = {}
@@ -325,15 +334,13 @@ class LocalRowLockTable:
     async def lock(
         self, owner: int, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
     ) -> list[RowLockState]:
-        taken: list[bool] = []
-        for k in sorted(keys, key=lock_key):
-            row = (k.table, k.row)
-            taken_now = await self._lock_one(owner, row, wait, timeout_s)
-            taken.append(taken_now)
-        got = dict(zip(sorted(keys, key=lock_key), taken, strict=True))
+        got = {
+            k: await self._lock_one(owner, (k.table, k.row), wait, timeout_s)
+            for k in sorted(keys, key=lock_key)
+        }
         states = self._states(keys)
         return [
-            RowLockState(True, newest, lock_ts) if got[k] else RowLockState(False, None, None)
+            RowLockState(True, newest, lock_ts) if got[k] else SKIPPED
             for k, (newest, lock_ts) in zip(keys, states, strict=True)
         ]
 

@@ -35,7 +35,14 @@ from percolator.server.storage.cells import (
 )
 from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
 from percolator.server.storage.packed import PackedCells, pack_rows
-from percolator.server.storage.row_locks import LockWait, RowLocks, RowLockState
+from percolator.server.storage.row_locks import (
+    LockWait,
+    RowLocks,
+    RowLockState,
+)
+from percolator.server.storage.row_locks import (
+    RowLockUnavailable as RowLockUnavailable,  # raised by lock_rows; the SQL layer catches it
+)
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.commit_checks import CommitCheck
 from percolator.server.txn.committer import TwoPhaseCommitter
