@@ -191,6 +191,15 @@ class MemoryCellStore(CellStore):
                 failures.append(CommitFailure(key, CommitStatus.ROLLED_BACK))
         return failures
 
+    async def _commit_with_primary(
+        self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
+    ) -> list[CommitFailure]:
+        lock = self._cells[keys[0]].lock
+        if lock is not None and lock.info.start_ts == start_ts:
+            return await self.commit(start_ts, commit_ts, keys)
+        # The primary is gone (committed already, or rolled back): its own outcome only.
+        return await self.commit(start_ts, commit_ts, keys[:1])
+
     def _commit_lock(self, key: CellKey, cell: _Cell, commit_ts: int) -> None:
         """Turn the cell's lock into a write record, notifying watchers of a PUT or DELETE."""
         lock = cell.lock

@@ -204,6 +204,7 @@ _PREWRITE_MANY = (
     "SELECT * FROM percolator_prewrite_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
 )
 _COMMIT_MANY = "SELECT * FROM percolator_commit_many($1, $2, $3, $4, $5, $6)"
+_COMMIT_GUARDED = "SELECT * FROM percolator_commit_many($1, $2, $3, $4, $5, $6, true)"
 _ROLLBACK = "SELECT * FROM percolator_rollback($1, $2, $3, $4, $5, $6)"
 _CHECK_TXN_STATUS = "SELECT * FROM percolator_check_txn_status($1, $2, $3, $4, $5, $6, $7)"
 _HEARTBEAT = "SELECT percolator_heartbeat($1, $2, $3, $4, $5, $6)"
@@ -494,6 +495,8 @@ class _Shard:
     reads: StatementBatcher[tuple[CellKey, int], CellRead | SnapshotTooOld] = field(init=False)
     prewrites: StatementBatcher[_PrewriteItem, PrewriteFailure | None] = field(init=False)
     commits: StatementBatcher[_CommitItem, CommitFailure | None] = field(init=False)
+    primary_commits: StatementBatcher[_CommitItem, CommitFailure | None] = field(init=False)
+    """Primaries with their secondaries of this shard (guarded: see commit_primary)."""
     gc_cursor: tuple[str, bytes, str] | None = None
     """The last cell a GC sweep of this shard looked at (None: start from the first)."""
 
@@ -526,6 +529,10 @@ class PostgresCellStore(CellStore):
             )
             sh.commits = StatementBatcher(
                 lambda items, i=sh.index: self._commit_cells(i, items), max_in_flight=in_flight
+            )
+            sh.primary_commits = StatementBatcher(
+                lambda items, i=sh.index: self._commit_cells(i, items, guard=True),
+                max_in_flight=in_flight,
             )
 
     def channels(self, deliver: Deliver) -> Channels:
@@ -797,6 +804,17 @@ class PostgresCellStore(CellStore):
 
         return await self._commit_items([_CommitItem(start_ts, commit_ts, k) for k in keys])
 
+    async def _commit_with_primary(
+        self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
+    ) -> list[CommitFailure]:
+        if len(keys) == 1:
+            return await self.commit(start_ts, commit_ts, keys)
+        shard = self._shards[self.shard_of(keys[0].table, keys[0].row)]
+        results = await shard.primary_commits.submit_group(
+            [_CommitItem(start_ts, commit_ts, k) for k in keys]
+        )
+        return [f for f in results if f is not None]
+
     async def commit_batch(self, requests: Sequence[CommitRequest]) -> list[CommitFailure]:
         return await self._commit_items(
             [_CommitItem(r.start_ts, r.commit_ts, k) for r in requests for k in r.keys]
@@ -814,10 +832,12 @@ class PostgresCellStore(CellStore):
         return [f for part in results for f in part if f is not None]
 
     async def _commit_cells(
-        self, shard: int, items: list[_CommitItem]
+        self, shard: int, items: list[_CommitItem], *, guard: bool = False
     ) -> list[CommitFailure | None]:
-        """Commit cells of one shard (of one transaction or several) in one statement."""
-        if len(items) == 1:
+        """Commit cells of one shard (of one transaction or several) in one statement;
+        ``guard``: each only with its primary (primaries and their secondaries: their locks are
+        all there, so the cells are distinct)."""
+        if len(items) == 1 and not guard:
             it = items[0]
             k = it.key
             code = await self._call(
@@ -839,7 +859,7 @@ class PostgresCellStore(CellStore):
         hashes = list(map(row_hash, tables, rows))
         order = sorted(range(len(items)), key=hashes.__getitem__)  # row-lock order
         pick = _picker(order)
-        many = len(set(keys)) == len(keys)  # distinct cells
+        many = guard or len(set(keys)) == len(keys)  # distinct cells
         shared = _one_if_same if many else _each
         args = (
             shared(pick(starts)),
@@ -849,7 +869,7 @@ class PostgresCellStore(CellStore):
             pick(columns),
             pick(hashes),
         )
-        statement = _COMMIT_MANY if many else _COMMIT_EACH
+        statement = _COMMIT_GUARDED if guard else _COMMIT_MANY if many else _COMMIT_EACH
         records = await self._call(
             "commit", self._shards[shard], lambda conn: conn.fetch(statement, *args)
         )

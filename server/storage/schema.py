@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from percolator.server.storage.packed import COLUMN_BITS, MAX_KEY_LENGTH, NO_VALUE
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 MIGRATION_LOCK_KEY = 0x5045_5243_4F4C_0001
 """Advisory lock held while creating or migrating the schema (one migrator at a time)."""
 
@@ -781,6 +781,97 @@ _V6_BULK_IN_KEY_ORDER = [
 # is only probed from a LATERAL subquery per cell, and the commit deletes the locks it found
 # by ctid: between the statements it holds the rows' advisory locks, which every writer of a
 # lock takes first.
+def _commit_many_function(*, guard: bool) -> str:
+    """``percolator_commit_many``: set-based commit of distinct cells. Version 10 adds
+    ``p_guard``: a cell is then committed only if the lock of its transaction's primary is still
+    there (the primary commits in the same statement, so its secondaries on this shard go with
+    it or not at all)."""
+    guard_argument = ", p_guard boolean DEFAULT false" if guard else ""
+    guard_condition = _PRIMARY_LOCK_PRESENT if guard else ""
+    return f"""CREATE OR REPLACE FUNCTION percolator_commit_many(
+    p_start_ts bigint[], p_commit_ts bigint[], p_tbl text[], p_row bytea[], p_col text[],
+    p_hash bigint[]{guard_argument})
+RETURNS TABLE (idx integer, status integer)
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off
+SET enable_mergejoin = off SET max_parallel_workers_per_gather = 0
+SET plan_cache_mode = force_generic_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    tids tid[];
+    c_tbl text[];
+    c_row bytea[];
+    c_col text[];
+    c_start bigint[];
+    c_commit bigint[];
+    c_kind smallint[];
+    c_value bytea[];
+    c_hash bigint[];
+    n_notified integer;
+BEGIN{_LOCK_ROWS}
+    SELECT array_agg(l.ctid), array_agg(k.tbl), array_agg(k.rkey), array_agg(k.col),
+        array_agg(k.start_ts), array_agg(k.commit_ts), array_agg(l.kind), array_agg(l.value),
+        array_agg(k.hash)
+        INTO tids, c_tbl, c_row, c_col, c_start, c_commit, c_kind, c_value, c_hash
+        FROM (
+            SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
+                coalesce(u.commit_ts, p_commit_ts[1]) AS commit_ts,
+                coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col, u.hash
+            FROM unnest(p_start_ts, p_commit_ts, p_tbl, p_row, p_col, p_hash)
+                AS u(start_ts, commit_ts, tbl, rkey, col, hash)
+        ) k
+        JOIN LATERAL (
+            SELECT l.ctid, l.kind, l.value FROM percolator_lock l
+            WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
+            AND l.start_ts = k.start_ts{guard_condition} LIMIT 1
+        ) l ON true;
+    IF tids IS NOT NULL THEN
+        DELETE FROM percolator_lock WHERE ctid = ANY (tids);
+        INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
+            SELECT * FROM unnest(c_tbl, c_row, c_col, c_commit, c_start, c_kind, c_value)
+            ORDER BY 1, 2, 3;
+        INSERT INTO percolator_notify AS n (observer, tbl, rkey, ts, hash)
+            SELECT DISTINCT ON (w.observer, c.tbl, c.rkey) w.observer, c.tbl, c.rkey,
+                c.commit_ts, c.hash
+            FROM unnest(c_tbl, c_row, c_col, c_commit, c_kind, c_hash)
+                AS c(tbl, rkey, col, commit_ts, kind, hash)
+            JOIN percolator_watch w ON w.tbl = c.tbl AND w.col = c.col
+            WHERE c.kind IN (1, 2)
+            ORDER BY w.observer, c.tbl, c.rkey, c.commit_ts DESC
+            ON CONFLICT (observer, tbl, rkey) DO UPDATE
+            SET ts = GREATEST(n.ts, excluded.ts), attempts = 0, retry_at_ms = 0,
+                parked = false, last_error = NULL;
+        GET DIAGNOSTICS n_notified = ROW_COUNT;
+        IF n_notified > 0 THEN
+            PERFORM pg_notify('percolator_notify', '');
+        END IF;
+    END IF;
+    IF coalesce(cardinality(tids), 0) < cardinality(p_row) THEN
+        RETURN QUERY SELECT k.i::integer, CASE WHEN f.kind IS NULL THEN 1 ELSE 2 END
+            FROM (
+                SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
+                    coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col, u.i
+                FROM unnest(p_start_ts, p_tbl, p_row, p_col) WITH ORDINALITY
+                    AS u(start_ts, tbl, rkey, col, i)
+            ) k
+            LEFT JOIN LATERAL (
+                SELECT w.kind FROM percolator_write w
+                WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col
+                AND w.commit_ts >= k.start_ts AND w.start_ts = k.start_ts LIMIT 1
+            ) f ON true
+            WHERE f.kind IS NULL OR f.kind = 3;
+    END IF;
+END $$"""
+
+
+_PRIMARY_LOCK_PRESENT = """
+            AND (NOT p_guard OR EXISTS (
+                SELECT FROM percolator_lock p
+                WHERE p.tbl = l.primary_tbl AND p.rkey = l.primary_rkey
+                AND p.col = l.primary_col AND p.start_ts = l.start_ts))"""
+
+
 _V7_SET_BASED = [
     # Partial, so that only statements naming "start_ts > 0" (the oldest lock) can use it. A
     # probe of one cell's lock by (tbl, rkey, col) otherwise could too, as a walk of the whole
@@ -851,81 +942,7 @@ BEGIN{_LOCK_ROWS}
         c.l_start_ts, c.primary_tbl, c.primary_rkey, c.primary_col, c.ttl_ms, c.l_kind
     FROM c WHERE c.status > 0;
 END $$""",
-    f"""CREATE OR REPLACE FUNCTION percolator_commit_many(
-    p_start_ts bigint[], p_commit_ts bigint[], p_tbl text[], p_row bytea[], p_col text[],
-    p_hash bigint[])
-RETURNS TABLE (idx integer, status integer)
-LANGUAGE plpgsql
-SET enable_seqscan = off SET enable_bitmapscan = off SET enable_hashjoin = off
-SET enable_mergejoin = off SET max_parallel_workers_per_gather = 0
-SET plan_cache_mode = force_generic_plan
-AS $$
-#variable_conflict use_column
-DECLARE
-    tids tid[];
-    c_tbl text[];
-    c_row bytea[];
-    c_col text[];
-    c_start bigint[];
-    c_commit bigint[];
-    c_kind smallint[];
-    c_value bytea[];
-    c_hash bigint[];
-    n_notified integer;
-BEGIN{_LOCK_ROWS}
-    SELECT array_agg(l.ctid), array_agg(k.tbl), array_agg(k.rkey), array_agg(k.col),
-        array_agg(k.start_ts), array_agg(k.commit_ts), array_agg(l.kind), array_agg(l.value),
-        array_agg(k.hash)
-        INTO tids, c_tbl, c_row, c_col, c_start, c_commit, c_kind, c_value, c_hash
-        FROM (
-            SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
-                coalesce(u.commit_ts, p_commit_ts[1]) AS commit_ts,
-                coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col, u.hash
-            FROM unnest(p_start_ts, p_commit_ts, p_tbl, p_row, p_col, p_hash)
-                AS u(start_ts, commit_ts, tbl, rkey, col, hash)
-        ) k
-        JOIN LATERAL (
-            SELECT l.ctid, l.kind, l.value FROM percolator_lock l
-            WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col
-            AND l.start_ts = k.start_ts LIMIT 1
-        ) l ON true;
-    IF tids IS NOT NULL THEN
-        DELETE FROM percolator_lock WHERE ctid = ANY (tids);
-        INSERT INTO percolator_write (tbl, rkey, col, commit_ts, start_ts, kind, value)
-            SELECT * FROM unnest(c_tbl, c_row, c_col, c_commit, c_start, c_kind, c_value)
-            ORDER BY 1, 2, 3;
-        INSERT INTO percolator_notify AS n (observer, tbl, rkey, ts, hash)
-            SELECT DISTINCT ON (w.observer, c.tbl, c.rkey) w.observer, c.tbl, c.rkey,
-                c.commit_ts, c.hash
-            FROM unnest(c_tbl, c_row, c_col, c_commit, c_kind, c_hash)
-                AS c(tbl, rkey, col, commit_ts, kind, hash)
-            JOIN percolator_watch w ON w.tbl = c.tbl AND w.col = c.col
-            WHERE c.kind IN (1, 2)
-            ORDER BY w.observer, c.tbl, c.rkey, c.commit_ts DESC
-            ON CONFLICT (observer, tbl, rkey) DO UPDATE
-            SET ts = GREATEST(n.ts, excluded.ts), attempts = 0, retry_at_ms = 0,
-                parked = false, last_error = NULL;
-        GET DIAGNOSTICS n_notified = ROW_COUNT;
-        IF n_notified > 0 THEN
-            PERFORM pg_notify('percolator_notify', '');
-        END IF;
-    END IF;
-    IF coalesce(cardinality(tids), 0) < cardinality(p_row) THEN
-        RETURN QUERY SELECT k.i::integer, CASE WHEN f.kind IS NULL THEN 1 ELSE 2 END
-            FROM (
-                SELECT coalesce(u.start_ts, p_start_ts[1]) AS start_ts,
-                    coalesce(u.tbl, p_tbl[1]) AS tbl, u.rkey, u.col, u.i
-                FROM unnest(p_start_ts, p_tbl, p_row, p_col) WITH ORDINALITY
-                    AS u(start_ts, tbl, rkey, col, i)
-            ) k
-            LEFT JOIN LATERAL (
-                SELECT w.kind FROM percolator_write w
-                WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col
-                AND w.commit_ts >= k.start_ts AND w.start_ts = k.start_ts LIMIT 1
-            ) f ON true
-            WHERE f.kind IS NULL OR f.kind = 3;
-    END IF;
-END $$""",
+    _commit_many_function(guard=False),
 ]
 
 _V8_PACKED_SCAN = [
@@ -1172,6 +1189,12 @@ BEGIN{_LOCK_ROWS}
 END $$""",
 ]
 
+_V10_GUARDED_COMMIT = [
+    """DROP FUNCTION IF EXISTS percolator_commit_many(bigint[], bigint[], text[], bytea[],
+    text[], bigint[])""",
+    _commit_many_function(guard=True),
+]
+
 MIGRATIONS: dict[int, list[str]] = {
     1: _V1_TABLES + _FUNCTIONS + _SINGLE_CELL_FUNCTIONS + _BATCHED_SINGLE_CELL_FUNCTIONS,
     2: _V2_HEARTBEAT,
@@ -1184,5 +1207,6 @@ MIGRATIONS: dict[int, list[str]] = {
     7: _V7_SET_BASED,
     8: [*_V8_PACKED_SCAN, *_V8_PARALLEL_BULK_MOVES, _sample_row_keys_function(_TOTAL_AS_NOW)],
     9: _V9_PREWRITE_SINCE,
+    10: _V10_GUARDED_COMMIT,
 }
 """Statements that bring a shard from version ``v - 1`` to ``v``."""

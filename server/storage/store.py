@@ -21,6 +21,11 @@ prewrite
 commit
     If our lock (same start_ts) is on the cell: replace it by a write record at commit_ts. If the
     lock is gone but our write record is there: success (idempotent). Otherwise a failure.
+commit_primary
+    The commit point: commits the primary as ``commit`` does and, in the same atomic step, the
+    secondaries of the same transaction that share the primary's shard (up to
+    ``WITH_PRIMARY_CELLS`` cells in all). If the primary's lock is gone, none of them is
+    committed. The secondaries it leaves are returned, for the caller to commit.
 rollback
     If our write record (not a rollback) is there: nothing changes and the cell is reported
     committed. Otherwise remove our lock if present and, when asked, leave a rollback record.
@@ -57,6 +62,7 @@ import abc
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from percolator.server.storage.advisory import AdvisorySession
 from percolator.server.storage.cells import (
@@ -86,6 +92,19 @@ from percolator.server.storage.packed import PackedCells, pack_rows
 from percolator.server.storage.row_locks import RowLocks
 
 PURGE_ROWS = 10_000
+
+WITH_PRIMARY_CELLS = 1024
+"""Cells a primary's commit takes along (itself and secondaries of its shard): more would hold
+up the commit point for what the background committer does after it."""
+
+
+class PrimaryCommit(NamedTuple):
+    """The outcome of :meth:`CellStore.commit_primary`."""
+
+    committed: bool
+    """The primary is committed: the transaction is."""
+    rest: Sequence[CellKey]
+    """Secondaries not committed with it, for the caller to commit."""
 """Rows of each kind (write records, locks, notifications) one statement of
 :meth:`CellStore.purge_table` removes."""
 
@@ -133,6 +152,29 @@ class CellStore(abc.ABC):
         self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
     ) -> list[CommitFailure]:
         """Turn our locks into write records at commit_ts. Returns the cells that failed."""
+
+    async def commit_primary(
+        self, start_ts: int, commit_ts: int, primary: CellKey, secondaries: Sequence[CellKey]
+    ) -> PrimaryCommit:
+        """Commit the primary and, with it, the secondaries on its shard (see the module
+        docstring); the rest are returned to the caller."""
+        shard = self.shard_of(primary.table, primary.row)
+        along: list[CellKey] = [primary]
+        rest: list[CellKey] = []
+        for key in secondaries:
+            if len(along) < WITH_PRIMARY_CELLS and self.shard_of(key.table, key.row) == shard:
+                along.append(key)
+            else:
+                rest.append(key)
+        failures = await self._commit_with_primary(start_ts, commit_ts, along)
+        return PrimaryCommit(not any(f.key == primary for f in failures), rest)
+
+    @abc.abstractmethod
+    async def _commit_with_primary(
+        self, start_ts: int, commit_ts: int, keys: Sequence[CellKey]
+    ) -> list[CommitFailure]:
+        """Commit ``keys`` (``keys[0]`` the primary, all on its shard) in one atomic step, each
+        only if the primary's lock is still there (or is committed by this step)."""
 
     async def commit_batch(self, requests: Sequence[CommitRequest]) -> list[CommitFailure]:
         """:meth:`commit` for the cells of several transactions, sharing statements where the

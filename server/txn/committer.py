@@ -7,9 +7,11 @@
 2. Take commit_ts from the oracle.
 3. Run the commit checks, if any (reads registered by the transaction, read again at
    commit_ts: see commit_checks.py).
-4. Commit the primary: the commit point. It succeeds only if our lock is still there.
-5. Hand the secondaries to the background committer and return (a transaction whose row
-   locks met contention commits them itself first: SYNC_SECONDARIES).
+4. Commit the primary: the commit point. It succeeds only if our lock is still there. The
+   secondaries on the primary's shard are committed in the same statement, atomically with
+   it (so a one-shard transaction commits in one round trip after its prewrite).
+5. Hand the other secondaries to the background committer and return (a transaction whose
+   row locks met contention commits them itself first: SYNC_SECONDARIES).
 
 While this runs, a heartbeat keeps the primary lock's TTL ahead of the time spent, so a slow
 but live committer is never rolled back by a reader.
@@ -95,13 +97,12 @@ class TwoPhaseCommitter:
             commit_ts = await self._clock.get_timestamp()
             if self._checks:
                 await self._run_checks(commit_ts)
-            await self._commit_primary(commit_ts)
+            secondaries = await self._commit_primary(commit_ts)
         finally:
             heartbeat.cancel()
             if self._heartbeat_task is not None:
                 self._heartbeat_task.cancel()
         metrics.TXN_COMMIT_SECONDS.observe(time.monotonic() - started)
-        secondaries = [m.key for m in self._mutations[1:]]
         if self._secondaries_now and secondaries:
             with contextlib.suppress(StoreError, OSError):
                 # A failure is no failure of the transaction (committed): readers roll them
@@ -169,20 +170,26 @@ class TwoPhaseCommitter:
             await self._abort()
             raise
 
-    async def _commit_primary(self, commit_ts: int) -> None:
+    async def _commit_primary(self, commit_ts: int) -> Sequence[CellKey]:
+        """The commit point; the secondaries the store took along are committed with it, the
+        others are returned."""
+        secondaries = [m.key for m in self._mutations[1:]]
         try:
-            failures = await self._store.commit(self.start_ts, commit_ts, [self.primary])
+            outcome = await self._store.commit_primary(
+                self.start_ts, commit_ts, self.primary, secondaries
+            )
         except (TimeoutError, StoreError, OSError) as exc:
             raise CommitOutcomeUnknown(
                 f"the commit of transaction {self.start_ts} was sent but not confirmed "
                 f"({exc}); it may or may not have committed"
             ) from exc
-        if failures:
+        if not outcome.committed:
             await self._abort()
             raise TransactionAborted(
                 f"transaction {self.start_ts} was rolled back by another client before its "
                 "commit point (its lock TTL expired); retry the transaction"
             )
+        return outcome.rest
 
     async def _abort(self) -> None:
         """Roll back what we may have prewritten: the primary first, leaving a marker."""

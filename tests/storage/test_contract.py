@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from percolator.server.storage.cells import (
@@ -556,6 +558,74 @@ async def test_commit_batch_commits_several_transactions(store: CellStore) -> No
     assert [(f.key, f.status) for f in failures] == [(never, CommitStatus.LOCK_MISSING)]
     assert [r.value for r in await store.read(ts(5), a + b)] == [b"from 1"] * 12 + [None] * 12
     assert [r.value for r in await store.read(ts(6), b)] == [b"from 2"] * 12
+
+
+async def test_commit_primary_takes_its_shards_secondaries_along(store: CellStore) -> None:
+    primary, cells = key("p"), [key(f"s{i}", col) for i in range(10) for col in ("x", "y")]
+    assert (
+        await store.prewrite(ts(1), primary, 3000, [put(k, b"v") for k in [primary, *cells]]) == []
+    )
+    outcome = await store.commit_primary(ts(1), ts(2), primary, cells)
+    assert outcome.committed
+    home = store.shard_of(primary.table, primary.row)
+    assert list(outcome.rest) == [k for k in cells if store.shard_of(k.table, k.row) != home]
+    # Those taken along are write records now; the rest are still locks.
+    reads = await store.read(ts(3), [primary, *cells])
+    assert [r.lock is not None for r in reads] == [False] + [k in outcome.rest for k in cells]
+    assert await store.commit(ts(1), ts(2), list(outcome.rest)) == []
+    assert [r.value for r in await store.read(ts(3), cells)] == [b"v"] * len(cells)
+
+
+async def test_commit_primary_commits_nothing_once_the_primary_is_rolled_back(
+    store: CellStore,
+) -> None:
+    primary, cells = key("p"), [key(f"s{i}") for i in range(6)]
+    assert (
+        await store.prewrite(ts(1), primary, 3000, [put(k, b"v") for k in [primary, *cells]]) == []
+    )
+    # A reader found the primary's lock expired and rolled it back.
+    assert await store.rollback(ts(1), [primary], leave_marker=True) == []
+    outcome = await store.commit_primary(ts(1), ts(2), primary, cells)
+    assert not outcome.committed
+    # No secondary was committed: each is still a lock (which readers will roll back).
+    reads = await store.read(ts(3), cells)
+    assert all(r.lock is not None and r.lock.start_ts == ts(1) for r in reads)
+    assert [r.value for r in await store.read(ts(3), [primary])] == [None]
+
+
+async def test_commit_primary_is_idempotent(store: CellStore) -> None:
+    primary, cells = key("p"), [key(f"s{i}") for i in range(3)]
+    assert (
+        await store.prewrite(ts(1), primary, 3000, [put(k, b"v") for k in [primary, *cells]]) == []
+    )
+    assert (await store.commit_primary(ts(1), ts(2), primary, cells)).committed
+    again = await store.commit_primary(ts(1), ts(2), primary, cells)
+    assert again.committed
+
+
+async def test_commit_primaries_of_concurrent_transactions_share_a_statement(
+    store: CellStore,
+) -> None:
+    """Guarded commits of several transactions at once (the store may put them in one
+    statement): the one whose primary was rolled back commits nothing, the others all."""
+    txns = [(ts(i + 1), key(f"p{i}"), [key(f"s{i}-{j}") for j in range(4)]) for i in range(6)]
+    for start, primary, cells in txns:
+        muts = [put(k, b"%d" % start) for k in [primary, *cells]]
+        assert await store.prewrite(start, primary, 3000, muts) == []
+    lost_start, lost_primary, lost_cells = txns[3]
+    assert await store.rollback(lost_start, [lost_primary], leave_marker=True) == []
+    outcomes = await asyncio.gather(
+        *(store.commit_primary(s, ts(50 + i), p, c) for i, (s, p, c) in enumerate(txns))
+    )
+    assert [o.committed for o in outcomes] == [i != 3 for i in range(6)]
+    for i, ((start, _, cells), outcome) in enumerate(zip(txns, outcomes, strict=True)):
+        if i == 3:
+            continue
+        assert await store.commit(start, ts(50 + i), list(outcome.rest)) == []
+        reads = await store.read(ts(99), cells)
+        assert [r.value for r in reads] == [b"%d" % start] * len(cells)
+    reads = await store.read(ts(99), lost_cells)
+    assert all(r.lock is not None and r.lock.start_ts == lost_start for r in reads)
 
 
 async def test_purge_table_removes_every_row_of_that_table_only(store: CellStore) -> None:

@@ -280,6 +280,55 @@ async def test_a_version_8_shard_gets_prewrites_with_a_since_ts(fresh_dsns) -> N
     await store.close()
 
 
+def commit_many_args(cells: list[tuple[int, int, CellKey]]) -> list:
+    """percolator_commit_many's arrays for (start_ts, commit_ts, key) cells, in lock order."""
+    cells = sorted(cells, key=lambda c: row_hash(c[2].table, c[2].row))
+    return [
+        [c[0] for c in cells],
+        [c[1] for c in cells],
+        [c[2].table for c in cells],
+        [c[2].row for c in cells],
+        [c[2].column for c in cells],
+        [row_hash(c[2].table, c[2].row) for c in cells],
+    ]
+
+
+async def test_a_version_9_shard_gets_the_guarded_commit(fresh_dsns) -> None:
+    """Version 10: one percolator_commit_many, whose guard commits a transaction's cells in a
+    shared statement only while its primary's lock is there; a version-9 caller (six
+    arguments, no guard) still commits."""
+    (dsn,) = await fresh_dsns(1)
+    conn = await old_shard(dsn, 9)
+    try:
+        store = await PostgresCellStore.connect([dsn])
+        overloads = await conn.fetch(
+            "SELECT pronargs FROM pg_proc WHERE proname = 'percolator_commit_many'"
+        )
+        assert [r[0] for r in overloads] == [7]
+        kept, lost = [key(f"k{i}") for i in range(3)], [key(f"l{i}") for i in range(3)]
+        assert await store.prewrite(ts(1), kept[0], 3000, [put(k, b"k") for k in kept]) == []
+        assert await store.prewrite(ts(2), lost[0], 3000, [put(k, b"l") for k in lost]) == []
+        assert await store.rollback(ts(2), [lost[0]], leave_marker=True) == []
+        cells = [(ts(1), ts(5), k) for k in kept] + [(ts(2), ts(6), k) for k in lost]
+        failed = await conn.fetch(
+            "SELECT idx FROM percolator_commit_many($1, $2, $3, $4, $5, $6, true)",
+            *commit_many_args(cells),
+        )
+        assert len(failed) == 3  # the lost transaction's three cells
+        reads = await store.read(ts(9), kept + lost)
+        assert [r.value for r in reads] == [b"k"] * 3 + [None] * 3
+        assert [r.lock is not None for r in reads] == [False] * 3 + [False, True, True]
+        # Without the guard (as version 9 calls it) the orphaned secondaries would commit.
+        await conn.fetch(
+            "SELECT * FROM percolator_commit_many($1, $2, $3, $4, $5, $6)",
+            *commit_many_args([(ts(2), ts(6), k) for k in lost[1:]]),
+        )
+        assert [r.value for r in await store.read(ts(9), lost[1:])] == [b"l", b"l"]
+    finally:
+        await conn.close()
+    await store.close()
+
+
 async def test_a_silent_server_times_out_instead_of_hanging() -> None:
     """A server that accepts the connection and never answers (a hung host, a firewall)."""
     accepted: list[asyncio.StreamWriter] = []

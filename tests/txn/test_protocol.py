@@ -202,6 +202,13 @@ class SlowPrimaryCommit:
             await asyncio.sleep(self._delay_s)
         return await self._inner.commit(start_ts, commit_ts, keys)
 
+    async def commit_primary(
+        self, start_ts: int, commit_ts: int, primary: Any, secondaries: Any
+    ) -> Any:
+        if start_ts == self.slow_start_ts:
+            await asyncio.sleep(self._delay_s)
+        return await self._inner.commit_primary(start_ts, commit_ts, primary, secondaries)
+
 
 async def test_heartbeats_keep_a_slow_committers_locks(store: CellStore, clock: WallClock) -> None:
     slow = SlowPrimaryCommit(store, delay_s=1.2)  # four times the 300 ms TTL
