@@ -16,11 +16,10 @@ from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
 from percolator.server.planner.row_locking import lock_for_select
 from percolator.server.sql.aggregates import Accumulator
-from percolator.server.sql.bound import BSubquery, SubqueryKind
+from percolator.server.sql.bound import FOR_UPDATE, BSubquery, LockClause, SubqueryKind
 from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
 from percolator.server.sql.keycodec import prefix_successor
 from percolator.server.storage.cells import CellKey
-from percolator.server.txn.transaction import LockWait
 
 T = TypeVar("T")
 
@@ -184,7 +183,7 @@ class TableScan(Node):
     filter_text: str
     key_range: KeyRange | None = None
     lock_rows: bool = False
-    lock_wait: LockWait = LockWait.WAIT
+    lock_clause: LockClause = FOR_UPDATE
     """FOR UPDATE NOWAIT / SKIP LOCKED."""
     lock_batch: int = 1
     """Rows locked per round trip: 1 under a LIMIT, which must lock only the rows it takes
@@ -204,7 +203,7 @@ class TableScan(Node):
                 yield row
             return
         async for batch in batched(hits, self.lock_batch):
-            for locked in await lock_for_select(ctx, self.codec, batch, self.lock_wait):
+            for locked in await lock_for_select(ctx, self.codec, batch, self.lock_clause):
                 yield locked
 
     async def _hits(
@@ -243,7 +242,7 @@ class PointGet(Node):
     predicate: Compiled | None
     filter_text: str
     lock_rows: bool = False
-    lock_wait: LockWait = LockWait.WAIT
+    lock_clause: LockClause = FOR_UPDATE
     """FOR UPDATE NOWAIT / SKIP LOCKED."""
     key_only: bool = False
     """The filters only say which keys (every row found by key is a match)."""
@@ -262,7 +261,7 @@ class PointGet(Node):
             if row is not None and (pred is None or pred(row, ctx) is True)
         ]
         if self.lock_rows:
-            for row in await lock_for_select(ctx, self.codec, hits, self.lock_wait):
+            for row in await lock_for_select(ctx, self.codec, hits, self.lock_clause):
                 yield row
             return
         for _, row in hits:
@@ -289,7 +288,7 @@ class IndexLookup(Node):
     predicate: Compiled | None
     filter_text: str
     lock_rows: bool = False
-    lock_wait: LockWait = LockWait.WAIT
+    lock_clause: LockClause = FOR_UPDATE
     """FOR UPDATE NOWAIT / SKIP LOCKED."""
     lock_batch: int = 1
     """Rows locked per round trip: 1 under a LIMIT, which must lock only the rows it takes
@@ -321,7 +320,7 @@ class IndexLookup(Node):
             return
         for i in range(0, len(hits), self.lock_batch):
             chunk = hits[i : i + self.lock_batch]
-            for locked in await lock_for_select(ctx, self.codec, chunk, self.lock_wait):
+            for locked in await lock_for_select(ctx, self.codec, chunk, self.lock_clause):
                 yield locked
 
     def explain(self) -> list[str]:
@@ -637,7 +636,7 @@ class LookupTarget:
     """The inner table's own (pushed) filters, over its row."""
     filter_text: str
     lock_rows: bool = False
-    lock_wait: LockWait = LockWait.WAIT
+    lock_clause: LockClause = FOR_UPDATE
     """FOR UPDATE NOWAIT / SKIP LOCKED."""
 
     async def fetch(self, ctx: Any, keys: list[bytes]) -> dict[bytes, list[Row]]:
@@ -776,7 +775,7 @@ class LookupJoin(Node):
                 if self.target.lock_rows:
                     codec = self.target.codec
                     locked = [(codec.key_of_stored(irow), row)]
-                    if not await lock_for_select(ctx, codec, locked, self.target.lock_wait):
+                    if not await lock_for_select(ctx, codec, locked, self.target.lock_clause):
                         continue  # SKIP LOCKED
                 hit = True
                 yield row
@@ -880,7 +879,7 @@ class LockRows(Node):
 
     input: Node
     codec: RowCodec
-    lock_wait: LockWait = LockWait.WAIT
+    lock_clause: LockClause = FOR_UPDATE
     lock_batch: int = 1
     """Rows locked per round trip: 1 under a LIMIT, more when every row is returned."""
     width: int = 0
@@ -889,7 +888,7 @@ class LockRows(Node):
         codec = self.codec
         async for batch in batched(self.input.rows(ctx), self.lock_batch):
             pairs = [(row[-1], row[:-1]) for row in batch]
-            for locked in await lock_for_select(ctx, codec, pairs, self.lock_wait):
+            for locked in await lock_for_select(ctx, codec, pairs, self.lock_clause):
                 yield locked
 
     def explain(self) -> list[str]:

@@ -82,6 +82,7 @@ from percolator.server.planner.window_agg import (
 from percolator.server.sql import casts
 from percolator.server.sql.aggregates import make_factory
 from percolator.server.sql.bound import (
+    FOR_UPDATE,
     AggregateRel,
     BAsyncCall,
     BBool,
@@ -102,6 +103,7 @@ from percolator.server.sql.bound import (
     JoinKind,
     JoinRel,
     LimitRel,
+    LockClause,
     OutCol,
     ProjectRel,
     ProjectSetRel,
@@ -122,7 +124,6 @@ from percolator.server.sql.errors import unsupported
 from percolator.server.sql.keycodec import KeyType, prefix_successor
 from percolator.server.sql.types import SqlType, TypeId, key_type
 from percolator.server.sql.window_binder import WINDOW_FUNCTION_NAMES
-from percolator.server.txn.transaction import LockWait
 
 _MAX_POINT_KEYS = 10_000
 
@@ -177,7 +178,7 @@ class Planner:
         read = frozenset(needed) if needed is not None else None
         lock_rows = rel.lock_rows and id(rel) not in self._lock_later
         return self.table_access(
-            rel.table, rel.alias, rel.filters, lock_rows, read, lock_wait=rel.lock_wait
+            rel.table, rel.alias, rel.filters, lock_rows, read, lock_clause=rel.lock_clause
         )
 
     def table_access(
@@ -188,7 +189,7 @@ class Planner:
         lock_rows: bool = False,
         read: frozenset[int] | None = None,
         *,
-        lock_wait: LockWait = LockWait.WAIT,
+        lock_clause: LockClause = FOR_UPDATE,
     ) -> Node:
         codec = self.codec(table, read)
         predicate = _conjunction(filters)
@@ -207,7 +208,7 @@ class Planner:
                 predicate,
                 filter_text,
                 lock_rows,
-                lock_wait,
+                lock_clause,
                 key_only=key_only,
             )
         best_index = None
@@ -233,7 +234,7 @@ class Planner:
                 predicate,
                 filter_text,
                 lock_rows,
-                lock_wait,
+                lock_clause,
                 lock_batch=self._lock_batch(),
             )
         key_range = _pk_range(codec, table, pk, eq, ranges)
@@ -244,7 +245,7 @@ class Planner:
             filter_text,
             key_range,
             lock_rows,
-            lock_wait,
+            lock_clause,
             lock_batch=self._lock_batch(),
         )
 
@@ -383,7 +384,7 @@ class Planner:
             _conjunction(inner.filters),
             " AND ".join(describe(f, table) for f in inner.filters),
             inner.lock_rows,
-            inner.lock_wait,
+            inner.lock_clause,
         )
         return target, _lookup_key([compile_expr(e) for e in exprs], types, encode)
 
@@ -499,7 +500,7 @@ class Planner:
         width = len(project.columns) + 1
         projected = Project(child, exprs, self.runners(project.exprs), width=width)
         sort = Sort(projected, keys, width=width)
-        return LockRows(sort, codec, locked.lock_wait, lock_batch=self._lock_batch())
+        return LockRows(sort, codec, locked.lock_clause, lock_batch=self._lock_batch())
 
     def _plan_LimitRel(self, rel: LimitRel) -> Node:
         self._under_limit += 1

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from percolator.server.sql.bound import LockClause
 from percolator.server.sql.errors import LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, SqlError
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import LockWait, RowLock, RowLockUnavailable
@@ -49,20 +50,21 @@ async def lock_for_write(ctx: Any, codec: Any, keys: Sequence[bytes]) -> None:
 
 
 async def lock_for_select(
-    ctx: Any, codec: Any, found: list[tuple[bytes, Any]], wait: LockWait
+    ctx: Any, codec: Any, found: list[tuple[bytes, Any]], clause: LockClause
 ) -> list[Any]:
-    """SELECT ... FOR UPDATE: lock the rows found (``(key, row)`` pairs) and return the rows
-    to yield: all of them, less those another transaction holds under SKIP LOCKED (``wait``:
-    the FOR UPDATE clause's NOWAIT / SKIP LOCKED). Each row kept also gets a lock-only write
-    at commit, which keeps writers that take no row locks (Spark, observers) from changing it
-    under this transaction (write skew)."""
+    """SELECT ... FOR UPDATE / FOR SHARE: lock the rows found (``(key, row)`` pairs) and
+    return the rows to yield: all of them, less those another transaction holds under SKIP
+    LOCKED. Each row kept FOR UPDATE also gets a lock-only write at commit, which keeps writers
+    that take no row locks (Spark, observers) from changing it under this transaction (write
+    skew); FOR SHARE rows get none, since two sharers' lock-only writes would conflict."""
     locking: RowLocking | None = ctx.row_locking
     kept = found
     if locking is not None and found:
+        keys = [k for k, _ in found]
         try:
-            outcomes = await _lock(ctx, locking, codec, [k for k, _ in found], wait)
+            outcomes = await _lock(ctx, locking, codec, keys, clause.wait, clause.shared)
         except RowLockUnavailable as exc:
-            if wait is not LockWait.NOWAIT:
+            if clause.wait is not LockWait.NOWAIT:
                 raise
             raise SqlError(
                 LOCK_NOT_AVAILABLE,
@@ -71,17 +73,23 @@ async def lock_for_select(
         if any(o.changed for o in outcomes if o.taken):
             _changed(locking)
         kept = [f for f, o in zip(found, outcomes, strict=True) if o.taken]
-    for key, _ in kept:
-        codec.lock(ctx.txn, key)
+    if not clause.shared:
+        for key, _ in kept:
+            codec.lock(ctx.txn, key)
     return [row for _, row in kept]
 
 
 async def _lock(
-    ctx: Any, locking: RowLocking, codec: Any, keys: Sequence[bytes], wait: LockWait
+    ctx: Any,
+    locking: RowLocking,
+    codec: Any,
+    keys: Sequence[bytes],
+    wait: LockWait,
+    shared: bool = False,
 ) -> list[RowLock]:
     """The transaction's lock_rows on the cells every write of these rows writes."""
     cells = [CellKey(codec.storage, k, codec.existence) for k in keys]
-    outcomes: list[RowLock] = await ctx.txn.lock_rows(cells, wait, locking.timeout_s)
+    outcomes: list[RowLock] = await ctx.txn.lock_rows(cells, wait, locking.timeout_s, shared=shared)
     return outcomes
 
 

@@ -37,6 +37,7 @@ from percolator.server.sql.bound import (
     JoinKind,
     JoinRel,
     LimitRel,
+    LockClause,
     NextValue,
     OnConflict,
     OutCol,
@@ -259,15 +260,21 @@ class Binder:
             q = _Query(ValuesRel([], [[]]), Scope([], outer))  # type: ignore[arg-type]
             q.rel = ValuesRel([], [[]])
         for lock in node.args.get("locks") or []:
-            # FOR SHARE / KEY SHARE lock as FOR UPDATE does (Percolator has one kind of
-            # lock): stronger, never weaker. OF names the tables whose rows are locked.
+            # OF names the tables whose rows are locked; a table named by several clauses
+            # takes the strongest lock and the strictest wait among them, as in Postgres.
             names = {t.name for t in lock.expressions}
-            wait = _lock_wait(lock)
+            asked = _lock_clause(lock)
             for t in q.tables:
                 if names and t.alias not in names:
                     continue
+                clause = asked
+                if t.lock_rows:
+                    clause = LockClause(
+                        max(t.lock_clause.wait, asked.wait, key=_STRICTNESS.index),
+                        t.lock_clause.shared and asked.shared,
+                    )
                 t.lock_rows = True
-                t.lock_wait = max(t.lock_wait, wait, key=_STRICTNESS.index)
+                t.lock_clause = clause
             for name in names - {t.alias for t in q.tables}:
                 raise SqlError(
                     UNDEFINED_TABLE,
@@ -1534,15 +1541,16 @@ def _same_expr(a: BExpr, b: BExpr) -> bool:
 __all__ = ["Binder"]
 
 
-def _lock_wait(lock: exp.Lock) -> LockWait:
-    """What a FOR UPDATE clause does with rows another transaction holds (sqlglot: wait=True
+def _lock_clause(lock: exp.Lock) -> LockClause:
+    """A FOR UPDATE / FOR SHARE clause (sqlglot: update=False is FOR [KEY] SHARE; wait=True
     is NOWAIT, wait=False SKIP LOCKED)."""
     wait = lock.args.get("wait")
+    mode = LockWait.WAIT
     if wait is True:
-        return LockWait.NOWAIT
-    if wait is False:
-        return LockWait.SKIP_LOCKED
-    return LockWait.WAIT
+        mode = LockWait.NOWAIT
+    elif wait is False:
+        mode = LockWait.SKIP_LOCKED
+    return LockClause(mode, shared=lock.args.get("update") is False)
 
 
 _STRICTNESS = [LockWait.WAIT, LockWait.SKIP_LOCKED, LockWait.NOWAIT]

@@ -216,6 +216,19 @@ class Rel:
         return []
 
 
+@dataclass(frozen=True, slots=True)
+class LockClause:
+    """What FOR UPDATE / FOR SHARE asks of the rows of one table."""
+
+    wait: LockWait = LockWait.WAIT
+    shared: bool = False
+    """FOR SHARE / FOR KEY SHARE: a lock that only exclusive ones (writers, FOR UPDATE)
+    conflict with; FOR UPDATE / FOR NO KEY UPDATE are exclusive."""
+
+
+FOR_UPDATE = LockClause()
+
+
 @dataclass(eq=False)
 class TableRel(Rel):
     """All columns of a table, in order; ``filters`` are conjuncts over those columns."""
@@ -225,8 +238,9 @@ class TableRel(Rel):
     filters: list[BExpr] = field(default_factory=list)
     lock_rows: bool = False
     """FOR UPDATE: lock each row read (through the transaction layer)."""
-    lock_wait: LockWait = LockWait.WAIT
-    """FOR UPDATE NOWAIT / SKIP LOCKED (the strictest of the clauses naming the table)."""
+    lock_clause: LockClause = FOR_UPDATE
+    """The lock's strength and NOWAIT / SKIP LOCKED (the strongest and the strictest of the
+    clauses naming the table)."""
 
 
 @dataclass(eq=False)

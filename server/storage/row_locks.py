@@ -98,12 +98,14 @@ class RowLocks(Protocol):
     """The row locks of one transaction."""
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, shared: bool = False
     ) -> list[RowLockState]:
         """Lock the rows of ``keys`` (one cell per row: the one every write of the row
         writes) and report each row's state, in the order given. ``timeout_s``: how long to
-        wait for one row before RowLockUnavailable. Taking a lock this transaction holds
-        already is a no-op that still reports the state."""
+        wait for one row before RowLockUnavailable. ``shared``: a lock that only exclusive
+        ones conflict with (FOR SHARE). Taking a lock this transaction holds already is a
+        no-op that still reports the state; an exclusive one over its own shared one waits
+        for the other sharers."""
 
     async def release(self) -> None:
         """Release every lock (the transaction ended)."""
@@ -122,8 +124,8 @@ def lock_key(key: CellKey) -> int:
 # newest versions after the locks were taken, which one statement could not do (its snapshot
 # would predate the wait).
 _LOCK_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.percolator_lock_rows(
-    p_mode integer, p_timeout_ms integer, p_key bigint[], p_tbl text[], p_row bytea[],
-    p_col text[])
+    p_mode integer, p_shared boolean, p_timeout_ms integer, p_key bigint[], p_tbl text[],
+    p_row bytea[], p_col text[])
 RETURNS TABLE (idx integer, taken boolean, newest bigint, lock_ts bigint)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
@@ -134,15 +136,20 @@ DECLARE
 BEGIN
     PERFORM set_config('lock_timeout', p_timeout_ms::text, true);
     FOR i IN 1 .. coalesce(cardinality(p_key), 0) LOOP
-        IF p_mode = 0 THEN
+        IF p_mode = 0 AND p_shared THEN
+            PERFORM pg_advisory_lock_shared(p_key[i]);
+            ok := true;
+        ELSIF p_mode = 0 THEN
             PERFORM pg_advisory_lock(p_key[i]);
             ok := true;
+        ELSIF p_shared THEN
+            ok := pg_try_advisory_lock_shared(p_key[i]);
         ELSE
             ok := pg_try_advisory_lock(p_key[i]);
-            IF NOT ok AND p_mode = 1 THEN
-                RAISE EXCEPTION 'could not obtain lock on row in relation "%"', p_tbl[i]
-                    USING ERRCODE = '55P03';
-            END IF;
+        END IF;
+        IF NOT ok AND p_mode = 1 THEN
+            RAISE EXCEPTION 'could not obtain lock on row in relation "%"', p_tbl[i]
+                USING ERRCODE = '55P03';
         END IF;
         got := got || ok;
     END LOOP;
@@ -156,7 +163,7 @@ BEGIN
     FROM unnest(p_tbl, p_row, p_col) WITH ORDINALITY AS k(tbl, rkey, col, i);
 END $$"""
 
-_LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6)"
+_LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6, $7)"
 _UNREACHABLE = (
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.CannotConnectNowError,
@@ -242,7 +249,7 @@ class PostgresRowLocks:
         self._conns: dict[int, Any] = {}
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, shared: bool = False
     ) -> list[RowLockState]:
         by_shard: dict[int, list[int]] = {}
         for i, k in enumerate(keys):
@@ -251,13 +258,13 @@ class PostgresRowLocks:
         # Shard after shard, in order: a transaction waits on one shard at a time.
         for shard in sorted(by_shard):
             idx = sorted(by_shard[shard], key=lambda i: lock_key(keys[i]))
-            states = await self._lock_on(shard, [keys[i] for i in idx], wait, timeout_s)
+            states = await self._lock_on(shard, [keys[i] for i in idx], wait, timeout_s, shared)
             for i, state in zip(idx, states, strict=True):
                 out[i] = state
         return out
 
     async def _lock_on(
-        self, shard: int, keys: list[CellKey], wait: LockWait, timeout_s: float
+        self, shard: int, keys: list[CellKey], wait: LockWait, timeout_s: float, shared: bool
     ) -> list[RowLockState]:
         where = self._shards[shard]
         try:
@@ -270,6 +277,7 @@ class PostgresRowLocks:
             records = await conn.fetch(
                 _LOCK_CALL,
                 wait.value,
+                shared,
                 max(1, int(timeout_s * 1000)),
                 [lock_key(k) for k in keys],
                 [k.table for k in keys],
@@ -316,26 +324,32 @@ def translate_lock_error(sqlstate: str | None, message: str) -> StoreError | Non
 
 
 class LocalRowLockTable:
-    """The row locks of one process (the memory store's): exclusive, with waits, timeouts
-    and deadlock detection (a waiter that would close a cycle of waits fails)."""
+    """The row locks of one process (the memory store's): shared and exclusive, with waits,
+    timeouts and deadlock detection (a waiter that would close a cycle of waits fails)."""
 
     def __init__(
         self, states: Callable[[Sequence[CellKey]], list[tuple[int | None, int | None]]]
     ) -> None:
         """``states``: each cell's newest commit_ts and lock start_ts, read from the store."""
         self._states = states
-        self._holder: dict[tuple[str, bytes], int] = {}
-        self._waiting_for: dict[int, tuple[str, bytes]] = {}
+        self._holders: dict[tuple[str, bytes], dict[int, bool]] = {}
+        """Per row, its holders and whether each holds it exclusively."""
+        self._waiting_for: dict[int, tuple[tuple[str, bytes], bool]] = {}
         self._changed = asyncio.Condition()
 
     def session(self) -> LocalRowLocks:
         return LocalRowLocks(self)
 
     async def lock(
-        self, owner: int, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+        self,
+        owner: int,
+        keys: Sequence[CellKey],
+        wait: LockWait,
+        timeout_s: float,
+        shared: bool = False,
     ) -> list[RowLockState]:
         got = {
-            k: await self._lock_one(owner, (k.table, k.row), wait, timeout_s)
+            k: await self._lock_one(owner, (k.table, k.row), not shared, wait, timeout_s)
             for k in sorted(keys, key=lock_key)
         }
         states = self._states(keys)
@@ -344,21 +358,32 @@ class LocalRowLockTable:
             for k, (newest, lock_ts) in zip(keys, states, strict=True)
         ]
 
+    def _blockers(self, owner: int, row: tuple[str, bytes], exclusive: bool) -> list[int]:
+        """The other holders of ``row`` whose lock conflicts with the one asked for."""
+        holders = self._holders.get(row, {})
+        return [o for o, excl in holders.items() if o != owner and (exclusive or excl)]
+
     async def _lock_one(
-        self, owner: int, row: tuple[str, bytes], wait: LockWait, timeout_s: float
+        self,
+        owner: int,
+        row: tuple[str, bytes],
+        exclusive: bool,
+        wait: LockWait,
+        timeout_s: float,
     ) -> bool:
         deadline = time.monotonic() + timeout_s
         async with self._changed:
             while True:
-                holder = self._holder.get(row)
-                if holder is None or holder == owner:
-                    self._holder[row] = owner
+                blockers = self._blockers(owner, row, exclusive)
+                if not blockers:
+                    holders = self._holders.setdefault(row, {})
+                    holders[owner] = holders.get(owner, False) or exclusive
                     return True
                 if wait is LockWait.SKIP_LOCKED:
                     return False
                 if wait is LockWait.NOWAIT:
                     raise RowLockUnavailable(f'could not obtain lock on row in relation "{row[0]}"')
-                if self._closes_cycle(owner, holder):
+                if self._closes_cycle(owner, blockers):
                     raise RowLockDeadlock(
                         "deadlock detected (transactions wait for each other's rows)"
                     )
@@ -367,28 +392,36 @@ class LocalRowLockTable:
                     raise RowLockUnavailable(
                         "canceling statement due to lock timeout (waiting for a row lock)"
                     )
-                self._waiting_for[owner] = row
+                self._waiting_for[owner] = (row, exclusive)
                 try:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), left)
                 finally:
                     self._waiting_for.pop(owner, None)
 
-    def _closes_cycle(self, owner: int, holder: int) -> bool:
+    def _closes_cycle(self, owner: int, blockers: list[int]) -> bool:
+        """Whether waiting for ``blockers`` would close a cycle of waits back to ``owner``."""
         seen: set[int] = set()
-        current: int | None = holder
-        while current is not None and current not in seen:
+        stack = list(blockers)
+        while stack:
+            current = stack.pop()
             if current == owner:
                 return True
+            if current in seen:
+                continue
             seen.add(current)
-            row = self._waiting_for.get(current)
-            current = None if row is None else self._holder.get(row)
+            waits = self._waiting_for.get(current)
+            if waits is not None:
+                stack.extend(self._blockers(current, *waits))
         return False
 
     async def release(self, owner: int) -> None:
         async with self._changed:
-            for row in [r for r, o in self._holder.items() if o == owner]:
-                del self._holder[row]
+            for row in [r for r, holders in self._holders.items() if owner in holders]:
+                holders = self._holders[row]
+                del holders[owner]
+                if not holders:
+                    del self._holders[row]
             self._changed.notify_all()
 
 
@@ -400,9 +433,9 @@ class LocalRowLocks:
         self._id = id(self)
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, shared: bool = False
     ) -> list[RowLockState]:
-        return await self._table.lock(self._id, keys, wait, timeout_s)
+        return await self._table.lock(self._id, keys, wait, timeout_s, shared)
 
     async def release(self) -> None:
         await self._table.release(self._id)

@@ -192,7 +192,8 @@ class Transaction:
         self._guard_ts: int | None = None
         """The snapshot (read_ts) at which the guard last passed."""
         self._row_locks: RowLocks | None = None
-        self._held: set[CellKey] = set()
+        self._held: dict[CellKey, bool] = {}
+        """Rows this transaction holds row locks on, and whether exclusively."""
         self.waiting_for_row_lock = False
         """True while a lock_rows call is out (pg_stat_activity's wait_event)."""
         self._contended = False
@@ -564,7 +565,12 @@ class Transaction:
     # -- pessimistic row locks ---------------------------------------------------------------
 
     async def lock_rows(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float | None = None
+        self,
+        keys: Sequence[CellKey],
+        wait: LockWait,
+        timeout_s: float | None = None,
+        *,
+        shared: bool = False,
     ) -> list[RowLock]:
         """Lock rows until this transaction ends (see storage/row_locks.py), each given by
         the cell that every write of the row writes; waits for other holders up to
@@ -574,10 +580,12 @@ class Transaction:
         A Percolator lock found on a cell (a commit in progress, or a writer that takes no row
         locks) is resolved, or waited for, as a read would, before the row's state is told.
         One round trip per shard (the first also takes a connection for the locks). Beyond
-        MAX_ROW_LOCKS in a transaction, rows are reported taken and unchanged, unlocked."""
+        MAX_ROW_LOCKS in a transaction, rows are reported taken and unchanged, unlocked.
+        ``shared``: FOR SHARE, which only exclusive locks (writers, FOR UPDATE) wait for."""
         self._check_writable()
         held = self._held
-        new = [k for k in dict.fromkeys(keys) if k not in held]
+        # Not held yet, or held shared and now asked for exclusively.
+        new = [k for k in dict.fromkeys(keys) if k not in held or not (shared or held[k])]
         if not new or len(held) + len(new) > MAX_ROW_LOCKS:
             return [_HELD] * len(keys)
         if self._row_locks is None:
@@ -585,14 +593,16 @@ class Transaction:
         timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
         self.waiting_for_row_lock = True
         try:
-            states = await self._row_locks.lock(new, wait, timeout)
+            states = await self._row_locks.lock(new, wait, timeout, shared)
         finally:
             self.waiting_for_row_lock = False
         pending = [i for i, st in enumerate(states) if st.taken and st.lock_start_ts is not None]
         settled = bool(pending)
         while pending:
             await self._settle_cells([new[i] for i in pending])
-            again = await self._row_locks.lock([new[i] for i in pending], LockWait.WAIT, timeout)
+            again = await self._row_locks.lock(
+                [new[i] for i in pending], LockWait.WAIT, timeout, shared
+            )
             for i, st in zip(pending, again, strict=True):
                 states[i] = st
             pending = [i for i in pending if states[i].lock_start_ts is not None]
@@ -602,7 +612,7 @@ class Transaction:
         # A row held is not asked again: no writer that takes row locks can commit it until
         # we end, so it stays as read (a changed one makes the statement fail, or run again
         # on a snapshot taken after this, which sees its newest version).
-        held.update(k for k, o in outcome.items() if o.taken)
+        held.update((k, held.get(k, False) or not shared) for k, o in outcome.items() if o.taken)
         return [outcome.get(k, _HELD) for k in keys]
 
     def _row_lock(self, state: RowLockState) -> RowLock:

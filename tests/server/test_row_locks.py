@@ -119,6 +119,65 @@ def test_nowait_error_keeps_the_connection_usable(sql_server: SqlServer, jobs: s
         assert t2.execute("SELECT id FROM jobs WHERE id = 3 FOR UPDATE NOWAIT").fetchone() == (3,)
 
 
+def test_for_share_lets_readers_share_and_keeps_writers_out(
+    sql_server: SqlServer, jobs: str
+) -> None:
+    """FOR SHARE as in Postgres: two transactions share a row's lock (neither waits, both
+    commit), a writer or FOR UPDATE waits for both, and FOR SHARE waits for a writer."""
+    with (
+        psycopg.connect(sql_server.conninfo()) as t1,
+        psycopg.connect(sql_server.conninfo()) as t2,
+        psycopg.connect(sql_server.conninfo()) as t3,
+    ):
+        assert t1.execute("SELECT id FROM jobs WHERE id = 4 FOR SHARE").fetchall() == [(4,)]
+        assert t2.execute("SELECT id FROM jobs WHERE id = 4 FOR SHARE NOWAIT").fetchall() == [(4,)]
+        assert t2.execute("SELECT id FROM jobs WHERE id = 4 FOR KEY SHARE NOWAIT").fetchall()
+        with pytest.raises(errors.LockNotAvailable):
+            t3.execute("SELECT id FROM jobs WHERE id = 4 FOR UPDATE NOWAIT")
+        t3.rollback()
+        assert (
+            t3.execute("SELECT id FROM jobs WHERE id = 4 FOR UPDATE SKIP LOCKED").fetchall() == []
+        )
+        t3.rollback()
+        t3.execute("SET lock_timeout = '300ms'")
+        with pytest.raises(errors.LockNotAvailable):
+            t3.execute("UPDATE jobs SET worker = 3 WHERE id = 4")
+        t3.rollback()
+        t1.commit()
+        t2.commit()  # no conflict between the two sharers
+        t3.execute("SET lock_timeout = '2s'")
+        assert t3.execute("UPDATE jobs SET worker = 3 WHERE id = 4").rowcount == 1
+        # Now the writer holds it: a sharer waits.
+        with pytest.raises(errors.LockNotAvailable):
+            t1.execute("SELECT id FROM jobs WHERE id = 4 FOR SHARE NOWAIT")
+        t1.rollback()
+        t3.commit()
+
+
+def test_for_share_then_update_by_two_is_a_deadlock(sql_server: SqlServer, jobs: str) -> None:
+    """Write skew under FOR SHARE: both check the row, then both write it. As in Postgres,
+    each waits for the other's shared lock; one gets 40P01 and the other goes on."""
+    with (
+        psycopg.connect(sql_server.conninfo()) as t1,
+        psycopg.connect(sql_server.conninfo()) as t2,
+        ThreadPoolExecutor(2) as pool,
+    ):
+        for t in (t1, t2):
+            t.execute("SELECT state FROM jobs WHERE id = 5 FOR SHARE")
+
+        def update(conn: psycopg.Connection, n: int) -> str:
+            try:
+                conn.execute("UPDATE jobs SET worker = %s WHERE id = 5", (n,))
+                conn.commit()
+                return "committed"
+            except errors.DeadlockDetected:
+                conn.rollback()
+                return "deadlock"
+
+        outcomes = list(pool.map(update, (t1, t2), (1, 2)))
+    assert sorted(outcomes) == ["committed", "deadlock"]
+
+
 @pytest.fixture
 def users(sql_server: SqlServer) -> Iterator[str]:
     with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:

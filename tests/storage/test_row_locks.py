@@ -47,6 +47,52 @@ async def test_nowait_skip_locked_and_timeout(store: CellStore) -> None:
     await second.release()
 
 
+async def test_shared_locks_wait_only_for_exclusive_ones(store: CellStore) -> None:
+    first, second, writer = store.row_locks(), store.row_locks(), store.row_locks()
+    assert [s.taken for s in await first.lock([A], LockWait.WAIT, 5, shared=True)] == [True]
+    assert [s.taken for s in await second.lock([A], LockWait.NOWAIT, 5, shared=True)] == [True]
+    with pytest.raises(RowLockUnavailable):
+        await writer.lock([A], LockWait.NOWAIT, 5)
+    assert [s.taken for s in await writer.lock([A], LockWait.SKIP_LOCKED, 5)] == [False]
+    waiting = asyncio.create_task(writer.lock([A], LockWait.WAIT, 5))
+    await first.release()
+    await asyncio.sleep(0.3)
+    assert not waiting.done()  # the other sharer still holds it
+    await second.release()
+    (state,) = await asyncio.wait_for(waiting, 5)
+    assert state.taken
+    # Now held exclusively: a sharer waits in its turn.
+    with pytest.raises(RowLockUnavailable):
+        await first.lock([A], LockWait.NOWAIT, 5, shared=True)
+    await writer.release()
+
+
+async def test_two_sharers_that_both_upgrade_deadlock(store: CellStore) -> None:
+    """As in Postgres: two FOR SHARE holders that both go on to update the row wait for each
+    other; one is told so (40P01) and the other gets the row once it lets go."""
+    first, second = store.row_locks(), store.row_locks()
+    await first.lock([A], LockWait.WAIT, 10, shared=True)
+    await second.lock([A], LockWait.WAIT, 10, shared=True)
+    # A sharer alone upgrades at once: its own shared lock does not stand in its way.
+    loner = store.row_locks()
+    await loner.lock([B], LockWait.WAIT, 10, shared=True)
+    assert [s.taken for s in await loner.lock([B], LockWait.NOWAIT, 10)] == [True]
+    await loner.release()
+
+    async def upgrade(holder: RowLocks) -> str:
+        try:
+            await holder.lock([A], LockWait.WAIT, 10)
+        except RowLockDeadlock:
+            await holder.release()
+            return "deadlock"
+        return "locked"
+
+    outcomes = await asyncio.wait_for(asyncio.gather(upgrade(first), upgrade(second)), 15)
+    assert sorted(outcomes) == ["deadlock", "locked"]
+    await first.release()
+    await second.release()
+
+
 async def test_a_cycle_of_waits_is_a_deadlock(store: CellStore) -> None:
     if store.shard_of(A.table, A.row) != store.shard_of(B.table, B.row):
         pytest.skip("a cycle across shards ends by lock timeout (documented)")
