@@ -170,6 +170,14 @@ class SessionBackends:
     def activity(self) -> list[BackendActivity]:
         return sorted((s.activity() for s in self._sessions), key=lambda b: b.pid)
 
+    def blocking_pids(self, pid: int) -> list[int] | None:
+        session = next((s for s in self._sessions if s.backend_pid == pid), None)
+        if session is None:
+            return None
+        return sorted(
+            s.backend_pid for s in self._sessions if s is not session and session.blocked_by(s)
+        )
+
     def signal(self, pid: int, *, terminate: bool) -> bool:
         session = next((s for s in self._sessions if s.backend_pid == pid), None)
         if session is None:

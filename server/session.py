@@ -791,9 +791,23 @@ class SqlSession:
             xact_start=self.txn_time if txn is not None else None,
             query_start=dt.datetime.fromtimestamp(started, dt.UTC) if started else None,
             state=state,
-            waiting_for_row_lock=txn is not None and txn.waiting_for_row_lock,
+            lock_wait=self._lock_wait_event(),
             query=self._query,
         )
+
+    def _lock_wait_event(self) -> str | None:
+        if self.txn is not None and self.txn.waiting_for_row_lock:
+            return "tuple"
+        return "advisory" if self.advisory.waiting_for is not None else None
+
+    def blocked_by(self, other: SqlSession) -> bool:
+        """Whether ``other`` holds a lock this session waits for (pg_blocking_pids)."""
+        mine, theirs = self.txn, other.txn
+        waiting = mine.row_lock_wait if mine is not None else None
+        if waiting is not None and theirs is not None and theirs.blocks(waiting):
+            return True
+        advisory = self.advisory.waiting_for
+        return advisory is not None and other.advisory.blocks(advisory)
 
     async def close(self) -> None:
         self._stop_timer()

@@ -1,5 +1,6 @@
 """The sessions of this server as SQL sees them: pg_stat_activity lists them (what each runs,
-whether it waits for a row lock), pg_cancel_backend cancels one's statement and
+whether it waits for a lock), pg_blocking_pids tells which sessions it waits for,
+pg_cancel_backend cancels one's statement and
 pg_terminate_backend ends its connection, as an administrator does with a session that holds
 locks others wait for.
 
@@ -15,7 +16,7 @@ from typing import Any, Protocol
 
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import QUERY_CANCELED, SqlError
-from percolator.server.sql.functions import define
+from percolator.server.sql.functions import FunctionImpl, define, register
 
 INSUFFICIENT_PRIVILEGE = "42501"
 
@@ -32,7 +33,9 @@ class BackendActivity:
     query_start: dt.datetime | None
     state: str
     """active, idle, idle in transaction, idle in transaction (aborted)."""
-    waiting_for_row_lock: bool
+    lock_wait: str | None
+    """What lock it waits for, as pg_stat_activity's wait_event names it: ``tuple`` (a row
+    lock), ``advisory``; None when it waits for none."""
     query: str
 
 
@@ -45,6 +48,10 @@ class Backends(Protocol):
     def signal(self, pid: int, *, terminate: bool) -> bool:
         """Cancel the statement of the session with ``pid`` or, with ``terminate``, end its
         connection (its transaction rolls back); False if there is no such session."""
+
+    def blocking_pids(self, pid: int) -> list[int] | None:
+        """The sessions that hold a lock the session with ``pid`` waits for (its row or
+        advisory lock); None if there is no such session."""
 
 
 def _signal(ctx: Any, pid: int, terminate: bool) -> bool:
@@ -78,6 +85,38 @@ def is_superuser(ctx: Any) -> bool:
     return role is not None and role.superuser
 
 
+def _blocking_pids(ctx: Any, pid: int) -> list[int]:
+    backends: Backends | None = getattr(ctx, "backends", None)
+    blocking = None if backends is None else backends.blocking_pids(pid)
+    return blocking or []
+
+
+def _session_is_blocked(ctx: Any, pid: int, interesting: list[int | None]) -> bool:
+    """Postgres's helper for its isolation tester: whether ``pid`` waits for a lock that one
+    of ``interesting`` holds."""
+    return not set(_blocking_pids(ctx, pid)).isdisjoint(interesting)
+
+
+_INT4_ARRAY = T.INT4.array_of()
+
+
+def _typed(fn: Any, result: T.SqlType, *params: T.SqlType) -> Any:
+    """A resolver whose arguments are cast to ``params`` (a client may send them untyped: the
+    isolation tester's ``$1`` and ``'{...}'``)."""
+
+    def resolver(args: Any) -> FunctionImpl | None:
+        if len(args) != len(params):
+            return None
+        return FunctionImpl(fn, result, True, True, True, params)
+
+    return resolver
+
+
+register("pg_blocking_pids")(_typed(_blocking_pids, _INT4_ARRAY, T.INT4))
+register("pg_isolation_test_session_is_blocked")(
+    _typed(_session_is_blocked, T.BOOL, T.INT4, _INT4_ARRAY)
+)
+register("pg_safe_snapshot_blocking_pids")(_typed(lambda _ctx, _pid: [], _INT4_ARRAY, T.INT4))
 define(
     "pg_cancel_backend",
     lambda ctx, pid: _signal(ctx, pid, False),

@@ -118,5 +118,6 @@ def from_exception(exc: BaseException) -> SqlError:
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
     if isinstance(sqlstate, str) and len(sqlstate) == 5:
-        return SqlError(sqlstate, str(exc) or type(exc).__name__)
+        detail = getattr(exc, "detail", None)
+        return SqlError(sqlstate, str(exc) or type(exc).__name__, detail=detail)
     return SqlError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}")

@@ -1597,8 +1597,8 @@ def _pg_stat_activity(ctx: Any) -> Iterable[tuple[object, ...]]:
         rows.append((
             DATABASE_OID, ctx.database, b.pid, None, _role_oid(ctx, b.user), b.user,
             b.application_name, None, None, -1, b.backend_start, b.xact_start, b.query_start,
-            b.query_start, "Lock" if b.waiting_for_row_lock else None,
-            "tuple" if b.waiting_for_row_lock else None, b.state, None, None, None, b.query,
+            b.query_start, "Lock" if b.lock_wait else None, b.lock_wait, b.state, None, None,
+            None, b.query,
             "client backend",
         ))
     return rows

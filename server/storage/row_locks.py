@@ -92,6 +92,12 @@ class RowLockDeadlock(StoreError):
     """Transactions wait for each other's row locks; this one was chosen to fail."""
 
     sqlstate = "40P01"
+    detail = "Transactions waited for each other's row locks; this one was chosen to fail."
+
+
+LOCK_TIMEOUT = "canceling statement due to lock timeout"
+DEADLOCK = "deadlock detected"
+"""Postgres's own messages, which clients and test suites compare."""
 
 
 class RowLocks(Protocol):
@@ -313,10 +319,10 @@ def translate_lock_error(sqlstate: str | None, message: str) -> StoreError | Non
     """The row-lock error a Postgres error stands for, if any."""
     if sqlstate == "55P03":
         if "lock timeout" in message:
-            message = "canceling statement due to lock timeout (waiting for a row lock)"
+            message = LOCK_TIMEOUT
         return RowLockUnavailable(message)
     if sqlstate == "40P01":
-        return RowLockDeadlock("deadlock detected (transactions wait for each other's rows)")
+        return RowLockDeadlock(DEADLOCK)
     return None
 
 
@@ -384,14 +390,10 @@ class LocalRowLockTable:
                 if wait is LockWait.NOWAIT:
                     raise RowLockUnavailable(f'could not obtain lock on row in relation "{row[0]}"')
                 if self._closes_cycle(owner, blockers):
-                    raise RowLockDeadlock(
-                        "deadlock detected (transactions wait for each other's rows)"
-                    )
+                    raise RowLockDeadlock(DEADLOCK)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise RowLockUnavailable(
-                        "canceling statement due to lock timeout (waiting for a row lock)"
-                    )
+                    raise RowLockUnavailable(LOCK_TIMEOUT)
                 self._waiting_for[owner] = (row, exclusive)
                 try:
                     with contextlib.suppress(TimeoutError):

@@ -761,6 +761,7 @@ _V6_BULK_IN_KEY_ORDER = [
     _ROLLBACK_LOCKS_FUNCTION,
 ]
 
+
 # Version 7: the lock table's start_ts index becomes partial (below), and set-based prewrite
 # and commit of many cells (of one transaction, or of several coalesced by
 # statement_batcher.py). The loops of version 1 call the single-cell function per

@@ -92,6 +92,8 @@ from percolator.server.storage.packed import PackedCells, pack_rows
 from percolator.server.storage.row_locks import RowLocks
 
 PURGE_ROWS = 10_000
+"""Rows of each kind (write records, locks, notifications) one statement of
+:meth:`CellStore.purge_table` removes."""
 
 WITH_PRIMARY_CELLS = 1024
 """Cells a primary's commit takes along (itself and secondaries of its shard): more would hold
@@ -105,8 +107,6 @@ class PrimaryCommit(NamedTuple):
     """The primary is committed: the transaction is."""
     rest: Sequence[CellKey]
     """Secondaries not committed with it, for the caller to commit."""
-"""Rows of each kind (write records, locks, notifications) one statement of
-:meth:`CellStore.purge_table` removes."""
 
 
 @dataclass

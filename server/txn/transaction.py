@@ -111,6 +111,14 @@ class TxnServices:
 
 
 @dataclass(frozen=True, slots=True)
+class RowLockWait:
+    """The rows a transaction waits to lock, and whether exclusively."""
+
+    keys: frozenset[CellKey]
+    exclusive: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RowLock:
     """What :meth:`Transaction.lock_rows` did with one row."""
 
@@ -194,8 +202,9 @@ class Transaction:
         self._row_locks: RowLocks | None = None
         self._held: dict[CellKey, bool] = {}
         """Rows this transaction holds row locks on, and whether exclusively."""
-        self.waiting_for_row_lock = False
-        """True while a lock_rows call is out (pg_stat_activity's wait_event)."""
+        self.row_lock_wait: RowLockWait | None = None
+        """The rows a lock_rows call is out for (pg_stat_activity's wait_event,
+        pg_blocking_pids)."""
         self._contended = False
         """A row this transaction locked had changed, or was being committed: its rows are
         hot, so its commit moves its secondaries itself before releasing its locks."""
@@ -591,11 +600,12 @@ class Transaction:
         if self._row_locks is None:
             self._row_locks = self._s.row_locks()
         timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
-        self.waiting_for_row_lock = True
+        if wait is LockWait.WAIT:
+            self.row_lock_wait = RowLockWait(frozenset(new), not shared)
         try:
             states = await self._row_locks.lock(new, wait, timeout, shared)
         finally:
-            self.waiting_for_row_lock = False
+            self.row_lock_wait = None
         pending = [i for i, st in enumerate(states) if st.taken and st.lock_start_ts is not None]
         settled = bool(pending)
         while pending:
@@ -615,6 +625,17 @@ class Transaction:
         held.update((k, held.get(k, False) or not shared) for k, o in outcome.items() if o.taken)
         return [outcome.get(k, _HELD) for k in keys]
 
+    @property
+    def waiting_for_row_lock(self) -> bool:
+        """Whether a lock_rows call that may wait is out."""
+        return self.row_lock_wait is not None
+
+    def blocks(self, waiting: RowLockWait) -> bool:
+        """Whether this transaction holds one of the rows ``waiting`` asks for in a mode that
+        conflicts with it (pg_blocking_pids)."""
+        held = self._held
+        return any(k in held and (waiting.exclusive or held[k]) for k in waiting.keys)
+
     def _row_lock(self, state: RowLockState) -> RowLock:
         newest = state.newest_commit_ts
         return RowLock(state.taken, newest is not None and newest > self.read_ts)
@@ -627,6 +648,7 @@ class Transaction:
 
     async def _release_row_locks(self) -> None:
         holder, self._row_locks = self._row_locks, None
+        self._held = {}
         if holder is not None:
             await holder.release()
 
@@ -635,6 +657,7 @@ class Transaction:
         roll back, and Postgres frees an aborted transaction's locks at once, so that a
         deadlock's other party goes on."""
         holder, self._row_locks = self._row_locks, None
+        self._held = {}
         if holder is not None:
             _release_in_background(holder)
 

@@ -117,3 +117,63 @@ def test_another_users_backend_is_out_of_reach(sql_server: SqlServer, accounts: 
             pid = clerk.info.backend_pid
             assert admin.execute("SELECT pg_cancel_backend(%s)", (pid,)).fetchone() == (True,)
             assert clerk.execute("SELECT 1").fetchone() == (1,)
+
+
+def wait_until_waiting(admin: psycopg.Connection, pid: int) -> str:
+    """The wait_event of session ``pid`` once it waits for a lock."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        row = admin.execute(
+            "SELECT wait_event FROM pg_stat_activity WHERE pid = %s AND wait_event_type = 'Lock'",
+            (pid,),
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+        time.sleep(0.02)
+    raise AssertionError(f"session {pid} never waited")
+
+
+def test_pg_blocking_pids_names_the_holders(sql_server: SqlServer, accounts: str) -> None:
+    """Row locks (two FOR SHARE holders block a writer) and advisory locks: the waiter's
+    blockers are the holders, and nobody else; a session that waits for nothing has none."""
+    with (
+        psycopg.connect(sql_server.conninfo()) as sharer1,
+        psycopg.connect(sql_server.conninfo()) as sharer2,
+        psycopg.connect(sql_server.conninfo()) as writer,
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as bystander,
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as admin,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        for s in (sharer1, sharer2):
+            s.execute("SELECT * FROM accounts WHERE id = 1 FOR SHARE")
+        bystander.execute("SELECT * FROM accounts WHERE id = 2 FOR UPDATE")
+        update = pool.submit(writer.execute, "UPDATE accounts SET balance = 0 WHERE id = 1")
+        assert wait_until_waiting(admin, writer.info.backend_pid) == "tuple"
+        blockers = admin.execute(
+            "SELECT pg_blocking_pids(%s)", (writer.info.backend_pid,)
+        ).fetchone()
+        assert blockers == (sorted([sharer1.info.backend_pid, sharer2.info.backend_pid]),)
+        assert admin.execute(
+            "SELECT pg_blocking_pids(%s)", (sharer1.info.backend_pid,)
+        ).fetchone() == ([],)
+        sharer1.commit()
+        assert admin.execute(
+            "SELECT pg_blocking_pids(%s)", (writer.info.backend_pid,)
+        ).fetchone() == ([sharer2.info.backend_pid],)
+        sharer2.commit()
+        update.result(timeout=10)
+        writer.commit()
+
+        # Advisory locks: the tester's helper says whether a session waits for given others.
+        sharer1.execute("SELECT pg_advisory_lock(7)")
+        sharer1.commit()  # a session-level lock outlives its transaction
+        lock = pool.submit(writer.execute, "SELECT pg_advisory_lock(7)")
+        assert wait_until_waiting(admin, writer.info.backend_pid) == "advisory"
+        is_blocked = "SELECT pg_isolation_test_session_is_blocked(%s, %s)"
+        pid = writer.info.backend_pid
+        assert admin.execute(is_blocked, (pid, [sharer1.info.backend_pid])).fetchone() == (True,)
+        assert admin.execute(is_blocked, (pid, [sharer2.info.backend_pid])).fetchone() == (False,)
+        sharer1.execute("SELECT pg_advisory_unlock(7)")
+        lock.result(timeout=10)
+        writer.execute("SELECT pg_advisory_unlock(7)")
+        writer.commit()
