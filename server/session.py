@@ -1557,7 +1557,7 @@ class SqlSession:
             _, sp, catalog = self.savepoints[idx]
             del self.savepoints[idx + 1 :]
             await self.cursors.after_rollback_to(idx)
-            txn.rollback_to(sp)
+            await txn.rollback_to(sp)
             self.temp_tables.rollback_to(sp)
             self.txn_catalog = catalog
             self.failed = False

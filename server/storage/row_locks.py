@@ -41,6 +41,10 @@ from percolator.server.storage.cells import CellKey
 from percolator.server.storage.errors import StoreError, StoreUnavailable
 from percolator.server.storage.sharding import row_hash
 
+SHARED = 1
+EXCLUSIVE = 2
+"""The modes a holder holds a row in, as bits (a FOR SHARE holder that then updates the row
+holds both)."""
 ROW_LOCK_SALT = 0x2545_F491_4F6C_DD1D
 """XORed into a row's hash to make its row-lock key (see the module docstring)."""
 IDLE_CONNECTIONS = 16
@@ -116,6 +120,10 @@ class RowLocks(Protocol):
     async def release(self) -> None:
         """Release every lock (the transaction ended)."""
 
+    async def unlock(self, holds: Sequence[tuple[CellKey, bool]]) -> None:
+        """Give up some holds, each a row and whether it is the exclusive one (ROLLBACK TO
+        SAVEPOINT: the locks taken since)."""
+
 
 def lock_key(key: CellKey) -> int:
     """The advisory-lock key of a row's lock."""
@@ -170,6 +178,8 @@ BEGIN
 END $$"""
 
 _LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6, $7)"
+_UNLOCK_CALL = """SELECT count(*) FROM unnest($1::bigint[], $2::boolean[]) AS u(k, x)
+WHERE CASE WHEN x THEN pg_advisory_unlock(k) ELSE pg_advisory_unlock_shared(k) END"""
 _UNREACHABLE = (
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.CannotConnectNowError,
@@ -309,6 +319,25 @@ class PostgresRowLocks:
         if conn is not None:
             self._shards[shard].discard(conn)
 
+    async def unlock(self, holds: Sequence[tuple[CellKey, bool]]) -> None:
+        by_shard: dict[int, list[tuple[CellKey, bool]]] = {}
+        for key, exclusive in holds:
+            by_shard.setdefault(self._shard_of(key.table, key.row), []).append((key, exclusive))
+
+        async def on(shard: int, part: list[tuple[CellKey, bool]]) -> None:
+            conn = self._conns.get(shard)
+            if conn is None:  # those rows went unlocked
+                return
+            try:
+                await conn.execute(
+                    _UNLOCK_CALL, [lock_key(k) for k, _ in part], [x for _, x in part]
+                )
+            except (asyncpg.PostgresError, OSError, asyncpg.exceptions.InterfaceError) as exc:
+                self._drop(shard)  # closed: Postgres frees all of them, which is safe
+                raise StoreUnavailable(self._shards[shard].dsn, f"row unlock: {exc}") from exc
+
+        await asyncio.gather(*(on(shard, part) for shard, part in by_shard.items()))
+
     async def release(self) -> None:
         conns, self._conns = self._conns, {}
         # In parallel: waiters on every shard go on at once.
@@ -338,8 +367,8 @@ class LocalRowLockTable:
     ) -> None:
         """``states``: each cell's newest commit_ts and lock start_ts, read from the store."""
         self._states = states
-        self._holders: dict[tuple[str, bytes], dict[int, bool]] = {}
-        """Per row, its holders and whether each holds it exclusively."""
+        self._holders: dict[tuple[str, bytes], dict[int, int]] = {}
+        """Per row, its holders and the modes each holds (SHARED | EXCLUSIVE bits)."""
         self._waiting_for: dict[int, tuple[tuple[str, bytes], bool]] = {}
         self._changed = asyncio.Condition()
 
@@ -367,7 +396,9 @@ class LocalRowLockTable:
     def _blockers(self, owner: int, row: tuple[str, bytes], exclusive: bool) -> list[int]:
         """The other holders of ``row`` whose lock conflicts with the one asked for."""
         holders = self._holders.get(row, {})
-        return [o for o, excl in holders.items() if o != owner and (exclusive or excl)]
+        return [
+            o for o, modes in holders.items() if o != owner and (exclusive or modes & EXCLUSIVE)
+        ]
 
     async def _lock_one(
         self,
@@ -383,7 +414,7 @@ class LocalRowLockTable:
                 blockers = self._blockers(owner, row, exclusive)
                 if not blockers:
                     holders = self._holders.setdefault(row, {})
-                    holders[owner] = holders.get(owner, False) or exclusive
+                    holders[owner] = holders.get(owner, 0) | (EXCLUSIVE if exclusive else SHARED)
                     return True
                 if wait is LockWait.SKIP_LOCKED:
                     return False
@@ -417,6 +448,20 @@ class LocalRowLockTable:
                 stack.extend(self._blockers(current, *waits))
         return False
 
+    async def unlock(self, owner: int, holds: Sequence[tuple[CellKey, bool]]) -> None:
+        async with self._changed:
+            for key, exclusive in holds:
+                row = (key.table, key.row)
+                holders = self._holders.get(row, {})
+                left = holders.get(owner, 0) & ~(EXCLUSIVE if exclusive else SHARED)
+                if left:
+                    holders[owner] = left
+                else:
+                    holders.pop(owner, None)
+                    if not holders:
+                        self._holders.pop(row, None)
+            self._changed.notify_all()
+
     async def release(self, owner: int) -> None:
         async with self._changed:
             for row in [r for r, holders in self._holders.items() if owner in holders]:
@@ -438,6 +483,9 @@ class LocalRowLocks:
         self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, shared: bool = False
     ) -> list[RowLockState]:
         return await self._table.lock(self._id, keys, wait, timeout_s, shared)
+
+    async def unlock(self, holds: Sequence[tuple[CellKey, bool]]) -> None:
+        await self._table.unlock(self._id, holds)
 
     async def release(self) -> None:
         await self._table.release(self._id)

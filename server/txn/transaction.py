@@ -36,6 +36,8 @@ from percolator.server.storage.cells import (
 from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
 from percolator.server.storage.packed import PackedCells, pack_rows
 from percolator.server.storage.row_locks import (
+    EXCLUSIVE,
+    SHARED,
     LockWait,
     RowLocks,
     RowLockState,
@@ -138,10 +140,12 @@ _RELEASING: set[asyncio.Task[None]] = set()
 
 @dataclass(frozen=True)
 class Savepoint:
-    """A copy of a transaction's write buffer (see :meth:`Transaction.savepoint`)."""
+    """A copy of a transaction's write buffer and of the row locks it held (see
+    :meth:`Transaction.savepoint`)."""
 
     writes: dict[CellKey, Mutation]
     size: int
+    held: dict[CellKey, int]
 
 
 class TransactionState(Enum):
@@ -200,8 +204,9 @@ class Transaction:
         self._guard_ts: int | None = None
         """The snapshot (read_ts) at which the guard last passed."""
         self._row_locks: RowLocks | None = None
-        self._held: dict[CellKey, bool] = {}
-        """Rows this transaction holds row locks on, and whether exclusively."""
+        self._held: dict[CellKey, int] = {}
+        """Rows this transaction holds row locks on, and in which modes (SHARED | EXCLUSIVE
+        bits)."""
         self.row_lock_wait: RowLockWait | None = None
         """The rows a lock_rows call is out for (pg_stat_activity's wait_event,
         pg_blocking_pids)."""
@@ -594,7 +599,9 @@ class Transaction:
         self._check_writable()
         held = self._held
         # Not held yet, or held shared and now asked for exclusively.
-        new = [k for k in dict.fromkeys(keys) if k not in held or not (shared or held[k])]
+        new = [
+            k for k in dict.fromkeys(keys) if k not in held or not (shared or held[k] & EXCLUSIVE)
+        ]
         if not new or len(held) + len(new) > MAX_ROW_LOCKS:
             return [_HELD] * len(keys)
         if self._row_locks is None:
@@ -622,7 +629,8 @@ class Transaction:
         # A row held is not asked again: no writer that takes row locks can commit it until
         # we end, so it stays as read (a changed one makes the statement fail, or run again
         # on a snapshot taken after this, which sees its newest version).
-        held.update((k, held.get(k, False) or not shared) for k, o in outcome.items() if o.taken)
+        mode = SHARED if shared else EXCLUSIVE
+        held.update((k, held.get(k, 0) | mode) for k, o in outcome.items() if o.taken)
         return [outcome.get(k, _HELD) for k in keys]
 
     @property
@@ -634,7 +642,7 @@ class Transaction:
         """Whether this transaction holds one of the rows ``waiting`` asks for in a mode that
         conflicts with it (pg_blocking_pids)."""
         held = self._held
-        return any(k in held and (waiting.exclusive or held[k]) for k in waiting.keys)
+        return any(k in held and (waiting.exclusive or held[k] & EXCLUSIVE) for k in waiting.keys)
 
     def _row_lock(self, state: RowLockState) -> RowLock:
         newest = state.newest_commit_ts
@@ -740,13 +748,31 @@ class Transaction:
         """The buffered writes as they are now (writes are buffered until commit, so a
         savepoint is a copy of the buffer, with no round trip)."""
         self._check_active()
-        return Savepoint(dict(self._writes), self._bytes)
+        return Savepoint(dict(self._writes), self._bytes, dict(self._held))
 
-    def rollback_to(self, savepoint: Savepoint) -> None:
-        """Discard the writes buffered since ``savepoint``."""
+    async def rollback_to(self, savepoint: Savepoint) -> None:
+        """Discard the writes buffered since ``savepoint`` and release the row locks taken
+        since (Postgres frees a rolled-back subtransaction's row locks): one round trip per
+        shard that holds some."""
         self._check_active()
         self._writes = dict(savepoint.writes)
         self._bytes = savepoint.size
+        before, held = savepoint.held, self._held
+        holds = [
+            (k, mode == EXCLUSIVE)
+            for k, modes in held.items()
+            for mode in (SHARED, EXCLUSIVE)
+            if modes & mode and not before.get(k, 0) & mode
+        ]
+        if not holds:
+            return
+        for k in {k for k, _ in holds}:
+            if k in before:
+                held[k] = before[k]
+            else:
+                del held[k]
+        if self._row_locks is not None:
+            await self._row_locks.unlock(holds)
 
     def start_journal(self) -> None:
         """Remember what the writes buffered from now on replace, so that :meth:`undo_journal`

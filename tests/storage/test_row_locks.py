@@ -93,6 +93,26 @@ async def test_two_sharers_that_both_upgrade_deadlock(store: CellStore) -> None:
     await second.release()
 
 
+async def test_unlock_gives_up_single_holds(store: CellStore) -> None:
+    """ROLLBACK TO SAVEPOINT's unlock: a row taken since is free again; a shared row upgraded
+    since goes back to shared; other rows stay held."""
+    holder, other = store.row_locks(), store.row_locks()
+    await holder.lock([A], LockWait.WAIT, 5)
+    await holder.lock([B], LockWait.WAIT, 5, shared=True)
+    await holder.lock([B], LockWait.WAIT, 5)
+    await holder.unlock([(A, True), (B, True)])
+    assert [s.taken for s in await other.lock([A], LockWait.NOWAIT, 5)] == [True]
+    assert [s.taken for s in await other.lock([B], LockWait.NOWAIT, 5, shared=True)] == [True]
+    with pytest.raises(RowLockUnavailable):
+        await other.lock([B], LockWait.NOWAIT, 5)
+    await other.release()
+    with pytest.raises(RowLockUnavailable):
+        await other.lock([B], LockWait.NOWAIT, 5)  # still shared by the holder
+    await holder.release()
+    assert [s.taken for s in await other.lock([B], LockWait.NOWAIT, 5)] == [True]
+    await other.release()
+
+
 async def test_a_cycle_of_waits_is_a_deadlock(store: CellStore) -> None:
     if store.shard_of(A.table, A.row) != store.shard_of(B.table, B.row):
         pytest.skip("a cycle across shards ends by lock timeout (documented)")
