@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
+from percolator.server.planner.row_locking import lock_for_reference
 from percolator.server.sql.catalog import Catalog, FkAction, ForeignKeyDef, TableDef
 from percolator.server.sql.errors import FOREIGN_KEY_VIOLATION, SqlError
 from percolator.server.sql.keycodec import prefix_successor
@@ -56,6 +57,10 @@ class Reference:
     column: str
     encode: Callable[[Sequence[object]], bytes]
     """Probe-ordered values -> the row key of the cell that exists iff the parent does."""
+    references_key: bool
+    """The constraint names the parent's primary key: the probe is the parent's own row,
+    which a check locks (FOR KEY SHARE). A probe of a unique index entry is not the row a
+    DELETE of the parent locks, so it takes no lock."""
 
     def key_of(self, row: Row) -> Key | None:
         """The referenced key of ``row`` (in the constraint's order), None if it has a NULL."""
@@ -124,7 +129,8 @@ def for_table(
 
 
 def _reference(table: TableDef, parent: TableDef, fk: ForeignKeyDef) -> Reference:
-    if parent.primary_key and sorted(parent.primary_key) == sorted(fk.ref_column_ids):
+    by_key = bool(parent.primary_key) and sorted(parent.primary_key) == sorted(fk.ref_column_ids)
+    if by_key:
         order = parent.primary_key
         codec = RowCodec(parent)
         storage, column, encode = parent.storage, codec.presence, codec.key_of_values
@@ -137,7 +143,7 @@ def _reference(table: TableDef, parent: TableDef, fk: ForeignKeyDef) -> Referenc
         order = index.column_ids
         storage, column, encode = index.storage, MARKER, IndexCodec(parent, index).prefix
     indices = tuple(fk.ref_column_ids.index(c) for c in order)
-    return Reference(fk, table, parent, indices, storage, column, encode)
+    return Reference(fk, table, parent, indices, storage, column, encode, by_key)
 
 
 def _referrer(parent: TableDef, child: TableDef, fk: ForeignKeyDef) -> Referrer:
@@ -253,11 +259,15 @@ async def check_references(fks: ForeignKeys, ctx: Any, rows: Sequence[Row]) -> N
         if deferred is not None:
             deferred.references.append((ref, list(rows)))
             continue
-        await check_reference(ref, ctx, rows)
+        await check_reference(ref, ctx, rows, lock=True)
 
 
-async def check_reference(ref: Reference, ctx: Any, rows: Sequence[Row]) -> None:
-    """The rows' referenced rows exist (23503 otherwise); the commit checks again."""
+async def check_reference(
+    ref: Reference, ctx: Any, rows: Sequence[Row], *, lock: bool = False
+) -> None:
+    """The rows' referenced rows exist (23503 otherwise); the commit checks again. ``lock``:
+    a statement's own check, which takes the referenced rows' locks (not a deferred check at
+    COMMIT, nor ALTER TABLE's check of the rows already there)."""
     probes: dict[CellKey, Row] = {}
     for row in rows:
         key = ref.key_of(row)
@@ -266,6 +276,8 @@ async def check_reference(ref: Reference, ctx: Any, rows: Sequence[Row]) -> None
     if not probes:
         return
     cells = list(probes)
+    if lock and ref.references_key:
+        await lock_for_reference(ctx, cells)
     found = await ctx.txn.get_many(cells)
     for row, value in zip(probes.values(), found, strict=True):
         if value is None:

@@ -45,8 +45,27 @@ async def lock_for_write(ctx: Any, codec: Any, keys: Sequence[bytes]) -> None:
     if locking is None or not keys:
         return
     outcomes = await _lock(ctx, locking, codec, keys, LockWait.WAIT)
-    if any(o.changed for o in outcomes):
+    if any(o.changed for o in outcomes) or (
+        locking.rerun_changed and any(o.waited for o in outcomes)
+    ):
+        # READ COMMITTED also runs again after a wait for a row that did not change: the
+        # holder may have committed rows the statement's checks must see (a child of a parent
+        # being deleted), which Postgres's foreign-key triggers see with a new snapshot.
         _changed(locking)
+
+
+async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
+    """A foreign-key check's FOR KEY SHARE on the referenced rows (``cells``: the cells that
+    exist iff they do), as Postgres takes: a concurrent DELETE of one waits for this
+    transaction, and this one waits for an uncommitted DELETE. Under READ COMMITTED a row that
+    changed or was waited for runs the statement again; under REPEATABLE READ the commit
+    check decides (a parent updated meanwhile is no conflict)."""
+    locking: RowLocking | None = ctx.row_locking
+    if locking is None or not cells:
+        return
+    outcomes = await ctx.txn.lock_rows(cells, LockWait.WAIT, locking.timeout_s, shared=True)
+    if locking.rerun_changed and any(o.changed or o.waited for o in outcomes):
+        raise RowChanged()
 
 
 async def lock_for_select(

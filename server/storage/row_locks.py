@@ -77,6 +77,8 @@ class RowLockState:
     lock_start_ts: int | None
     """start_ts of a Percolator lock on the cell (a commit in progress: the caller resolves
     it and asks again)."""
+    waited: bool = False
+    """Another holder had the row: the lock was taken after it let go."""
 
 
 SKIPPED = RowLockState(False, None, None)
@@ -140,23 +142,18 @@ def lock_key(key: CellKey) -> int:
 _LOCK_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.percolator_lock_rows(
     p_mode integer, p_shared boolean, p_timeout_ms integer, p_key bigint[], p_tbl text[],
     p_row bytea[], p_col text[])
-RETURNS TABLE (idx integer, taken boolean, newest bigint, lock_ts bigint)
+RETURNS TABLE (idx integer, taken boolean, waited boolean, newest bigint, lock_ts bigint)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     got boolean[] := '{}';
+    blocked boolean[] := '{}';
     ok boolean;
 BEGIN
     PERFORM set_config('lock_timeout', p_timeout_ms::text, true);
     FOR i IN 1 .. coalesce(cardinality(p_key), 0) LOOP
-        IF p_mode = 0 AND p_shared THEN
-            PERFORM pg_advisory_lock_shared(p_key[i]);
-            ok := true;
-        ELSIF p_mode = 0 THEN
-            PERFORM pg_advisory_lock(p_key[i]);
-            ok := true;
-        ELSIF p_shared THEN
+        IF p_shared THEN
             ok := pg_try_advisory_lock_shared(p_key[i]);
         ELSE
             ok := pg_try_advisory_lock(p_key[i]);
@@ -165,10 +162,18 @@ BEGIN
             RAISE EXCEPTION 'could not obtain lock on row in relation "%"', p_tbl[i]
                 USING ERRCODE = '55P03';
         END IF;
+        blocked := blocked || (NOT ok AND p_mode = 0);
+        IF NOT ok AND p_mode = 0 AND p_shared THEN
+            PERFORM pg_advisory_lock_shared(p_key[i]);
+            ok := true;
+        ELSIF NOT ok AND p_mode = 0 THEN
+            PERFORM pg_advisory_lock(p_key[i]);
+            ok := true;
+        END IF;
         got := got || ok;
     END LOOP;
     RETURN QUERY
-    SELECT k.i::integer, got[k.i],
+    SELECT k.i::integer, got[k.i], blocked[k.i],
         CASE WHEN got[k.i] THEN (SELECT w.commit_ts FROM percolator_write w
             WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.kind <> 3
             ORDER BY w.commit_ts DESC LIMIT 1) END,
@@ -311,7 +316,7 @@ class PostgresRowLocks:
             raise StoreUnavailable(where.dsn, f"row lock: {type(exc).__name__}: {exc}") from exc
         states = [SKIPPED] * len(keys)
         for r in records:
-            states[r["idx"] - 1] = RowLockState(r["taken"], r["newest"], r["lock_ts"])
+            states[r["idx"] - 1] = RowLockState(r["taken"], r["newest"], r["lock_ts"], r["waited"])
         return states
 
     def _drop(self, shard: int) -> None:
@@ -358,6 +363,10 @@ def translate_lock_error(sqlstate: str | None, message: str) -> StoreError | Non
 # -- in one process ---------------------------------------------------------------------------
 
 
+_WAITED = object()
+"""A lock taken after waiting for another holder (LocalRowLockTable._lock_one)."""
+
+
 class LocalRowLockTable:
     """The row locks of one process (the memory store's): shared and exclusive, with waits,
     timeouts and deadlock detection (a waiter that would close a cycle of waits fails)."""
@@ -389,7 +398,7 @@ class LocalRowLockTable:
         }
         states = self._states(keys)
         return [
-            RowLockState(True, newest, lock_ts) if got[k] else SKIPPED
+            RowLockState(True, newest, lock_ts, got[k] is _WAITED) if got[k] else SKIPPED
             for k, (newest, lock_ts) in zip(keys, states, strict=True)
         ]
 
@@ -407,15 +416,17 @@ class LocalRowLockTable:
         exclusive: bool,
         wait: LockWait,
         timeout_s: float,
-    ) -> bool:
+    ) -> object:
+        """False (skipped), True (taken at once) or _WAITED (taken after a wait)."""
         deadline = time.monotonic() + timeout_s
+        taken: object = True
         async with self._changed:
             while True:
                 blockers = self._blockers(owner, row, exclusive)
                 if not blockers:
                     holders = self._holders.setdefault(row, {})
                     holders[owner] = holders.get(owner, 0) | (EXCLUSIVE if exclusive else SHARED)
-                    return True
+                    return taken
                 if wait is LockWait.SKIP_LOCKED:
                     return False
                 if wait is LockWait.NOWAIT:
@@ -426,6 +437,7 @@ class LocalRowLockTable:
                 if left <= 0:
                     raise RowLockUnavailable(LOCK_TIMEOUT)
                 self._waiting_for[owner] = (row, exclusive)
+                taken = _WAITED
                 try:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), left)

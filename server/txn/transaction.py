@@ -129,6 +129,8 @@ class RowLock:
     changed: bool
     """Another transaction committed a write of the row after this transaction's snapshot
     (read_ts): what was read of it is stale."""
+    waited: bool = False
+    """Another transaction held the row: this one waited for it to end."""
 
 
 _HELD = RowLock(True, False)
@@ -646,7 +648,7 @@ class Transaction:
 
     def _row_lock(self, state: RowLockState) -> RowLock:
         newest = state.newest_commit_ts
-        return RowLock(state.taken, newest is not None and newest > self.read_ts)
+        return RowLock(state.taken, newest is not None and newest > self.read_ts, state.waited)
 
     async def _settle_cells(self, keys: Sequence[CellKey]) -> None:
         """Resolve (or wait for) the Percolator locks on ``keys``: read them at a fresh

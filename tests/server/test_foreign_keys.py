@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import psycopg
 import pytest
@@ -183,35 +185,90 @@ def _dangling(conn: psycopg.Connection, name: str) -> list[tuple[object, ...]]:
     ).fetchall()
 
 
-def test_child_insert_loses_to_a_committed_parent_delete(sql_server: SqlServer) -> None:
-    with (
-        psycopg.connect(sql_server.conninfo(), autocommit=True) as admin,
-        psycopg.connect(sql_server.conninfo()) as child,
-    ):
-        _setup_race(admin, "race1")
-        child.execute("INSERT INTO race1_c VALUES (1, 1)")  # sees the parent: passes
-        admin.execute("DELETE FROM race1_p WHERE id = 1")  # sees no child: passes
-        with pytest.raises(psycopg.errors.SerializationFailure):
-            child.commit()
-        assert _dangling(admin, "race1") == []
+ISOLATIONS = ["read committed", "repeatable read"]
 
 
-@pytest.mark.parametrize("action", ["", "ON DELETE CASCADE", "ON DELETE SET NULL"])
-def test_parent_delete_loses_to_a_committed_child_insert(
-    sql_server: SqlServer, action: str
-) -> None:
-    name = f"race2_{len(action)}"
+def _session(server: SqlServer, isolation: str) -> psycopg.Connection:
+    conn = psycopg.connect(server.conninfo())
+    conn.execute(f"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL {isolation}")
+    conn.commit()
+    return conn
+
+
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_child_insert_waits_for_a_parent_delete(sql_server: SqlServer, isolation: str) -> None:
+    """As in Postgres: the insert's check locks the parent FOR KEY SHARE, so it waits for the
+    uncommitted DELETE, then fails (READ COMMITTED: 23503 on the new snapshot; REPEATABLE
+    READ: 40001), or goes on if the DELETE rolled back."""
+    name = f"race1_{isolation[:4]}"
     with (
         psycopg.connect(sql_server.conninfo(), autocommit=True) as admin,
         psycopg.connect(sql_server.conninfo()) as parent,
+        _session(sql_server, isolation) as child,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        _setup_race(admin, name)
+        for outcome in ("commit", "rollback"):
+            key = 1 if outcome == "commit" else 2
+            parent.execute(f"DELETE FROM {name}_p WHERE id = {key}")
+            insert = pool.submit(child.execute, f"INSERT INTO {name}_c VALUES ({key}, {key})")
+            with pytest.raises(FutureTimeout):
+                insert.result(timeout=0.3)  # waits for the DELETE
+            getattr(parent, outcome)()
+            if outcome == "commit":
+                expected = (
+                    psycopg.errors.ForeignKeyViolation
+                    if isolation == "read committed"
+                    else psycopg.errors.SerializationFailure
+                )
+                with pytest.raises(expected):
+                    insert.result(timeout=10)
+                    child.commit()
+                child.rollback()
+            else:
+                insert.result(timeout=10)
+                child.commit()
+        assert _dangling(admin, name) == []
+        assert admin.execute(f"SELECT id, p FROM {name}_c").fetchall() == [(2, 2)]
+
+
+@pytest.mark.parametrize("action", ["", "ON DELETE CASCADE", "ON DELETE SET NULL"])
+@pytest.mark.parametrize("isolation", ISOLATIONS)
+def test_a_parent_delete_waits_for_a_child_insert(
+    sql_server: SqlServer, action: str, isolation: str
+) -> None:
+    """The DELETE waits for the uncommitted child, then (READ COMMITTED) runs again and sees
+    it: 23503, or its action applies to it; under REPEATABLE READ it fails with 40001."""
+    name = f"race2_{len(action)}_{isolation[:4]}"
+    with (
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as admin,
+        psycopg.connect(sql_server.conninfo()) as child,
+        _session(sql_server, isolation) as parent,
+        ThreadPoolExecutor(1) as pool,
     ):
         _setup_race(admin, name, action)
-        parent.execute(f"DELETE FROM {name}_p WHERE id = 1")  # no child yet: passes
-        admin.execute(f"INSERT INTO {name}_c VALUES (1, 1)")  # parent still there: passes
-        with pytest.raises(psycopg.errors.SerializationFailure):
+        child.execute(f"INSERT INTO {name}_c VALUES (1, 1)")
+        delete = pool.submit(parent.execute, f"DELETE FROM {name}_p WHERE id = 1")
+        with pytest.raises(FutureTimeout):
+            delete.result(timeout=0.3)  # waits for the insert
+        child.commit()
+        if isolation == "repeatable read":
+            with pytest.raises(psycopg.errors.SerializationFailure):
+                delete.result(timeout=10)
+                parent.commit()
+            parent.rollback()
+            expected: list[tuple[object, ...]] = [(1,)]
+        elif not action:
+            with pytest.raises(psycopg.errors.ForeignKeyViolation):
+                delete.result(timeout=10)
+            parent.rollback()
+            expected = [(1,)]
+        else:
+            delete.result(timeout=10)
             parent.commit()
+            expected = [] if "CASCADE" in action else [(None,)]
         assert _dangling(admin, name) == []
-        assert admin.execute(f"SELECT p FROM {name}_c").fetchall() == [(1,)]
+        assert admin.execute(f"SELECT p FROM {name}_c").fetchall() == expected
 
 
 def test_racing_writers_leave_no_dangling_reference(sql_server: SqlServer) -> None:
