@@ -323,6 +323,31 @@ async def _lock_new_keys(writer: TableWriter, ctx: Any, rows: list[Row], keys: l
         await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries))
 
 
+async def _lock_moved_keys(
+    writer: TableWriter, ctx: Any, targets: Sequence[tuple[bytes, Row, Row]]
+) -> None:
+    """Lock the keys an UPDATE gives rows (a new primary key, new unique index entries), as an
+    INSERT locks its keys: a concurrent taker of the same value waits, then finds it taken
+    (23505) or free."""
+    if ctx.row_locking is None:
+        return
+    codec = writer.codec
+    by_key = bool(writer.table.primary_key)
+    new_keys = {key: codec.key_of(new) if by_key else key for key, _, new in targets}
+    moved = sorted({nk for key, nk in new_keys.items() if nk != key})
+    if moved:
+        await lock_for_write(ctx, codec, moved)
+    for ix in writer.unique_indexes:
+        entries = {
+            ix.entry_key(new, new_keys[key])
+            for key, old, new in targets
+            if None not in ix.values_of(new)
+            and (ix.values_of(old) != ix.values_of(new) or new_keys[key] != key)
+        }
+        if entries:
+            await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries))
+
+
 @dataclass(frozen=True)
 class _EntryCells:
     """Where a unique index's entries are, for lock_for_write (a row codec's two names)."""
@@ -420,6 +445,7 @@ async def update_keys(
     writer: TableWriter, ctx: Any, targets: Sequence[tuple[bytes, Row, Row]]
 ) -> None:
     """Update rows given as (row key, old row, new row), then enforce the foreign keys."""
+    await _lock_moved_keys(writer, ctx, targets)
     for key, old, new in targets:
         writer.check_row(new, ctx)
         await update_row(writer, ctx, key, old, new)

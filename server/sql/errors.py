@@ -117,6 +117,14 @@ def from_exception(exc: BaseException) -> SqlError:
     if isinstance(exc, SqlError):
         return exc
     sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate == SERIALIZATION_FAILURE:
+        # Postgres's words, which clients and retry loops look for; the transaction layer's
+        # account (which cell, which timestamps) goes to DETAIL.
+        return SqlError(
+            SERIALIZATION_FAILURE,
+            "could not serialize access due to concurrent update",
+            detail=str(exc),
+        )
     if isinstance(sqlstate, str) and len(sqlstate) == 5:
         detail = getattr(exc, "detail", None)
         return SqlError(sqlstate, str(exc) or type(exc).__name__, detail=detail)
