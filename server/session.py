@@ -1138,6 +1138,9 @@ class SqlSession:
                 SYNTAX_ERROR, f'syntax error at or near "{word}"', position=stmt.offset + 1
             )
         query = self._plan(inner, stmt.query, param_oids, catalog)
+        if query.kind == "query" and query.statement.lock_rows:
+            # FOR UPDATE: each row locked as FETCH reads it, not a batch ahead of the position.
+            query.node = self.engine.planner.plan_query(query.statement.rel, lock_as_fetched=True)
         return Plan(
             "declare",
             query.catalog,
@@ -2121,6 +2124,10 @@ def bind_table_expr(binder: Binder, table: TableDef, sql: str) -> BExpr:
 _OVERRIDING = re.compile(r"\bOVERRIDING\s+(SYSTEM|USER)\s+VALUE\b", re.IGNORECASE)
 
 
+_CURRENT_OF = re.compile(r"\bWHERE\s+CURRENT\s+OF\b", re.IGNORECASE)
+"""UPDATE / DELETE ... WHERE CURRENT OF cursor, which sqlglot does not parse."""
+
+
 def _parse_one(text: str, offset: int) -> Any:
     """A statement's parse: a utility dataclass, or a sqlglot expression."""
     stmt = utility.parse_utility(text)
@@ -2143,6 +2150,10 @@ def _parse_one(text: str, offset: int) -> Any:
     try:
         node = sqlglot.parse_one(text, read="postgres")
     except (ParseError, TokenError) as err:
+        if _CURRENT_OF.search(text):
+            raise unsupported(
+                "WHERE CURRENT OF (update or delete the fetched row by its key)"
+            ) from None
         raise _syntax_error(text, offset, err) from None
     if overriding is not None:
         node.meta["overriding"] = overriding

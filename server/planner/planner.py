@@ -156,14 +156,18 @@ class Planner:
         self._codecs[key] = (table, codec)
         return codec
 
-    def plan_query(self, rel: Rel) -> Node:
-        """Plan a query, reading from each table only the columns it uses."""
+    def plan_query(self, rel: Rel, *, lock_as_fetched: bool = False) -> Node:
+        """Plan a query, reading from each table only the columns it uses. ``lock_as_fetched``:
+        a cursor's query, whose FOR UPDATE locks each row as it is fetched (Postgres), not a
+        batch ahead."""
         saved = self._needed
         self._needed = needed_columns(rel) or {}
+        self._under_limit += lock_as_fetched
         try:
             return self.plan(rel)
         finally:
             self._needed = saved
+            self._under_limit -= lock_as_fetched
 
     def plan(self, rel: Rel) -> Node:
         method = getattr(self, f"_plan_{type(rel).__name__}")

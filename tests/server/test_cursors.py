@@ -289,3 +289,27 @@ def test_psql_fetch_count(sql_server: SqlServer) -> None:
     ]
     assert outputs[0] == outputs[1]
     assert outputs[1].splitlines()[:2] == ["1|w1", "2|w2"]
+
+
+def test_a_for_update_cursor_locks_rows_as_it_fetches_them(sql_server: SqlServer) -> None:
+    """As in Postgres: the rows fetched are locked until the transaction ends; those not
+    fetched yet are not (another session changes them without waiting); WHERE CURRENT OF is
+    refused by name."""
+    with (
+        psycopg.connect(sql_server.conninfo(), autocommit=True) as admin,
+        psycopg.connect(sql_server.conninfo()) as reader,
+    ):
+        admin.execute("DROP TABLE IF EXISTS cur_lock")
+        admin.execute("CREATE TABLE cur_lock (id int PRIMARY KEY, v int NOT NULL)")
+        admin.execute("INSERT INTO cur_lock SELECT g, g FROM generate_series(1, 600) g")
+        reader.execute("DECLARE c CURSOR FOR SELECT id FROM cur_lock ORDER BY id FOR UPDATE")
+        assert reader.execute("FETCH 2 FROM c").fetchall() == [(1,), (2,)]
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            admin.execute("SELECT id FROM cur_lock WHERE id = 2 FOR UPDATE NOWAIT")
+        assert admin.execute(
+            "SELECT id FROM cur_lock WHERE id = 3 FOR UPDATE NOWAIT"
+        ).fetchall() == [(3,)]
+        assert admin.execute("UPDATE cur_lock SET v = 0 WHERE id = 500").rowcount == 1
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="CURRENT OF"):
+            reader.execute("UPDATE cur_lock SET v = 1 WHERE CURRENT OF c")
+        reader.rollback()
