@@ -183,8 +183,32 @@ BEGIN
 END $$"""
 
 _LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6, $7)"
-_UNLOCK_CALL = """SELECT count(*) FROM unnest($1::bigint[], $2::boolean[]) AS u(k, x)
-WHERE CASE WHEN x THEN pg_advisory_unlock(k) ELSE pg_advisory_unlock_shared(k) END"""
+_UNLOCK_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.percolator_unlock_rows(
+    p_key bigint[], p_exclusive boolean[])
+RETURNS void
+LANGUAGE plpgsql
+SET client_min_messages = error
+AS $$
+BEGIN
+    -- Every hold of the mode: a row asked again after settling a Percolator lock on it
+    -- was taken twice (advisory locks count their holds). The last call finds none; its
+    -- warning is kept quiet.
+    FOR i IN 1 .. coalesce(cardinality(p_key), 0) LOOP
+        IF p_exclusive[i] THEN
+            WHILE pg_advisory_unlock(p_key[i]) LOOP END LOOP;
+        ELSE
+            WHILE pg_advisory_unlock_shared(p_key[i]) LOOP END LOOP;
+        END IF;
+    END LOOP;
+END $$"""
+_UNLOCK_CALL = "SELECT pg_temp.percolator_unlock_rows($1, $2)"
+_BROKEN = (
+    OSError,
+    TimeoutError,
+    asyncpg.exceptions.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+"""A lock connection that failed under a call (its state unknown: it is closed)."""
 _UNREACHABLE = (
     asyncpg.exceptions.TooManyConnectionsError,
     asyncpg.exceptions.CannotConnectNowError,
@@ -220,6 +244,7 @@ class ShardLockConnections:
         try:
             conn = await self.connect()
             await conn.execute(_LOCK_FUNCTION)
+            await conn.execute(_UNLOCK_FUNCTION)
         except BaseException as exc:
             self.in_use -= 1
             if conn is not None:
@@ -311,9 +336,15 @@ class PostgresRowLocks:
                 raise mapped from exc
             self._drop(shard)
             raise StoreUnavailable(where.dsn, f"row lock: {type(exc).__name__}: {exc}") from exc
-        except (OSError, TimeoutError, asyncpg.exceptions.InterfaceError) as exc:
+        except _BROKEN as exc:
             self._drop(shard)
             raise StoreUnavailable(where.dsn, f"row lock: {type(exc).__name__}: {exc}") from exc
+        except asyncio.CancelledError:
+            # The call may still be running in Postgres, and asyncpg refuses the connection's
+            # next statement until it has stopped: closed instead, which frees this
+            # transaction's locks there (the prewrite's conflict check still keeps it safe).
+            self._drop(shard)
+            raise
         states = [SKIPPED] * len(keys)
         for r in records:
             states[r["idx"] - 1] = RowLockState(r["taken"], r["newest"], r["lock_ts"], r["waited"])
@@ -337,7 +368,7 @@ class PostgresRowLocks:
                 await conn.execute(
                     _UNLOCK_CALL, [lock_key(k) for k, _ in part], [x for _, x in part]
                 )
-            except (asyncpg.PostgresError, OSError, asyncpg.exceptions.InterfaceError) as exc:
+            except (asyncpg.PostgresError, *_BROKEN) as exc:
                 self._drop(shard)  # closed: Postgres frees all of them, which is safe
                 raise StoreUnavailable(self._shards[shard].dsn, f"row unlock: {exc}") from exc
 

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from types import TracebackType
 from typing import TypeVar
@@ -623,7 +623,7 @@ class Transaction:
                 [new[i] for i in pending], LockWait.WAIT, timeout, shared
             )
             for i, st in zip(pending, again, strict=True):
-                states[i] = st
+                states[i] = replace(st, waited=st.waited or states[i].waited)
             pending = [i for i in pending if states[i].lock_start_ts is not None]
         outcome = {k: self._row_lock(st) for k, st in zip(new, states, strict=True)}
         if settled or any(o.changed for o in outcome.values()):

@@ -113,6 +113,18 @@ async def test_unlock_gives_up_single_holds(store: CellStore) -> None:
     await other.release()
 
 
+async def test_unlock_gives_up_a_row_taken_twice(store: CellStore) -> None:
+    """A row asked for again by its holder (after settling a Percolator lock on it) is held
+    twice in Postgres; one unlock of the mode frees it."""
+    holder, other = store.row_locks(), store.row_locks()
+    await holder.lock([A], LockWait.WAIT, 5)
+    await holder.lock([A], LockWait.WAIT, 5)
+    await holder.unlock([(A, True)])
+    assert [s.taken for s in await other.lock([A], LockWait.NOWAIT, 5)] == [True]
+    await other.release()
+    await holder.release()
+
+
 async def test_a_cycle_of_waits_is_a_deadlock(store: CellStore) -> None:
     if store.shard_of(A.table, A.row) != store.shard_of(B.table, B.row):
         pytest.skip("a cycle across shards ends by lock timeout (documented)")
