@@ -314,13 +314,7 @@ async def _lock_new_keys(writer: TableWriter, ctx: Any, rows: list[Row], keys: l
     table = writer.table
     if table.primary_key:
         await lock_for_write(ctx, writer.codec, sorted(set(keys)))
-    for ix in writer.unique_indexes:
-        entries = {
-            ix.entry_key(row, key)
-            for row, key in zip(rows, keys, strict=True)
-            if None not in ix.values_of(row)
-        }
-        await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries))
+    await _lock_unique_entries(writer, ctx, list(zip(rows, keys, strict=True)))
 
 
 async def _lock_moved_keys(
@@ -337,12 +331,30 @@ async def _lock_moved_keys(
     moved = sorted({nk for key, nk in new_keys.items() if nk != key})
     if moved:
         await lock_for_write(ctx, codec, moved)
+    await _lock_unique_entries(
+        writer,
+        ctx,
+        [(new, new_keys[key]) for key, _, new in targets],
+        changed_from={new_keys[key]: old for key, old, _ in targets if new_keys[key] == key},
+    )
+
+
+async def _lock_unique_entries(
+    writer: TableWriter,
+    ctx: Any,
+    rows: list[tuple[Row, bytes]],
+    changed_from: dict[bytes, Row] | None = None,
+) -> None:
+    """Lock the unique index entries that ``(row, key)`` pairs take (NULLs take none), as a
+    second taker of one waits for the first; ``changed_from``: the old row of a key that
+    stays, whose entries that do not change are its own already."""
+    old_of = changed_from or {}
     for ix in writer.unique_indexes:
         entries = {
-            ix.entry_key(new, new_keys[key])
-            for key, old, new in targets
-            if None not in ix.values_of(new)
-            and (ix.values_of(old) != ix.values_of(new) or new_keys[key] != key)
+            ix.entry_key(row, key)
+            for row, key in rows
+            if None not in ix.values_of(row)
+            and (key not in old_of or ix.values_of(old_of[key]) != ix.values_of(row))
         }
         if entries:
             await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries))

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import QUERY_CANCELED, SqlError
-from percolator.server.sql.functions import FunctionImpl, define, register
+from percolator.server.sql.functions import define
 
 INSUFFICIENT_PRIVILEGE = "42501"
 
@@ -98,25 +98,33 @@ def _session_is_blocked(ctx: Any, pid: int, interesting: list[int | None]) -> bo
 
 
 _INT4_ARRAY = T.INT4.array_of()
-
-
-def _typed(fn: Any, result: T.SqlType, *params: T.SqlType) -> Any:
-    """A resolver whose arguments are cast to ``params`` (a client may send them untyped: the
-    isolation tester's ``$1`` and ``'{...}'``)."""
-
-    def resolver(args: Any) -> FunctionImpl | None:
-        if len(args) != len(params):
-            return None
-        return FunctionImpl(fn, result, True, True, True, params)
-
-    return resolver
-
-
-register("pg_blocking_pids")(_typed(_blocking_pids, _INT4_ARRAY, T.INT4))
-register("pg_isolation_test_session_is_blocked")(
-    _typed(_session_is_blocked, T.BOOL, T.INT4, _INT4_ARRAY)
+# Typed parameters: the isolation tester sends ``$1`` and ``'{...}'`` untyped.
+define(
+    "pg_blocking_pids",
+    _blocking_pids,
+    _INT4_ARRAY,
+    1,
+    context=True,
+    volatile=True,
+    params=(T.INT4,),
 )
-register("pg_safe_snapshot_blocking_pids")(_typed(lambda _ctx, _pid: [], _INT4_ARRAY, T.INT4))
+define(
+    "pg_isolation_test_session_is_blocked",
+    _session_is_blocked,
+    T.BOOL,
+    2,
+    context=True,
+    volatile=True,
+    params=(T.INT4, _INT4_ARRAY),
+)
+define(
+    "pg_safe_snapshot_blocking_pids",
+    lambda _pid: [],
+    _INT4_ARRAY,
+    1,
+    volatile=True,
+    params=(T.INT4,),
+)
 define(
     "pg_cancel_backend",
     lambda ctx, pid: _signal(ctx, pid, False),

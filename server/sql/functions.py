@@ -82,14 +82,16 @@ def fixed(
     strict: bool = True,
     context: bool = False,
     volatile: bool = False,
+    params: tuple[SqlType, ...] | None = None,
 ) -> Resolver:
-    """A resolver for a function taking any arguments of the given count."""
+    """A resolver for a function taking any arguments of the given count (``params``: the
+    types the binder casts them to, for a client that sends them untyped)."""
     counts = (arity,) if isinstance(arity, int) else arity
 
     def resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
         if len(args) not in counts:
             return None
-        return FunctionImpl(fn, result, strict, context, volatile)
+        return FunctionImpl(fn, result, strict, context, volatile, params)
 
     return resolver
 
@@ -99,9 +101,9 @@ def define(
     fn: Callable[..., object],
     result: SqlType,
     arity: int | tuple[int, ...],
-    **kw: bool,
+    **kw: Any,
 ) -> None:
-    """Register a function with a fixed result type."""
+    """Register a function with a fixed result type (keywords: :func:`fixed`'s)."""
     for name in (names,) if isinstance(names, str) else names:
         _REGISTRY.setdefault(name, []).append(fixed(fn, result, arity, **kw))
 

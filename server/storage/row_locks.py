@@ -243,8 +243,7 @@ class ShardLockConnections:
         conn = None
         try:
             conn = await self.connect()
-            await conn.execute(_LOCK_FUNCTION)
-            await conn.execute(_UNLOCK_FUNCTION)
+            await conn.execute(f"{_LOCK_FUNCTION};\n{_UNLOCK_FUNCTION}")  # one round trip
         except BaseException as exc:
             self.in_use -= 1
             if conn is not None:
@@ -394,10 +393,6 @@ def translate_lock_error(sqlstate: str | None, message: str) -> StoreError | Non
 # -- in one process ---------------------------------------------------------------------------
 
 
-_WAITED = object()
-"""A lock taken after waiting for another holder (LocalRowLockTable._lock_one)."""
-
-
 class LocalRowLockTable:
     """The row locks of one process (the memory store's): shared and exclusive, with waits,
     timeouts and deadlock detection (a waiter that would close a cycle of waits fails)."""
@@ -429,7 +424,7 @@ class LocalRowLockTable:
         }
         states = self._states(keys)
         return [
-            RowLockState(True, newest, lock_ts, got[k] is _WAITED) if got[k] else SKIPPED
+            RowLockState(True, newest, lock_ts, got[k][1]) if got[k][0] else SKIPPED
             for k, (newest, lock_ts) in zip(keys, states, strict=True)
         ]
 
@@ -447,19 +442,19 @@ class LocalRowLockTable:
         exclusive: bool,
         wait: LockWait,
         timeout_s: float,
-    ) -> object:
-        """False (skipped), True (taken at once) or _WAITED (taken after a wait)."""
+    ) -> tuple[bool, bool]:
+        """(taken, waited): SKIP LOCKED leaves a held row untaken."""
         deadline = time.monotonic() + timeout_s
-        taken: object = True
+        waited = False
         async with self._changed:
             while True:
                 blockers = self._blockers(owner, row, exclusive)
                 if not blockers:
                     holders = self._holders.setdefault(row, {})
                     holders[owner] = holders.get(owner, 0) | (EXCLUSIVE if exclusive else SHARED)
-                    return taken
+                    return True, waited
                 if wait is LockWait.SKIP_LOCKED:
-                    return False
+                    return False, False
                 if wait is LockWait.NOWAIT:
                     raise RowLockUnavailable(f'could not obtain lock on row in relation "{row[0]}"')
                 if self._closes_cycle(owner, blockers):
@@ -468,7 +463,7 @@ class LocalRowLockTable:
                 if left <= 0:
                     raise RowLockUnavailable(LOCK_TIMEOUT)
                 self._waiting_for[owner] = (row, exclusive)
-                taken = _WAITED
+                waited = True
                 try:
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._changed.wait(), left)

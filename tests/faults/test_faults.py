@@ -57,6 +57,15 @@ LOCK_NOT_AVAILABLE = "55P03"
 coordinator it waits up to 5 s for, then the next holder in line) until its lock timeout: the
 outage's effect on a waiter, as in Postgres behind a stuck transaction."""
 
+OUTAGE_ERRORS = {
+    CONNECTION_CLASS,
+    SERIALIZATION_FAILURE,
+    COMMIT_OUTCOME_UNKNOWN,
+    LOCK_NOT_AVAILABLE,
+    DEADLOCK_DETECTED,
+}
+"""What a transfer may get while the coordinator or a shard is down."""
+
 
 # -- fixtures ----------------------------------------------------------------------------------
 
@@ -292,13 +301,7 @@ def test_kill_the_coordinator(cluster: Cluster, load: BankLoad) -> None:
     errors = load.errors(since=killed_at)
     assert not unexpected(
         errors,
-        {
-            CONNECTION_CLASS,
-            SERIALIZATION_FAILURE,
-            COMMIT_OUTCOME_UNKNOWN,
-            LOCK_NOT_AVAILABLE,
-            DEADLOCK_DETECTED,
-        },
+        OUTAGE_ERRORS,
     ), errors
     assert all("internal error" not in e.message for e in errors), errors
     # Each client's transactions ran one after another: their start timestamps increase,
@@ -353,13 +356,7 @@ def test_kill_a_shard(cluster: Cluster, load: BankLoad) -> None:
     errors = load.errors(since=killed_at)
     assert not unexpected(
         errors,
-        {
-            CONNECTION_CLASS,
-            SERIALIZATION_FAILURE,
-            COMMIT_OUTCOME_UNKNOWN,
-            LOCK_NOT_AVAILABLE,
-            DEADLOCK_DETECTED,
-        },
+        OUTAGE_ERRORS,
     ), errors
     assert all("internal error" not in e.message for e in errors), errors
 

@@ -603,7 +603,7 @@ async def test_commit_primary_is_idempotent(store: CellStore) -> None:
     assert again.committed
 
 
-async def test_commit_primaries_of_concurrent_transactions_share_a_statement(
+async def test_concurrent_commit_primaries_commit_all_or_nothing_each(
     store: CellStore,
 ) -> None:
     """Guarded commits of several transactions at once (the store may put them in one
