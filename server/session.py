@@ -1296,7 +1296,7 @@ class SqlSession:
         assert plan.catalog is not None
         ctx = self._context(txn, plan.catalog, params)
         ctx.row_locking = self._row_locking(plan)
-        if ctx.row_locking is not None and ctx.row_locking.rerun_changed and _locks_rows(plan):
+        if ctx.row_locking is not None and ctx.row_locking.read_committed and _locks_rows(plan):
             return await self._rerun_on_change(plan, params, ctx.row_locking)
         return await self._run_statement(plan, ctx)
 
@@ -1308,7 +1308,8 @@ class SqlSession:
         timeout_ms = parse_duration_ms(self.settings.get("lock_timeout", "0"))
         return RowLocking(
             timeout_s=timeout_ms / 1000 if timeout_ms > 0 else None,
-            rerun_changed=rerun and self.isolation in ("read committed", "read uncommitted"),
+            read_committed=self.isolation in ("read committed", "read uncommitted"),
+            can_rerun=rerun,
         )
 
     async def _rerun_on_change(self, plan: Plan, params: list[object], locking: RowLocking) -> Any:

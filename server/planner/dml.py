@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from percolator.server.planner import foreign_keys
 from percolator.server.planner.compile import Compiled, compile_expr
@@ -35,6 +35,8 @@ from percolator.server.sql.errors import (
     SqlError,
 )
 from percolator.server.storage.cells import CellKey
+
+T = TypeVar("T")
 
 CHUNK = 1000
 """Rows checked and written per batch of reads."""
@@ -380,7 +382,8 @@ async def _update_conflicting(
     if not updates or conflict_update is None:
         return []
     keys = [c.existing_key for _, c in updates]
-    await lock_for_write(ctx, writer.codec, sorted(set(keys)))
+    referenced = bool(writer.foreign_keys.referrers)
+    await lock_for_write(ctx, writer.codec, sorted(set(keys)), referenced=referenced)
     batched = len(set(keys)) == len(keys)
     existing_rows = await writer.codec.get_rows(ctx.txn, keys) if batched else []
     out: list[tuple[Row, Row]] = []
@@ -434,33 +437,44 @@ async def update_rows(
     """UPDATE: the source yields the table's row (first ``width`` values) plus any FROM
     tables' columns; each matching row is updated once."""
     width = len(writer.table.columns) + (0 if writer.table.primary_key else 1)
-    targets: list[tuple[bytes, Row, Row]] = []
-    seen: set[bytes] = set()
-    for full in await _rows_locked_early(writer, ctx, source):
-        old = full[:width]
-        key = writer.codec.key_of_stored(old)
-        if key in seen:
-            continue
-        seen.add(key)
+
+    async def updated(full: Row) -> tuple[Row, Row]:
         for r in runners:
             await r.prepare(full, ctx)
+        old = full[:width]
         new = list(old)
         for pos, fn in assignments:
             new[pos] = fn(full, ctx)
-        targets.append((key, old, tuple(new)))
-    await lock_for_write(ctx, writer.codec, [key for key, _, _ in targets])
-    await update_keys(writer, ctx, targets)
-    return [new for _, _, new in targets]
+        return old, tuple(new)
+
+    recheck = _can_recheck(writer, source)
+    found, changed = await _rows_locked_early(writer, ctx, source, recheck)
+    targets: dict[bytes, tuple[Row, Row]] = {}
+    for full in found:
+        key = writer.codec.key_of_stored(full[:width])
+        if key not in targets:
+            targets[key] = await updated(full)
+    changed |= await _lock_targets(writer, ctx, list(targets), recheck)
+    since = await _recheck_targets(ctx, source, targets, changed, updated)
+    rows = [(key, old, new) for key, (old, new) in targets.items()]
+    await update_keys(writer, ctx, rows, since)
+    return [new for _, _, new in rows]
 
 
 async def update_keys(
-    writer: TableWriter, ctx: Any, targets: Sequence[tuple[bytes, Row, Row]]
+    writer: TableWriter,
+    ctx: Any,
+    targets: Sequence[tuple[bytes, Row, Row]],
+    since: Mapping[bytes, int] | None = None,
 ) -> None:
-    """Update rows given as (row key, old row, new row), then enforce the foreign keys."""
+    """Update rows given as (row key, old row, new row), then enforce the foreign keys.
+    ``since``: rows re-read at a later timestamp than the snapshot (_recheck_targets)."""
     await _lock_moved_keys(writer, ctx, targets)
+    at = since or {}
     for key, old, new in targets:
         writer.check_row(new, ctx)
-        await update_row(writer, ctx, key, old, new)
+        with ctx.txn.deciding_at(at.get(key)):
+            await update_row(writer, ctx, key, old, new)
     fks = writer.foreign_keys
     if fks:
         moved = [
@@ -474,24 +488,74 @@ async def update_keys(
 
 async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
     width = len(writer.table.columns) + (0 if writer.table.primary_key else 1)
+
+    async def deleted(full: Row) -> Row:
+        return full[:width]
+
+    recheck = _can_recheck(writer, source)
+    found, changed = await _rows_locked_early(writer, ctx, source, recheck)
     victims: dict[bytes, Row] = {}
-    for full in await _rows_locked_early(writer, ctx, source):
+    for full in found:
         old = full[:width]
         victims.setdefault(writer.codec.key_of_stored(old), old)
-    await lock_for_write(ctx, writer.codec, list(victims))
-    await delete_keys(writer, ctx, victims)
+    changed |= await _lock_targets(writer, ctx, list(victims), recheck)
+    since = await _recheck_targets(ctx, source, victims, changed, deleted)
+    await delete_keys(writer, ctx, victims, since)
     return list(victims.values())
 
 
-async def _rows_locked_early(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
-    """The rows an UPDATE or DELETE changes. When they are found by primary key alone, their
-    locks are taken while they are read, in parallel (one round trip less on the statement's
-    path: the lock's answer says whether a row changed after the snapshot read, whichever
-    comes first); else the caller locks what was found."""
+def _can_recheck(writer: TableWriter, source: Node) -> bool:
+    """Whether the rows an UPDATE or DELETE found can be re-checked one by one when they
+    changed (READ COMMITTED): they come from one table access, and no other table's foreign
+    key references them (whose actions must see a new snapshot: the statement runs again)."""
+    return source.access() is not None and not writer.foreign_keys.referrers
+
+
+async def _lock_targets(
+    writer: TableWriter, ctx: Any, keys: list[bytes], recheck: bool
+) -> set[bytes]:
+    """Lock the rows an UPDATE or DELETE changes; the ones that changed since the snapshot,
+    for the caller to re-check."""
+    referenced = bool(writer.foreign_keys.referrers)
+    return await lock_for_write(ctx, writer.codec, keys, recheck=recheck, referenced=referenced)
+
+
+async def _recheck_targets(
+    ctx: Any,
+    source: Node,
+    targets: dict[bytes, T],
+    changed: set[bytes],
+    redo: Callable[[Row], Awaitable[T]],
+) -> dict[bytes, int]:
+    """READ COMMITTED: re-check the target rows that changed after the snapshot (the source's
+    filters on their newest versions, Node.recheck_keys). ``targets`` is updated in place: a
+    row that no longer qualifies is dropped, one that does is ``redo``ne from its newest
+    version. Returns the timestamp each re-read row was read at, from which its writes are
+    conflict-checked."""
+    keys = [k for k in targets if k in changed]
+    if not keys:
+        return {}
+    ts, newest = await source.recheck_keys(ctx, keys)
+    for key, full in newest.items():
+        if full is None:
+            del targets[key]
+        else:
+            targets[key] = await redo(full)
+    return dict.fromkeys(newest, ts)
+
+
+async def _rows_locked_early(
+    writer: TableWriter, ctx: Any, source: Node, recheck: bool
+) -> tuple[list[Row], set[bytes]]:
+    """The rows an UPDATE or DELETE changes, and those of them known to have changed since the
+    snapshot. When they are found by primary key alone, their locks are taken while they are
+    read, in parallel (one round trip less on the statement's path: the lock's answer says
+    whether a row changed after the snapshot read, whichever comes first); else the caller
+    locks what was found."""
     if ctx.row_locking is None or not isinstance(source, PointGet) or not source.key_only:
-        return [r async for r in source.rows(ctx)]
+        return [r async for r in source.rows(ctx)], set()
     keys = sorted(set(source.keys(ctx)))
-    lock = asyncio.ensure_future(lock_for_write(ctx, writer.codec, keys))
+    lock = asyncio.ensure_future(_lock_targets(writer, ctx, keys, recheck))
     try:
         rows = [r async for r in source.rows(ctx)]
     except BaseException:
@@ -499,17 +563,24 @@ async def _rows_locked_early(writer: TableWriter, ctx: Any, source: Node) -> lis
         with contextlib.suppress(BaseException):
             await lock
         raise
-    await lock
-    return rows
+    return rows, await lock
 
 
-async def delete_keys(writer: TableWriter, ctx: Any, victims: dict[bytes, Row]) -> None:
+async def delete_keys(
+    writer: TableWriter,
+    ctx: Any,
+    victims: dict[bytes, Row],
+    since: Mapping[bytes, int] | None = None,
+) -> None:
     """Delete rows given by row key, then run the actions of the foreign keys referencing
-    them."""
+    them. ``since``: rows re-read at a later timestamp than the snapshot (_recheck_targets)."""
+    txn = ctx.txn
+    at = since or {}
     for key, old in victims.items():
-        writer.codec.write_delete(ctx.txn, key, old)
-        for ix in writer.indexes:
-            ix.delete(ctx.txn, old, key)
+        with txn.deciding_at(at.get(key)):
+            writer.codec.write_delete(txn, key, old)
+            for ix in writer.indexes:
+                ix.delete(txn, old, key)
     if writer.foreign_keys.referrers:
         await foreign_keys.on_delete(writer.foreign_keys, ctx, list(victims.values()))
 

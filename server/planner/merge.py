@@ -136,7 +136,9 @@ async def run_merge(plan: MergePlan, writer: TableWriter, ctx: Any) -> int:
         for pos, fn in action.assignments:
             new[pos] = fn(full, ctx)
         updates.append((key, old, tuple(new)))
-    await lock_for_write(ctx, codec, sorted(touched))
+    await lock_for_write(
+        ctx, codec, sorted(touched), referenced=bool(writer.foreign_keys.referrers)
+    )
     # Deletes first: a row a source row deletes frees its key for one another inserts.
     if deletes:
         await delete_keys(writer, ctx, deletes)

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
-from percolator.server.planner.row_locking import lock_for_select
+from percolator.server.planner.row_locking import Recheck, lock_for_select
 from percolator.server.sql.aggregates import Accumulator
 from percolator.server.sql.bound import FOR_UPDATE, BSubquery, LockClause, SubqueryKind
 from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
@@ -50,6 +50,51 @@ class Node:
 
     def children(self) -> list[Node]:
         return []
+
+    def access(self) -> TableAccess | None:
+        """The table access whose rows this node yields, filtered or projected row by row
+        (so a row that changed can be re-checked: :meth:`recheck_keys`); None if any."""
+        return None
+
+    async def recheck(self, key: bytes, row: Row, ctx: Any) -> Row | None:
+        """What this node yields for the table row ``row`` (a newer version of row ``key`` of
+        its :meth:`access`): the row as filtered and projected, or None if rejected now."""
+        raise NotImplementedError
+
+    async def recheck_keys(
+        self, ctx: Any, keys: list[bytes]
+    ) -> tuple[int, dict[bytes, Row | None]]:
+        """READ COMMITTED's re-check of rows that changed after the statement's snapshot, as
+        Postgres's EvalPlanQual does: their newest versions (read under the row locks the
+        statement holds, at the timestamp returned) go through this node's filters again,
+        with the subqueries' values of the statement's snapshot. A row deleted or filtered
+        out now maps to None. Only for a node whose :meth:`access` is not None."""
+        access = self.access()
+        assert access is not None
+        ts, rows = await access.codec.get_newest_rows(ctx.txn, keys)
+        return ts, {
+            k: None if r is None else await self.recheck(k, r, ctx)
+            for k, r in zip(keys, rows, strict=True)
+        }
+
+
+class TableAccess:
+    """A mixin of the operators that read a table's rows by key (scans, point gets, index
+    lookups) and filter them with one predicate over the table's row."""
+
+    codec: RowCodec
+    predicate: Compiled | None
+
+    def access(self) -> TableAccess:
+        return self
+
+    async def recheck(self, key: bytes, row: Row, ctx: Any) -> Row | None:
+        pred = self.predicate
+        return row if pred is None or pred(row, ctx) is True else None
+
+    def _rechecker(self, ctx: Any) -> Recheck:
+        """How lock_for_select re-checks this access's rows that changed."""
+        return lambda keys: Node.recheck_keys(self, ctx, keys)  # type: ignore[arg-type]
 
 
 def _explain_tree(label: str, details: list[str], children: Sequence[Node]) -> list[str]:
@@ -174,7 +219,7 @@ class KeyRange:
 
 
 @dataclass
-class TableScan(Node):
+class TableScan(TableAccess, Node):
     """A snapshot scan of a table (all of it, or a primary-key range), with a filter."""
 
     codec: RowCodec
@@ -203,7 +248,9 @@ class TableScan(Node):
                 yield row
             return
         async for batch in batched(hits, self.lock_batch):
-            for locked in await lock_for_select(ctx, self.codec, batch, self.lock_clause):
+            for locked in await lock_for_select(
+                ctx, self.codec, batch, self.lock_clause, self._rechecker(ctx)
+            ):
                 yield locked
 
     async def _hits(
@@ -232,7 +279,7 @@ class TableScan(Node):
 
 
 @dataclass
-class PointGet(Node):
+class PointGet(TableAccess, Node):
     """Rows by primary key: one batched read (one round trip per shard)."""
 
     codec: RowCodec
@@ -261,7 +308,9 @@ class PointGet(Node):
             if row is not None and (pred is None or pred(row, ctx) is True)
         ]
         if self.lock_rows:
-            for row in await lock_for_select(ctx, self.codec, hits, self.lock_clause):
+            for row in await lock_for_select(
+                ctx, self.codec, hits, self.lock_clause, self._rechecker(ctx)
+            ):
                 yield row
             return
         for _, row in hits:
@@ -277,7 +326,7 @@ class PointGet(Node):
 
 
 @dataclass
-class IndexLookup(Node):
+class IndexLookup(TableAccess, Node):
     """Rows through a secondary index: scan the index range, then batched row reads."""
 
     codec: RowCodec
@@ -320,7 +369,9 @@ class IndexLookup(Node):
             return
         for i in range(0, len(hits), self.lock_batch):
             chunk = hits[i : i + self.lock_batch]
-            for locked in await lock_for_select(ctx, self.codec, chunk, self.lock_clause):
+            for locked in await lock_for_select(
+                ctx, self.codec, chunk, self.lock_clause, self._rechecker(ctx)
+            ):
                 yield locked
 
     def explain(self) -> list[str]:
@@ -425,6 +476,17 @@ class Filter(Node):
     def children(self) -> list[Node]:
         return [self.input]
 
+    def access(self) -> TableAccess | None:
+        return self.input.access()
+
+    async def recheck(self, key: bytes, row: Row, ctx: Any) -> Row | None:
+        found = await self.input.recheck(key, row, ctx)
+        if found is None:
+            return None
+        if self.runners:
+            await _prepare(self.runners, found, ctx)
+        return found if self.predicate(found, ctx) is True else None
+
 
 @dataclass
 class Project(Node):
@@ -455,6 +517,17 @@ class Project(Node):
 
     def children(self) -> list[Node]:
         return [self.input]
+
+    def access(self) -> TableAccess | None:
+        return self.input.access()
+
+    async def recheck(self, key: bytes, row: Row, ctx: Any) -> Row | None:
+        found = await self.input.recheck(key, row, ctx)
+        if found is None or self.passthrough:
+            return found
+        if self.runners:
+            await _prepare(self.runners, found, ctx)
+        return tuple([e(found, ctx) for e in self.exprs])
 
 
 @dataclass
@@ -888,8 +961,23 @@ class LockRows(Node):
         codec = self.codec
         async for batch in batched(self.input.rows(ctx), self.lock_batch):
             pairs = [(row[-1], row[:-1]) for row in batch]
-            for locked in await lock_for_select(ctx, codec, pairs, self.lock_clause):
+            recheck = self._rechecker(ctx)
+            for locked in await lock_for_select(ctx, codec, pairs, self.lock_clause, recheck):
                 yield locked
+
+    def _rechecker(self, ctx: Any) -> Recheck | None:
+        """A changed row keeps its place in the sort (made on its old version, as in
+        Postgres) and is re-checked through the projection below the sort, whose rows carry
+        the key last."""
+        projected = self.input.input if isinstance(self.input, Sort) else None
+        if projected is None or projected.access() is None:
+            return None
+
+        async def recheck(keys: list[bytes]) -> tuple[int, dict[bytes, Row | None]]:
+            ts, rows = await projected.recheck_keys(ctx, keys)
+            return ts, {k: None if r is None else r[:-1] for k, r in rows.items()}
+
+        return recheck
 
     def explain(self) -> list[str]:
         return _explain_tree("LockRows", [], [self.input])

@@ -151,11 +151,25 @@ class RowCodec:
         """The rows with these keys (None where absent): one batch, one round trip per shard."""
         if not keys:
             return []
+        return self._rows_of(keys, await txn.get_many(self._cells_of(keys)))
+
+    async def get_newest_rows(
+        self, txn: Transaction, keys: Sequence[bytes]
+    ) -> tuple[int, list[Row | None]]:
+        """The newest versions of rows this transaction holds row locks on, and the timestamp
+        they were read at (Transaction.read_newest)."""
+        ts, values = await txn.read_newest(self._cells_of(keys))
+        return ts, self._rows_of(keys, values)
+
+    def _cells_of(self, keys: Sequence[bytes]) -> list[CellKey]:
+        names = self.read_names
+        return [CellKey(self.storage, k, n) for k in keys for n in names]
+
+    def _rows_of(self, keys: Sequence[bytes], values: list[bytes | None]) -> list[Row | None]:
+        """Rows from the values of :meth:`_cells_of` (None where absent)."""
         names = self.read_names
         per = len(names)
         at = self._presence_at
-        cells = [CellKey(self.storage, k, n) for k in keys for n in names]
-        values = await txn.get_many(cells)
         out: list[Row | None] = []
         for j, key in enumerate(keys):
             chunk = values[j * per : (j + 1) * per]

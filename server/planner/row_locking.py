@@ -4,22 +4,31 @@ second transaction waits at its statement instead of failing at commit (storage/
 
 Once a row is locked, the store says whether it changed after the statement's snapshot (the
 transaction that held the lock committed a write of it). Under REPEATABLE READ that is
-Postgres's serialization failure: 40001 at the statement. Under READ COMMITTED the statement
-runs again on a new snapshot (:class:`RowChanged`, caught by the session), keeping the locks it
-has, so the second run sees the rows' newest versions: Postgres re-checks the changed rows
-instead, with the same outcome for a statement over one table.
+Postgres's serialization failure: 40001 at the statement. Under READ COMMITTED the changed rows
+are re-checked, as Postgres's EvalPlanQual does: their newest versions are read (they stay
+newest: we hold their locks) and go through the statement's filters again, with everything else
+as the statement's snapshot had it (Node.recheck_keys); a row deleted or no longer matching is
+left out, the others are updated, deleted or returned as they are now. Where rows cannot be
+re-checked one by one (a join, a foreign key's check of new rows, an INSERT's key), the
+statement runs again on a new snapshot instead (:class:`RowChanged`, caught by the session),
+keeping the locks it has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from percolator.server.planner.row_codec import Row
 from percolator.server.sql.bound import LockClause
 from percolator.server.sql.errors import LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, SqlError
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import LockWait, RowLock, RowLockUnavailable
+
+Recheck = Callable[[list[bytes]], Awaitable[tuple[int, dict[bytes, Row | None]]]]
+"""Re-checks changed rows by key: the timestamp they were read at, and each row as the
+statement yields it now, or None (see physical.Node.recheck_keys)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +38,12 @@ class RowLocking:
 
     timeout_s: float | None = None
     """lock_timeout, when set; else the transaction layer's lock-wait timeout."""
-    rerun_changed: bool = False
-    """READ COMMITTED: a row changed since the snapshot re-runs the statement."""
+    read_committed: bool = False
+    """READ COMMITTED: a row changed since the snapshot is re-checked, or the statement runs
+    again; else it is a serialization failure."""
+    can_rerun: bool = True
+    """False where the statement cannot run again (a cursor's rows are being fetched): a
+    changed row that cannot be re-checked is a serialization failure."""
 
 
 class RowChanged(Exception):
@@ -38,20 +51,32 @@ class RowChanged(Exception):
     runs the statement again on a new snapshot)."""
 
 
-async def lock_for_write(ctx: Any, codec: Any, keys: Sequence[bytes]) -> None:
+async def lock_for_write(
+    ctx: Any,
+    codec: Any,
+    keys: Sequence[bytes],
+    *,
+    recheck: bool = False,
+    referenced: bool = False,
+) -> set[bytes]:
     """Lock the rows (or unique index entries) a statement is about to write, waiting for
-    their holders; ``codec`` names where they are (``storage``, ``existence``)."""
+    their holders; ``codec`` names where they are (``storage``, ``existence``).
+
+    Returns the rows that changed after the snapshot when the caller re-checks them
+    (``recheck``, READ COMMITTED only). ``referenced``: rows other tables' foreign keys
+    reference, whose checks of those tables must see what a holder we waited for committed
+    (a child inserted while its parent was being deleted): under READ COMMITTED a wait runs
+    the statement again, as Postgres's foreign-key triggers check with a new snapshot."""
     locking: RowLocking | None = ctx.row_locking
     if locking is None or not keys:
-        return
+        return set()
     outcomes = await _lock(ctx, locking, codec, keys, LockWait.WAIT)
-    if any(o.changed for o in outcomes) or (
-        locking.rerun_changed and any(o.waited for o in outcomes)
-    ):
-        # READ COMMITTED also runs again after a wait for a row that did not change: the
-        # holder may have committed rows the statement's checks must see (a child of a parent
-        # being deleted), which Postgres's foreign-key triggers see with a new snapshot.
+    if locking.read_committed and referenced and any(o.waited for o in outcomes):
         _changed(locking)
+    changed = {k for k, o in zip(keys, outcomes, strict=True) if o.changed}
+    if changed and not (recheck and locking.read_committed):
+        _changed(locking)
+    return changed
 
 
 async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
@@ -64,20 +89,28 @@ async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
     if locking is None or not cells:
         return
     outcomes = await ctx.txn.lock_rows(cells, LockWait.WAIT, locking.timeout_s, shared=True)
-    if locking.rerun_changed and any(o.changed or o.waited for o in outcomes):
-        raise RowChanged()
+    if locking.read_committed and any(o.changed or o.waited for o in outcomes):
+        _changed(locking)
 
 
 async def lock_for_select(
-    ctx: Any, codec: Any, found: list[tuple[bytes, Any]], clause: LockClause
+    ctx: Any,
+    codec: Any,
+    found: list[tuple[bytes, Any]],
+    clause: LockClause,
+    recheck: Recheck | None = None,
 ) -> list[Any]:
     """SELECT ... FOR UPDATE / FOR SHARE: lock the rows found (``(key, row)`` pairs) and
     return the rows to yield: all of them, less those another transaction holds under SKIP
     LOCKED. Each row kept FOR UPDATE also gets a lock-only write at commit, which keeps writers
     that take no row locks (Spark, observers) from changing it under this transaction (write
-    skew); FOR SHARE rows get none, since two sharers' lock-only writes would conflict."""
+    skew); FOR SHARE rows get none, since two sharers' lock-only writes would conflict.
+    ``recheck``: how rows that changed are re-checked under READ COMMITTED (None: the
+    statement runs again)."""
     locking: RowLocking | None = ctx.row_locking
     kept = found
+    newest: dict[bytes, Any] = {}
+    newest_ts: int | None = None
     if locking is not None and found:
         keys = [k for k, _ in found]
         try:
@@ -89,12 +122,21 @@ async def lock_for_select(
                 LOCK_NOT_AVAILABLE,
                 f'could not obtain lock on row in relation "{codec.table.name}"',
             ) from exc
-        if any(o.changed for o in outcomes if o.taken):
-            _changed(locking)
-        kept = [f for f, o in zip(found, outcomes, strict=True) if o.taken]
+        changed = [k for (k, _), o in zip(found, outcomes, strict=True) if o.taken and o.changed]
+        if changed:
+            if recheck is None or not locking.read_committed:
+                _changed(locking)
+            newest_ts, newest = await recheck(changed)
+        kept = [
+            (k, newest.get(k, row))
+            for (k, row), o in zip(found, outcomes, strict=True)
+            if o.taken and (k not in newest or newest[k] is not None)
+        ]
     if not clause.shared:
+        txn = ctx.txn
         for key, _ in kept:
-            codec.lock(ctx.txn, key)
+            with txn.deciding_at(newest_ts if key in newest else None):
+                codec.lock(txn, key)
     return [row for _, row in kept]
 
 
@@ -113,6 +155,7 @@ async def _lock(
 
 
 def _changed(locking: RowLocking) -> None:
-    if locking.rerun_changed:
+    """What the statement has read is stale: it runs again, if it can (READ COMMITTED)."""
+    if locking.read_committed and locking.can_rerun:
         raise RowChanged()
     raise SqlError(SERIALIZATION_FAILURE, "could not serialize access due to concurrent update")

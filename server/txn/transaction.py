@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from types import TracebackType
@@ -218,6 +218,8 @@ class Transaction:
         """Rows locked (and found unchanged, or read again since) by this transaction."""
         self._journal: dict[CellKey, Mutation | None] | None = None
         """While a statement may be undone: each key's buffered write before it."""
+        self._decided_at: int | None = None
+        """Inside :meth:`deciding_at`: the snapshot the writes being buffered were decided on."""
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -249,6 +251,36 @@ class Transaction:
             else:
                 out.append(found[k] if k in found else cache[k])
         return out
+
+    async def read_newest(self, keys: Sequence[CellKey]) -> tuple[int, list[bytes | None]]:
+        """The cells' values at a fresh timestamp, which it returns with them: READ COMMITTED's
+        re-check of rows that changed after the statement's snapshot, read under their row
+        locks, so what is read stays their newest version (Postgres's EvalPlanQual). This
+        transaction's own writes win, as in :meth:`get_many`; the snapshot and its cache are
+        left as they are. One timestamp, then one round trip per shard."""
+        self._check_active()
+        ts = await self._s.clock.get_timestamp()
+        results = await self._resolve_locks(keys, await self._s.store.read(ts, keys), ts)
+        writes = self._writes
+        out: list[bytes | None] = []
+        for k, r in zip(keys, results, strict=True):
+            own = writes.get(k)
+            out.append(own.value if own is not None and own.kind != WriteKind.LOCK else r.value)
+        return ts, out
+
+    @contextlib.contextmanager
+    def deciding_at(self, ts: int | None) -> Iterator[None]:
+        """Writes buffered inside were decided on what was read at ``ts`` (rows re-read by
+        :meth:`read_newest`), so versions committed before it are no conflict for them; a cell
+        written before keeps its first bound. ``None``: no change."""
+        if ts is None:
+            yield
+            return
+        outer, self._decided_at = self._decided_at, ts
+        try:
+            yield
+        finally:
+            self._decided_at = outer
 
     def _snapshot_cache(self) -> dict[CellKey, bytes | None]:
         """The cells read at the current read_ts (emptied when READ COMMITTED moves it)."""
@@ -722,11 +754,15 @@ class Transaction:
             raise TransactionTooLarge(
                 f"a transaction may write at most {self._s.config.max_cells_per_txn} cells"
             )
-        if self.read_ts != self.start_ts and not self.pinned:
-            # READ COMMITTED: the statement decided this write on the snapshot at read_ts (and
-            # holds the row's lock), so versions committed before it are no conflict. A cell
-            # written again keeps its first bound: what came between is not in our snapshot.
-            since = previous.since_ts if previous is not None else self.read_ts
+        decided = self._decided_at
+        if decided is None and self.read_ts != self.start_ts and not self.pinned:
+            decided = self.read_ts
+        if decided is not None:
+            # READ COMMITTED: the statement decided this write on the snapshot at read_ts, or
+            # on the row's newest version (deciding_at), and holds the row's lock, so versions
+            # committed before it are no conflict. A cell written again keeps its first bound:
+            # what came between is not in what the earlier statement read.
+            since = previous.since_ts if previous is not None else decided
             if since:
                 mutation = mutation._replace(since_ts=since)
         size = _size(mutation)
