@@ -35,6 +35,7 @@ from percolator.server.sql.errors import (
     SqlError,
 )
 from percolator.server.storage.cells import CellKey
+from percolator.server.txn.transaction import RowLockMode
 
 T = TypeVar("T")
 
@@ -58,6 +59,15 @@ class TableWriter:
     @property
     def unique_indexes(self) -> list[IndexCodec]:
         return [ix for ix in self.indexes if ix.unique]
+
+    @property
+    def key_positions(self) -> frozenset[int]:
+        """Positions of the columns a foreign key could reference (the primary key's and
+        the unique indexes'): an UPDATE that changes none of them locks its rows FOR NO KEY
+        UPDATE, which a foreign key's check of them does not wait for, as in Postgres."""
+        table = self.table
+        ids = [*table.primary_key, *(c for ix in self.unique_indexes for c in ix.index.column_ids)]
+        return frozenset(table.position(c) for c in ids)
 
     def check_row(self, row: Row, ctx: Any) -> None:
         for pos, col in self.not_null:
@@ -288,7 +298,9 @@ async def insert_rows(
                 skip[i] = True
                 if on_conflict.do_update and conflict_update is not None:
                     updates.append((chunk[i], c))
-            for old, updated in await _update_conflicting(writer, ctx, updates, conflict_update):
+            for old, updated in await _update_conflicting(
+                writer, ctx, updates, conflict_update, _upsert_mode(writer, on_conflict)
+            ):
                 written.append(updated)
                 changed.append((old, updated))
                 count += 1
@@ -315,8 +327,15 @@ async def _lock_new_keys(writer: TableWriter, ctx: Any, rows: list[Row], keys: l
         return
     table = writer.table
     if table.primary_key:
-        await lock_for_write(ctx, writer.codec, sorted(set(keys)))
+        await lock_for_write(ctx, writer.codec, sorted(set(keys)), mode=_NEW_KEY)
     await _lock_unique_entries(writer, ctx, list(zip(rows, keys, strict=True)))
+
+
+_NEW_KEY = RowLockMode.NO_KEY_UPDATE
+"""How a statement locks a key it is about to take (an INSERT's, an UPDATE's new one): a
+second taker waits, as do its updaters and deleters, while a foreign key's check of an
+existing row of that key (FOR KEY SHARE) makes it wait for nothing, as in Postgres (whose
+INSERT finds such a row taken at once)."""
 
 
 async def _lock_moved_keys(
@@ -332,7 +351,7 @@ async def _lock_moved_keys(
     new_keys = {key: codec.key_of(new) if by_key else key for key, _, new in targets}
     moved = sorted({nk for key, nk in new_keys.items() if nk != key})
     if moved:
-        await lock_for_write(ctx, codec, moved)
+        await lock_for_write(ctx, codec, moved, mode=_NEW_KEY)
     await _lock_unique_entries(
         writer,
         ctx,
@@ -359,7 +378,7 @@ async def _lock_unique_entries(
             and (key not in old_of or ix.values_of(old_of[key]) != ix.values_of(row))
         }
         if entries:
-            await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries))
+            await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries), mode=_NEW_KEY)
 
 
 @dataclass(frozen=True)
@@ -370,11 +389,23 @@ class _EntryCells:
     existence: str = MARKER
 
 
+def _upsert_mode(writer: TableWriter, on_conflict: OnConflict | None) -> RowLockMode:
+    """ON CONFLICT DO UPDATE locks the rows it updates FOR NO KEY UPDATE unless it sets a key
+    column (Postgres decides by the columns set, not by the values)."""
+    keys_at = writer.key_positions
+    table = writer.table
+    sets = [] if on_conflict is None else on_conflict.assignments
+    if any(table.position(c.id) in keys_at for c, _ in sets):
+        return RowLockMode.UPDATE
+    return RowLockMode.NO_KEY_UPDATE
+
+
 async def _update_conflicting(
     writer: TableWriter,
     ctx: Any,
     updates: list[tuple[Row, Conflict]],
     conflict_update: Callable[[Row, Row], Any] | None,
+    mode: RowLockMode,
 ) -> list[tuple[Row, Row]]:
     """ON CONFLICT DO UPDATE: update each existing row a proposed row collided with; returns
     the (old, updated) rows. The existing rows are read in one batch, unless two proposed rows hit
@@ -383,7 +414,7 @@ async def _update_conflicting(
         return []
     keys = [c.existing_key for _, c in updates]
     referenced = bool(writer.foreign_keys.referrers)
-    await lock_for_write(ctx, writer.codec, sorted(set(keys)), referenced=referenced)
+    await lock_for_write(ctx, writer.codec, sorted(set(keys)), referenced=referenced, mode=mode)
     batched = len(set(keys)) == len(keys)
     existing_rows = await writer.codec.get_rows(ctx.txn, keys) if batched else []
     out: list[tuple[Row, Row]] = []
@@ -448,13 +479,25 @@ async def update_rows(
         return old, tuple(new)
 
     recheck = _can_recheck(writer, source)
-    found, changed = await _rows_locked_early(writer, ctx, source, recheck)
+    keys_at = writer.key_positions
+    # Rows whose key columns the statement may change are locked after they are read, so that
+    # the others can be locked FOR NO KEY UPDATE.
+    sets_keys = any(pos in keys_at for pos, _ in assignments)
+    found, changed = await _rows_locked_early(
+        writer, ctx, source, recheck, RowLockMode.NO_KEY_UPDATE, early=not sets_keys
+    )
     targets: dict[bytes, tuple[Row, Row]] = {}
     for full in found:
         key = writer.codec.key_of_stored(full[:width])
         if key not in targets:
             targets[key] = await updated(full)
-    changed |= await _lock_targets(writer, ctx, list(targets), recheck)
+    by_mode: dict[RowLockMode, list[bytes]] = {}
+    for key, (old, new) in targets.items():
+        moves = any(old[p] != new[p] for p in keys_at)
+        mode = RowLockMode.UPDATE if moves else RowLockMode.NO_KEY_UPDATE
+        by_mode.setdefault(mode, []).append(key)
+    for mode, keys in by_mode.items():
+        changed |= await _lock_targets(writer, ctx, keys, recheck, mode)
     since = await _recheck_targets(ctx, source, targets, changed, updated)
     rows = [(key, old, new) for key, (old, new) in targets.items()]
     await update_keys(writer, ctx, rows, since)
@@ -493,12 +536,12 @@ async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
         return full[:width]
 
     recheck = _can_recheck(writer, source)
-    found, changed = await _rows_locked_early(writer, ctx, source, recheck)
+    found, changed = await _rows_locked_early(writer, ctx, source, recheck, RowLockMode.UPDATE)
     victims: dict[bytes, Row] = {}
     for full in found:
         old = full[:width]
         victims.setdefault(writer.codec.key_of_stored(old), old)
-    changed |= await _lock_targets(writer, ctx, list(victims), recheck)
+    changed |= await _lock_targets(writer, ctx, list(victims), recheck, RowLockMode.UPDATE)
     since = await _recheck_targets(ctx, source, victims, changed, deleted)
     await delete_keys(writer, ctx, victims, since)
     return list(victims.values())
@@ -512,12 +555,14 @@ def _can_recheck(writer: TableWriter, source: Node) -> bool:
 
 
 async def _lock_targets(
-    writer: TableWriter, ctx: Any, keys: list[bytes], recheck: bool
+    writer: TableWriter, ctx: Any, keys: list[bytes], recheck: bool, mode: RowLockMode
 ) -> set[bytes]:
     """Lock the rows an UPDATE or DELETE changes; the ones that changed since the snapshot,
     for the caller to re-check."""
     referenced = bool(writer.foreign_keys.referrers)
-    return await lock_for_write(ctx, writer.codec, keys, recheck=recheck, referenced=referenced)
+    return await lock_for_write(
+        ctx, writer.codec, keys, recheck=recheck, referenced=referenced, mode=mode
+    )
 
 
 async def _recheck_targets(
@@ -545,17 +590,28 @@ async def _recheck_targets(
 
 
 async def _rows_locked_early(
-    writer: TableWriter, ctx: Any, source: Node, recheck: bool
+    writer: TableWriter,
+    ctx: Any,
+    source: Node,
+    recheck: bool,
+    mode: RowLockMode,
+    *,
+    early: bool = True,
 ) -> tuple[list[Row], set[bytes]]:
     """The rows an UPDATE or DELETE changes, and those of them known to have changed since the
     snapshot. When they are found by primary key alone, their locks are taken while they are
     read, in parallel (one round trip less on the statement's path: the lock's answer says
     whether a row changed after the snapshot read, whichever comes first); else the caller
-    locks what was found."""
-    if ctx.row_locking is None or not isinstance(source, PointGet) or not source.key_only:
+    locks what was found (``early`` False: always)."""
+    if (
+        not early
+        or ctx.row_locking is None
+        or not isinstance(source, PointGet)
+        or not source.key_only
+    ):
         return [r async for r in source.rows(ctx)], set()
     keys = sorted(set(source.keys(ctx)))
-    lock = asyncio.ensure_future(_lock_targets(writer, ctx, keys, recheck))
+    lock = asyncio.ensure_future(_lock_targets(writer, ctx, keys, recheck, mode))
     try:
         rows = [r async for r in source.rows(ctx)]
     except BaseException:

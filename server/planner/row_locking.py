@@ -24,7 +24,12 @@ from percolator.server.planner.row_codec import Row
 from percolator.server.sql.bound import LockClause
 from percolator.server.sql.errors import LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, SqlError
 from percolator.server.storage.cells import CellKey
-from percolator.server.txn.transaction import LockWait, RowLock, RowLockUnavailable
+from percolator.server.txn.transaction import (
+    LockWait,
+    RowLock,
+    RowLockMode,
+    RowLockUnavailable,
+)
 
 Recheck = Callable[[list[bytes]], Awaitable[tuple[int, dict[bytes, Row | None]]]]
 """Re-checks changed rows by key: the timestamp they were read at, and each row as the
@@ -58,6 +63,7 @@ async def lock_for_write(
     *,
     recheck: bool = False,
     referenced: bool = False,
+    mode: RowLockMode = RowLockMode.UPDATE,
 ) -> set[bytes]:
     """Lock the rows (or unique index entries) a statement is about to write, waiting for
     their holders; ``codec`` names where they are (``storage``, ``existence``).
@@ -66,11 +72,13 @@ async def lock_for_write(
     (``recheck``, READ COMMITTED only). ``referenced``: rows other tables' foreign keys
     reference, whose checks of those tables must see what a holder we waited for committed
     (a child inserted while its parent was being deleted): under READ COMMITTED a wait runs
-    the statement again, as Postgres's foreign-key triggers check with a new snapshot."""
+    the statement again, as Postgres's foreign-key triggers check with a new snapshot.
+    ``mode``: NO_KEY_UPDATE for an UPDATE that changes no key column (a foreign key's check
+    of the row does not wait for it)."""
     locking: RowLocking | None = ctx.row_locking
     if locking is None or not keys:
         return set()
-    outcomes = await _lock(ctx, locking, codec, keys, LockWait.WAIT)
+    outcomes = await _lock(ctx, locking, codec, keys, LockWait.WAIT, mode)
     if locking.read_committed and referenced and any(o.waited for o in outcomes):
         _changed(locking)
     changed = {k for k, o in zip(keys, outcomes, strict=True) if o.changed}
@@ -88,7 +96,9 @@ async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
     locking: RowLocking | None = ctx.row_locking
     if locking is None or not cells:
         return
-    outcomes = await ctx.txn.lock_rows(cells, LockWait.WAIT, locking.timeout_s, shared=True)
+    outcomes = await ctx.txn.lock_rows(
+        cells, LockWait.WAIT, locking.timeout_s, mode=RowLockMode.KEY_SHARE
+    )
     if locking.read_committed and any(o.changed or o.waited for o in outcomes):
         _changed(locking)
 
@@ -114,7 +124,7 @@ async def lock_for_select(
     if locking is not None and found:
         keys = [k for k, _ in found]
         try:
-            outcomes = await _lock(ctx, locking, codec, keys, clause.wait, clause.shared)
+            outcomes = await _lock(ctx, locking, codec, keys, clause.wait, clause.strength)
         except RowLockUnavailable as exc:
             if clause.wait is not LockWait.NOWAIT:
                 raise
@@ -146,11 +156,11 @@ async def _lock(
     codec: Any,
     keys: Sequence[bytes],
     wait: LockWait,
-    shared: bool = False,
+    mode: RowLockMode,
 ) -> list[RowLock]:
     """The transaction's lock_rows on the cells every write of these rows writes."""
     cells = [CellKey(codec.storage, k, codec.existence) for k in keys]
-    outcomes: list[RowLock] = await ctx.txn.lock_rows(cells, wait, locking.timeout_s, shared=shared)
+    outcomes: list[RowLock] = await ctx.txn.lock_rows(cells, wait, locking.timeout_s, mode=mode)
     return outcomes
 
 

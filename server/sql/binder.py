@@ -82,7 +82,7 @@ from percolator.server.sql.scope import Scope
 from percolator.server.sql.set_functions import record_fields, resolve_set_function
 from percolator.server.sql.types import SqlType
 from percolator.server.sql.window_binder import resolve_named_windows
-from percolator.server.txn.transaction import LockWait
+from percolator.server.txn.transaction import LockWait, RowLockMode
 
 if TYPE_CHECKING:
     from percolator.server.sql.merge import MergeStmt
@@ -271,7 +271,7 @@ class Binder:
                 if t.lock_rows:
                     clause = LockClause(
                         max(t.lock_clause.wait, asked.wait, key=_STRICTNESS.index),
-                        t.lock_clause.shared and asked.shared,
+                        max(t.lock_clause.strength, asked.strength),
                     )
                 t.lock_rows = True
                 t.lock_clause = clause
@@ -1542,15 +1542,19 @@ __all__ = ["Binder"]
 
 
 def _lock_clause(lock: exp.Lock) -> LockClause:
-    """A FOR UPDATE / FOR SHARE clause (sqlglot: update=False is FOR [KEY] SHARE; wait=True
-    is NOWAIT, wait=False SKIP LOCKED)."""
+    """A FOR UPDATE / FOR SHARE clause (sqlglot: update=False is FOR [KEY] SHARE, key=True
+    says KEY (FOR NO KEY UPDATE, FOR KEY SHARE); wait=True is NOWAIT, wait=False SKIP
+    LOCKED)."""
     wait = lock.args.get("wait")
     mode = LockWait.WAIT
     if wait is True:
         mode = LockWait.NOWAIT
     elif wait is False:
         mode = LockWait.SKIP_LOCKED
-    return LockClause(mode, shared=lock.args.get("update") is False)
+    key = bool(lock.args.get("key"))
+    if lock.args.get("update") is False:
+        return LockClause(mode, RowLockMode.KEY_SHARE if key else RowLockMode.SHARE)
+    return LockClause(mode, RowLockMode.NO_KEY_UPDATE if key else RowLockMode.UPDATE)
 
 
 _STRICTNESS = [LockWait.WAIT, LockWait.SKIP_LOCKED, LockWait.NOWAIT]

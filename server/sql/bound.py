@@ -15,7 +15,7 @@ from typing import Any
 
 from percolator.server.sql.catalog import ColumnDef, SequenceDef, TableDef
 from percolator.server.sql.types import SqlType
-from percolator.server.txn.transaction import LockWait
+from percolator.server.txn.transaction import LockWait, RowLockMode
 
 # -- expressions ----------------------------------------------------------------------------
 
@@ -221,9 +221,13 @@ class LockClause:
     """What FOR UPDATE / FOR SHARE asks of the rows of one table."""
 
     wait: LockWait = LockWait.WAIT
-    shared: bool = False
-    """FOR SHARE / FOR KEY SHARE: a lock that only exclusive ones (writers, FOR UPDATE)
-    conflict with; FOR UPDATE / FOR NO KEY UPDATE are exclusive."""
+    strength: RowLockMode = RowLockMode.UPDATE
+    """FOR UPDATE, FOR NO KEY UPDATE, FOR SHARE or FOR KEY SHARE."""
+
+    @property
+    def shared(self) -> bool:
+        """FOR SHARE / FOR KEY SHARE: other sharers do not wait for it."""
+        return self.strength <= RowLockMode.SHARE
 
 
 FOR_UPDATE = LockClause()

@@ -32,7 +32,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, IntEnum
 from typing import Any, Protocol
 
 import asyncpg
@@ -41,12 +41,61 @@ from percolator.server.storage.cells import CellKey
 from percolator.server.storage.errors import StoreError, StoreUnavailable
 from percolator.server.storage.sharding import row_hash
 
-SHARED = 1
-EXCLUSIVE = 2
-"""The modes a holder holds a row in, as bits (a FOR SHARE holder that then updates the row
-holds both)."""
+
+class RowLockMode(IntEnum):
+    """Postgres's four row-lock strengths, weakest first."""
+
+    KEY_SHARE = 1
+    """FOR KEY SHARE, and a foreign key's check of the row it references."""
+    SHARE = 2
+    """FOR SHARE."""
+    NO_KEY_UPDATE = 3
+    """FOR NO KEY UPDATE, and an UPDATE that changes no key column."""
+    UPDATE = 4
+    """FOR UPDATE, DELETE, an UPDATE of a key column, and the keys an INSERT takes."""
+
+
+# A row's lock is two locks, on its key and on the rest of the row, each shared or exclusive
+# (held as bits): Postgres's conflict table between the four strengths is then exactly "some
+# part is exclusive in one and held at all in the other" (KEY SHARE meets only UPDATE; SHARE
+# meets NO KEY UPDATE and UPDATE; NO KEY UPDATE meets everything but KEY SHARE).
+KEY_SHARED = 1
+KEY_EXCLUSIVE = 2
+ROW_SHARED = 4
+ROW_EXCLUSIVE = 8
+HOLDS = {
+    RowLockMode.KEY_SHARE: KEY_SHARED,
+    RowLockMode.SHARE: KEY_SHARED | ROW_SHARED,
+    RowLockMode.NO_KEY_UPDATE: ROW_EXCLUSIVE,
+    RowLockMode.UPDATE: KEY_EXCLUSIVE | ROW_EXCLUSIVE,
+}
+"""The parts each strength holds, as bits."""
+_PARTS = ((KEY_SHARED, KEY_EXCLUSIVE), (ROW_SHARED, ROW_EXCLUSIVE))
+
+
+def conflicts(a: int, b: int) -> bool:
+    """Whether two transactions' holds (bits) of one row conflict."""
+    return any(
+        (a & exclusive and b & (shared | exclusive)) or (b & exclusive and a & (shared | exclusive))
+        for shared, exclusive in _PARTS
+    )
+
+
+def covers(held: int, asked: int) -> bool:
+    """Whether holds ``held`` include ``asked`` (an exclusive part covers a shared one)."""
+    for shared, exclusive in _PARTS:
+        if asked & exclusive and not held & exclusive:
+            return False
+        if asked & shared and not held & (shared | exclusive):
+            return False
+    return True
+
+
 ROW_LOCK_SALT = 0x2545_F491_4F6C_DD1D
-"""XORed into a row's hash to make its row-lock key (see the module docstring)."""
+"""XORed into a row's hash to make the key of its key part's lock (see the module
+docstring)."""
+ROW_PART_SALT = 0x5F0E_7A2B_C3D1_9E47
+"""XORed into that to make the key of the lock on the rest of the row."""
 IDLE_CONNECTIONS = 16
 """Connections per shard kept open for the next transaction that locks rows."""
 MAX_LOCK_CONNECTIONS = 64
@@ -110,26 +159,35 @@ class RowLocks(Protocol):
     """The row locks of one transaction."""
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, shared: bool = False
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, holds: int
     ) -> list[RowLockState]:
-        """Lock the rows of ``keys`` (one cell per row: the one every write of the row
-        writes) and report each row's state, in the order given. ``timeout_s``: how long to
-        wait for one row before RowLockUnavailable. ``shared``: a lock that only exclusive
-        ones conflict with (FOR SHARE). Taking a lock this transaction holds already is a
-        no-op that still reports the state; an exclusive one over its own shared one waits
-        for the other sharers."""
+        """Take ``holds`` (bits: HOLDS of a strength) on the rows of ``keys`` (one cell per
+        row: the one every write of the row writes) and report each row's state, in the order
+        given. ``timeout_s``: how long to wait for one row before RowLockUnavailable. Holds
+        this transaction has already are taken again, which changes nothing; a stronger one
+        over its own weaker one waits only for the other holders."""
 
     async def release(self) -> None:
         """Release every lock (the transaction ended)."""
 
-    async def unlock(self, holds: Sequence[tuple[CellKey, bool]]) -> None:
-        """Give up some holds, each a row and whether it is the exclusive one (ROLLBACK TO
-        SAVEPOINT: the locks taken since)."""
+    async def unlock(self, holds: Sequence[tuple[CellKey, int]]) -> None:
+        """Give up some holds, each a row and the bits to give up (ROLLBACK TO SAVEPOINT: the
+        locks taken since)."""
 
 
 def lock_key(key: CellKey) -> int:
-    """The advisory-lock key of a row's lock."""
-    h = (row_hash(key.table, key.row) ^ ROW_LOCK_SALT) & 0xFFFF_FFFF_FFFF_FFFF
+    """The advisory-lock key of a row's key part."""
+    return _signed(row_hash(key.table, key.row) ^ ROW_LOCK_SALT)
+
+
+def row_part_key(key: CellKey) -> int:
+    """The advisory-lock key of the rest of a row."""
+    return _signed(row_hash(key.table, key.row) ^ ROW_LOCK_SALT ^ ROW_PART_SALT)
+
+
+def _signed(h: int) -> int:
+    """A 64-bit value as Postgres's bigint."""
+    h &= 0xFFFF_FFFF_FFFF_FFFF
     return h - (1 << 64) if h >= 1 << 63 else h
 
 
@@ -140,8 +198,8 @@ def lock_key(key: CellKey) -> int:
 # newest versions after the locks were taken, which one statement could not do (its snapshot
 # would predate the wait).
 _LOCK_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.percolator_lock_rows(
-    p_mode integer, p_shared boolean, p_timeout_ms integer, p_key bigint[], p_tbl text[],
-    p_row bytea[], p_col text[])
+    p_mode integer, p_holds integer, p_timeout_ms integer, p_key bigint[], p_key2 bigint[],
+    p_tbl text[], p_row bytea[], p_col text[])
 RETURNS TABLE (idx integer, taken boolean, waited boolean, newest bigint, lock_ts bigint)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
@@ -150,26 +208,49 @@ DECLARE
     got boolean[] := '{}';
     blocked boolean[] := '{}';
     ok boolean;
+    waits boolean;
+    part integer;
+    k bigint;
+    shared boolean;
 BEGIN
     PERFORM set_config('lock_timeout', p_timeout_ms::text, true);
     FOR i IN 1 .. coalesce(cardinality(p_key), 0) LOOP
-        IF p_shared THEN
-            ok := pg_try_advisory_lock_shared(p_key[i]);
-        ELSE
-            ok := pg_try_advisory_lock(p_key[i]);
-        END IF;
-        IF NOT ok AND p_mode = 1 THEN
-            RAISE EXCEPTION 'could not obtain lock on row in relation "%"', p_tbl[i]
-                USING ERRCODE = '55P03';
-        END IF;
-        blocked := blocked || (NOT ok AND p_mode = 0);
-        IF NOT ok AND p_mode = 0 AND p_shared THEN
-            PERFORM pg_advisory_lock_shared(p_key[i]);
-            ok := true;
-        ELSIF NOT ok AND p_mode = 0 THEN
-            PERFORM pg_advisory_lock(p_key[i]);
-            ok := true;
-        END IF;
+        ok := true;
+        waits := false;
+        -- The key part first, then the rest of the row: always in this order.
+        FOR j IN 0 .. 1 LOOP
+            part := (p_holds >> (2 * j)) & 3;
+            CONTINUE WHEN part = 0 OR NOT ok;
+            k := CASE WHEN j = 0 THEN p_key[i] ELSE p_key2[i] END;
+            shared := part = 1;
+            IF shared THEN
+                ok := pg_try_advisory_lock_shared(k);
+            ELSE
+                ok := pg_try_advisory_lock(k);
+            END IF;
+            IF NOT ok AND p_mode = 1 THEN
+                RAISE EXCEPTION 'could not obtain lock on row in relation "%"', p_tbl[i]
+                    USING ERRCODE = '55P03';
+            END IF;
+            IF NOT ok AND p_mode = 0 THEN
+                waits := true;
+                IF shared THEN
+                    PERFORM pg_advisory_lock_shared(k);
+                ELSE
+                    PERFORM pg_advisory_lock(k);
+                END IF;
+                ok := true;
+            END IF;
+            IF NOT ok AND j = 1 AND (p_holds & 3) <> 0 THEN
+                -- SKIP LOCKED: give back the key part this call took.
+                IF (p_holds & 3) = 1 THEN
+                    PERFORM pg_advisory_unlock_shared(p_key[i]);
+                ELSE
+                    PERFORM pg_advisory_unlock(p_key[i]);
+                END IF;
+            END IF;
+        END LOOP;
+        blocked := blocked || waits;
         got := got || ok;
     END LOOP;
     RETURN QUERY
@@ -182,26 +263,34 @@ BEGIN
     FROM unnest(p_tbl, p_row, p_col) WITH ORDINALITY AS k(tbl, rkey, col, i);
 END $$"""
 
-_LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6, $7)"
+_LOCK_CALL = "SELECT * FROM pg_temp.percolator_lock_rows($1, $2, $3, $4, $5, $6, $7, $8)"
 _UNLOCK_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.percolator_unlock_rows(
-    p_key bigint[], p_exclusive boolean[])
+    p_key bigint[], p_key2 bigint[], p_holds integer[])
 RETURNS void
 LANGUAGE plpgsql
 SET client_min_messages = error
 AS $$
+DECLARE
+    k bigint;
+    part integer;
 BEGIN
-    -- Every hold of the mode: a row asked again after settling a Percolator lock on it
-    -- was taken twice (advisory locks count their holds). The last call finds none; its
-    -- warning is kept quiet.
+    -- Every hold of the part and mode: a row asked again after settling a Percolator lock
+    -- on it was taken twice (advisory locks count their holds). The last call finds none;
+    -- its warning is kept quiet.
     FOR i IN 1 .. coalesce(cardinality(p_key), 0) LOOP
-        IF p_exclusive[i] THEN
-            WHILE pg_advisory_unlock(p_key[i]) LOOP END LOOP;
-        ELSE
-            WHILE pg_advisory_unlock_shared(p_key[i]) LOOP END LOOP;
-        END IF;
+        FOR j IN 0 .. 1 LOOP
+            k := CASE WHEN j = 0 THEN p_key[i] ELSE p_key2[i] END;
+            part := (p_holds[i] >> (2 * j)) & 3;
+            IF part & 2 <> 0 THEN
+                WHILE pg_advisory_unlock(k) LOOP END LOOP;
+            END IF;
+            IF part & 1 <> 0 THEN
+                WHILE pg_advisory_unlock_shared(k) LOOP END LOOP;
+            END IF;
+        END LOOP;
     END LOOP;
 END $$"""
-_UNLOCK_CALL = "SELECT pg_temp.percolator_unlock_rows($1, $2)"
+_UNLOCK_CALL = "SELECT pg_temp.percolator_unlock_rows($1, $2, $3)"
 _BROKEN = (
     OSError,
     TimeoutError,
@@ -294,7 +383,7 @@ class PostgresRowLocks:
         self._conns: dict[int, Any] = {}
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, shared: bool = False
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, holds: int
     ) -> list[RowLockState]:
         by_shard: dict[int, list[int]] = {}
         for i, k in enumerate(keys):
@@ -303,13 +392,13 @@ class PostgresRowLocks:
         # Shard after shard, in order: a transaction waits on one shard at a time.
         for shard in sorted(by_shard):
             idx = sorted(by_shard[shard], key=lambda i: lock_key(keys[i]))
-            states = await self._lock_on(shard, [keys[i] for i in idx], wait, timeout_s, shared)
+            states = await self._lock_on(shard, [keys[i] for i in idx], wait, timeout_s, holds)
             for i, state in zip(idx, states, strict=True):
                 out[i] = state
         return out
 
     async def _lock_on(
-        self, shard: int, keys: list[CellKey], wait: LockWait, timeout_s: float, shared: bool
+        self, shard: int, keys: list[CellKey], wait: LockWait, timeout_s: float, holds: int
     ) -> list[RowLockState]:
         where = self._shards[shard]
         try:
@@ -322,9 +411,10 @@ class PostgresRowLocks:
             records = await conn.fetch(
                 _LOCK_CALL,
                 wait.value,
-                shared,
+                holds,
                 max(1, int(timeout_s * 1000)),
                 [lock_key(k) for k in keys],
+                [row_part_key(k) for k in keys],
                 [k.table for k in keys],
                 [k.row for k in keys],
                 [k.column for k in keys],
@@ -354,18 +444,21 @@ class PostgresRowLocks:
         if conn is not None:
             self._shards[shard].discard(conn)
 
-    async def unlock(self, holds: Sequence[tuple[CellKey, bool]]) -> None:
-        by_shard: dict[int, list[tuple[CellKey, bool]]] = {}
-        for key, exclusive in holds:
-            by_shard.setdefault(self._shard_of(key.table, key.row), []).append((key, exclusive))
+    async def unlock(self, holds: Sequence[tuple[CellKey, int]]) -> None:
+        by_shard: dict[int, list[tuple[CellKey, int]]] = {}
+        for key, bits in holds:
+            by_shard.setdefault(self._shard_of(key.table, key.row), []).append((key, bits))
 
-        async def on(shard: int, part: list[tuple[CellKey, bool]]) -> None:
+        async def on(shard: int, part: list[tuple[CellKey, int]]) -> None:
             conn = self._conns.get(shard)
             if conn is None:  # those rows went unlocked
                 return
             try:
                 await conn.execute(
-                    _UNLOCK_CALL, [lock_key(k) for k, _ in part], [x for _, x in part]
+                    _UNLOCK_CALL,
+                    [lock_key(k) for k, _ in part],
+                    [row_part_key(k) for k, _ in part],
+                    [bits for _, bits in part],
                 )
             except (asyncpg.PostgresError, *_BROKEN) as exc:
                 self._drop(shard)  # closed: Postgres frees all of them, which is safe
@@ -394,7 +487,7 @@ def translate_lock_error(sqlstate: str | None, message: str) -> StoreError | Non
 
 
 class LocalRowLockTable:
-    """The row locks of one process (the memory store's): shared and exclusive, with waits,
+    """The row locks of one process (the memory store's): the four strengths, with waits,
     timeouts and deadlock detection (a waiter that would close a cycle of waits fails)."""
 
     def __init__(
@@ -403,8 +496,8 @@ class LocalRowLockTable:
         """``states``: each cell's newest commit_ts and lock start_ts, read from the store."""
         self._states = states
         self._holders: dict[tuple[str, bytes], dict[int, int]] = {}
-        """Per row, its holders and the modes each holds (SHARED | EXCLUSIVE bits)."""
-        self._waiting_for: dict[int, tuple[tuple[str, bytes], bool]] = {}
+        """Per row, its holders and the holds of each (bits, as HOLDS)."""
+        self._waiting_for: dict[int, tuple[tuple[str, bytes], int]] = {}
         self._changed = asyncio.Condition()
 
     def session(self) -> LocalRowLocks:
@@ -416,10 +509,10 @@ class LocalRowLockTable:
         keys: Sequence[CellKey],
         wait: LockWait,
         timeout_s: float,
-        shared: bool = False,
+        holds: int,
     ) -> list[RowLockState]:
         got = {
-            k: await self._lock_one(owner, (k.table, k.row), not shared, wait, timeout_s)
+            k: await self._lock_one(owner, (k.table, k.row), holds, wait, timeout_s)
             for k in sorted(keys, key=lock_key)
         }
         states = self._states(keys)
@@ -428,18 +521,16 @@ class LocalRowLockTable:
             for k, (newest, lock_ts) in zip(keys, states, strict=True)
         ]
 
-    def _blockers(self, owner: int, row: tuple[str, bytes], exclusive: bool) -> list[int]:
-        """The other holders of ``row`` whose lock conflicts with the one asked for."""
+    def _blockers(self, owner: int, row: tuple[str, bytes], holds: int) -> list[int]:
+        """The other holders of ``row`` whose holds conflict with the ones asked for."""
         holders = self._holders.get(row, {})
-        return [
-            o for o, modes in holders.items() if o != owner and (exclusive or modes & EXCLUSIVE)
-        ]
+        return [o for o, held in holders.items() if o != owner and conflicts(held, holds)]
 
     async def _lock_one(
         self,
         owner: int,
         row: tuple[str, bytes],
-        exclusive: bool,
+        holds: int,
         wait: LockWait,
         timeout_s: float,
     ) -> tuple[bool, bool]:
@@ -448,10 +539,10 @@ class LocalRowLockTable:
         waited = False
         async with self._changed:
             while True:
-                blockers = self._blockers(owner, row, exclusive)
+                blockers = self._blockers(owner, row, holds)
                 if not blockers:
                     holders = self._holders.setdefault(row, {})
-                    holders[owner] = holders.get(owner, 0) | (EXCLUSIVE if exclusive else SHARED)
+                    holders[owner] = holders.get(owner, 0) | holds
                     return True, waited
                 if wait is LockWait.SKIP_LOCKED:
                     return False, False
@@ -462,7 +553,7 @@ class LocalRowLockTable:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise RowLockUnavailable(LOCK_TIMEOUT)
-                self._waiting_for[owner] = (row, exclusive)
+                self._waiting_for[owner] = (row, holds)
                 waited = True
                 try:
                     with contextlib.suppress(TimeoutError):
@@ -486,12 +577,12 @@ class LocalRowLockTable:
                 stack.extend(self._blockers(current, *waits))
         return False
 
-    async def unlock(self, owner: int, holds: Sequence[tuple[CellKey, bool]]) -> None:
+    async def unlock(self, owner: int, holds: Sequence[tuple[CellKey, int]]) -> None:
         async with self._changed:
-            for key, exclusive in holds:
+            for key, bits in holds:
                 row = (key.table, key.row)
                 holders = self._holders.get(row, {})
-                left = holders.get(owner, 0) & ~(EXCLUSIVE if exclusive else SHARED)
+                left = holders.get(owner, 0) & ~bits
                 if left:
                     holders[owner] = left
                 else:
@@ -518,11 +609,11 @@ class LocalRowLocks:
         self._id = id(self)
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, shared: bool = False
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, holds: int
     ) -> list[RowLockState]:
-        return await self._table.lock(self._id, keys, wait, timeout_s, shared)
+        return await self._table.lock(self._id, keys, wait, timeout_s, holds)
 
-    async def unlock(self, holds: Sequence[tuple[CellKey, bool]]) -> None:
+    async def unlock(self, holds: Sequence[tuple[CellKey, int]]) -> None:
         await self._table.unlock(self._id, holds)
 
     async def release(self) -> None:

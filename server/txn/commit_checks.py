@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from percolator.server.storage.cells import CellKey, CellRead, Mutation, WriteKind
+from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.store import CellStore
 from percolator.server.txn.errors import WriteConflict
 
@@ -66,7 +67,9 @@ async def run_checks(
     present = [k for c in checks if isinstance(c, StillPresent) for k in c.keys]
     if present:
         for read in await store.read(commit_ts, list(dict.fromkeys(present))):
-            if not _has_value(read, own, start_ts):
+            if _kept_by_writer(read, start_ts):
+                await _check_kept(store, read, start_ts, commit_ts)
+            elif not _has_value(read, own, start_ts):
                 raise _conflict(read, start_ts, commit_ts, "delete of a referenced row")
     for check in checks:
         if isinstance(check, StillAbsent):
@@ -89,6 +92,31 @@ async def _check_absent(
             raise _conflict(read, start_ts, commit_ts, "insert of a referencing row")
     # Our own PUTs the scan cannot show yet (they are locks of ours) were checked by the
     # statement that wrote them.
+
+
+def _kept_by_writer(read: CellRead, start_ts: int) -> bool:
+    """Whether the cell is locked by a concurrent transaction that writes a value to it (or
+    only locks it): it has a value at the end either way if it has one now. A referenced row
+    updated meanwhile (the foreign key's check and a NO KEY UPDATE pass each other)."""
+    lock = read.lock
+    return (
+        lock is not None
+        and lock.start_ts != start_ts
+        and lock.kind in (WriteKind.PUT, WriteKind.LOCK)
+    )
+
+
+async def _check_kept(store: CellStore, read: CellRead, start_ts: int, commit_ts: int) -> None:
+    """The cell of :func:`_kept_by_writer` must have a committed value: read below the lock
+    (nothing commits to a locked cell after its lock's start_ts but the lock's own
+    transaction). One more round trip, only when a check meets such a lock."""
+    assert read.lock is not None
+    try:
+        (before,) = await store.read(read.lock.start_ts - 1, [read.key])
+    except SnapshotTooOld as exc:
+        raise _conflict(read, start_ts, commit_ts, "delete of a referenced row") from exc
+    if before.lock is not None or before.value is None:
+        raise _conflict(read, start_ts, read.lock.start_ts, "lock of a concurrent transaction")
 
 
 def _has_value(read: CellRead, own: dict[CellKey, Mutation], start_ts: int) -> bool:

@@ -36,11 +36,13 @@ from percolator.server.storage.cells import (
 from percolator.server.storage.errors import LimitExceeded, SnapshotTooOld
 from percolator.server.storage.packed import PackedCells, pack_rows
 from percolator.server.storage.row_locks import (
-    EXCLUSIVE,
-    SHARED,
+    HOLDS,
     LockWait,
+    RowLockMode,
     RowLocks,
     RowLockState,
+    conflicts,
+    covers,
 )
 from percolator.server.storage.row_locks import (
     RowLockUnavailable as RowLockUnavailable,  # raised by lock_rows; the SQL layer catches it
@@ -91,8 +93,9 @@ trip. Beyond this many, or ``READ_CACHE_BYTES`` of values, further reads are not
 READ_CACHE_BYTES = 8 * 1024 * 1024
 MAX_ROW_LOCKS = 10_000
 """Row locks one transaction takes at most (:meth:`Transaction.lock_rows`). They are advisory
-locks, which live in Postgres's shared lock table (max_locks_per_transaction times
-max_connections slots, for everyone): an UPDATE of a million rows must not fill it. Rows beyond
+locks (one or two per row), which live in Postgres's shared lock table
+(max_locks_per_transaction times max_connections slots, for everyone): an UPDATE of a million
+rows must not fill it. Rows beyond
 this are written without one, as under optimistic locking: a writer of one of them waits for
 nothing, and the prewrite's conflict check still stops a lost update."""
 
@@ -114,10 +117,11 @@ class TxnServices:
 
 @dataclass(frozen=True, slots=True)
 class RowLockWait:
-    """The rows a transaction waits to lock, and whether exclusively."""
+    """The rows a transaction waits to lock, and the holds it asks for (bits, as
+    row_locks.HOLDS)."""
 
     keys: frozenset[CellKey]
-    exclusive: bool
+    holds: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +211,8 @@ class Transaction:
         """The snapshot (read_ts) at which the guard last passed."""
         self._row_locks: RowLocks | None = None
         self._held: dict[CellKey, int] = {}
-        """Rows this transaction holds row locks on, and in which modes (SHARED | EXCLUSIVE
-        bits)."""
+        """Rows this transaction holds row locks on, and its holds of each (bits, as
+        row_locks.HOLDS)."""
         self.row_lock_wait: RowLockWait | None = None
         """The rows a lock_rows call is out for (pg_stat_activity's wait_event,
         pg_blocking_pids)."""
@@ -618,7 +622,7 @@ class Transaction:
         wait: LockWait,
         timeout_s: float | None = None,
         *,
-        shared: bool = False,
+        mode: RowLockMode = RowLockMode.UPDATE,
     ) -> list[RowLock]:
         """Lock rows until this transaction ends (see storage/row_locks.py), each given by
         the cell that every write of the row writes; waits for other holders up to
@@ -629,22 +633,22 @@ class Transaction:
         locks) is resolved, or waited for, as a read would, before the row's state is told.
         One round trip per shard (the first also takes a connection for the locks). Beyond
         MAX_ROW_LOCKS in a transaction, rows are reported taken and unchanged, unlocked.
-        ``shared``: FOR SHARE, which only exclusive locks (writers, FOR UPDATE) wait for."""
+        ``mode``: Postgres's lock strength (FOR KEY SHARE, FOR SHARE, FOR NO KEY UPDATE, FOR
+        UPDATE), which decides whom the lock waits for and who waits for it."""
         self._check_writable()
         held = self._held
-        # Not held yet, or held shared and now asked for exclusively.
-        new = [
-            k for k in dict.fromkeys(keys) if k not in held or not (shared or held[k] & EXCLUSIVE)
-        ]
+        holds = HOLDS[mode]
+        # Not held yet, or held weaker than asked now.
+        new = [k for k in dict.fromkeys(keys) if not covers(held.get(k, 0), holds)]
         if not new or len(held) + len(new) > MAX_ROW_LOCKS:
             return [_HELD] * len(keys)
         if self._row_locks is None:
             self._row_locks = self._s.row_locks()
         timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
         if wait is LockWait.WAIT:
-            self.row_lock_wait = RowLockWait(frozenset(new), not shared)
+            self.row_lock_wait = RowLockWait(frozenset(new), holds)
         try:
-            states = await self._row_locks.lock(new, wait, timeout, shared)
+            states = await self._row_locks.lock(new, wait, timeout, holds)
         finally:
             self.row_lock_wait = None
         pending = [i for i, st in enumerate(states) if st.taken and st.lock_start_ts is not None]
@@ -652,7 +656,7 @@ class Transaction:
         while pending:
             await self._settle_cells([new[i] for i in pending])
             again = await self._row_locks.lock(
-                [new[i] for i in pending], LockWait.WAIT, timeout, shared
+                [new[i] for i in pending], LockWait.WAIT, timeout, holds
             )
             for i, st in zip(pending, again, strict=True):
                 states[i] = replace(st, waited=st.waited or states[i].waited)
@@ -663,8 +667,7 @@ class Transaction:
         # A row held is not asked again: no writer that takes row locks can commit it until
         # we end, so it stays as read (a changed one makes the statement fail, or run again
         # on a snapshot taken after this, which sees its newest version).
-        mode = SHARED if shared else EXCLUSIVE
-        held.update((k, held.get(k, 0) | mode) for k, o in outcome.items() if o.taken)
+        held.update((k, held.get(k, 0) | holds) for k, o in outcome.items() if o.taken)
         return [outcome.get(k, _HELD) for k in keys]
 
     @property
@@ -676,7 +679,7 @@ class Transaction:
         """Whether this transaction holds one of the rows ``waiting`` asks for in a mode that
         conflicts with it (pg_blocking_pids)."""
         held = self._held
-        return any(k in held and (waiting.exclusive or held[k] & EXCLUSIVE) for k in waiting.keys)
+        return any(k in held and conflicts(held[k], waiting.holds) for k in waiting.keys)
 
     def _row_lock(self, state: RowLockState) -> RowLock:
         newest = state.newest_commit_ts
@@ -796,15 +799,11 @@ class Transaction:
         self._writes = dict(savepoint.writes)
         self._bytes = savepoint.size
         before, held = savepoint.held, self._held
-        holds = [
-            (k, mode == EXCLUSIVE)
-            for k, modes in held.items()
-            for mode in (SHARED, EXCLUSIVE)
-            if modes & mode and not before.get(k, 0) & mode
-        ]
+        holds = [(k, bits & ~before.get(k, 0)) for k, bits in held.items()]
+        holds = [(k, bits) for k, bits in holds if bits]
         if not holds:
             return
-        for k in {k for k, _ in holds}:
+        for k, _ in holds:
             if k in before:
                 held[k] = before[k]
             else:

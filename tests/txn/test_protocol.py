@@ -382,3 +382,34 @@ async def test_the_read_cache_keeps_within_its_byte_budget(
     assert await txn.get("acct", b"big", "v") == b"0123456789"  # over the budget: read again
     assert client.store.stats.snapshot().get("read", 0) == trips + 1
     await txn.rollback()
+
+
+@pytest.mark.parametrize(("kind", "commits"), [(WriteKind.PUT, True), (WriteKind.DELETE, False)])
+async def test_a_commit_check_of_presence_passes_a_concurrent_update(
+    client: TransactionClient, store: CellStore, clock: WallClock, kind: WriteKind, commits: bool
+) -> None:
+    """A foreign key's check that its parent still exists meets the parent's cell locked by a
+    transaction committing an UPDATE of it (the check and a NO KEY UPDATE do not wait for each
+    other): the parent exists whether that one commits or not, so the check passes. A lock
+    that deletes the cell still fails it (40001)."""
+    from percolator.server.txn.commit_checks import StillPresent
+
+    await put_committed(client, parent=b"p")
+    child = await client.begin()
+    assert await child.get("acct", b"parent", "v") == b"p"
+    child.set("acct", b"child", "v", b"c")
+    child.check_at_commit(StillPresent((k("parent"),)))
+    other_ts = await clock.get_timestamp()
+    value = b"p2" if kind is WriteKind.PUT else None
+    assert (
+        await store.prewrite(other_ts, k("parent"), 30_000, [Mutation(k("parent"), kind, value)])
+        == []
+    )
+    if commits:
+        await child.commit()
+        async with client.begin() as txn:
+            assert await txn.get("acct", b"child", "v") == b"c"
+    else:
+        with pytest.raises(WriteConflict):
+            await child.commit()
+    await store.rollback(other_ts, [k("parent")], leave_marker=True)
