@@ -58,9 +58,10 @@ class Reference:
     encode: Callable[[Sequence[object]], bytes]
     """Probe-ordered values -> the row key of the cell that exists iff the parent does."""
     references_key: bool
-    """The constraint names the parent's primary key: the probe is the parent's own row,
-    which a check locks (FOR KEY SHARE). A probe of a unique index entry is not the row a
-    DELETE of the parent locks, so it takes no lock."""
+    """The constraint names the parent's primary key: the probe is the parent's own row.
+    Else it probes a unique index entry, whose value is the parent row's key."""
+    parent_cell: Callable[[bytes], CellKey]
+    """A parent row's key -> the cell its row lock is taken on (as its writers take it)."""
 
     def key_of(self, row: Row) -> Key | None:
         """The referenced key of ``row`` (in the constraint's order), None if it has a NULL."""
@@ -143,7 +144,12 @@ def _reference(table: TableDef, parent: TableDef, fk: ForeignKeyDef) -> Referenc
         order = index.column_ids
         storage, column, encode = index.storage, MARKER, IndexCodec(parent, index).prefix
     indices = tuple(fk.ref_column_ids.index(c) for c in order)
-    return Reference(fk, table, parent, indices, storage, column, encode, by_key)
+    existence = RowCodec(parent).existence
+
+    def parent_cell(row_key: bytes) -> CellKey:
+        return CellKey(parent.storage, row_key, existence)
+
+    return Reference(fk, table, parent, indices, storage, column, encode, by_key, parent_cell)
 
 
 def _referrer(parent: TableDef, child: TableDef, fk: ForeignKeyDef) -> Referrer:
@@ -276,13 +282,23 @@ async def check_reference(
     if not probes:
         return
     cells = list(probes)
-    if lock and ref.references_key:
-        await lock_for_reference(ctx, cells)
+    if lock:
+        await lock_for_reference(ctx, await _referenced_rows(ref, ctx, cells))
     found = await ctx.txn.get_many(cells)
     for row, value in zip(probes.values(), found, strict=True):
         if value is None:
             raise _missing_parent(ref, row)
     ctx.txn.check_at_commit(StillPresent(tuple(cells)))
+
+
+async def _referenced_rows(ref: Reference, ctx: Any, probes: list[CellKey]) -> list[CellKey]:
+    """The cells of the parent rows ``probes`` find, to lock FOR KEY SHARE: the probes
+    themselves for a primary key; for a unique index, the rows its entries name (read first:
+    the check's own read of them then costs no round trip)."""
+    if ref.references_key:
+        return [ref.parent_cell(p.row) for p in probes]
+    row_keys = await ctx.txn.get_many(probes)
+    return [ref.parent_cell(k) for k in row_keys if k is not None]
 
 
 def _missing_parent(ref: Reference, row: Row) -> SqlError:

@@ -91,16 +91,27 @@ async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
     """A foreign-key check's FOR KEY SHARE on the referenced rows (``cells``: the cells that
     exist iff they do), as Postgres takes: a concurrent DELETE of one waits for this
     transaction, and this one waits for an uncommitted DELETE. Under READ COMMITTED a row that
-    changed or was waited for runs the statement again; under REPEATABLE READ the commit
-    check decides (a parent updated meanwhile is no conflict)."""
+    changed or was waited for runs the statement again; under REPEATABLE READ one deleted
+    since (or whose key changed) fails the statement with 40001, one updated is no conflict,
+    and the commit check covers the rest."""
     locking: RowLocking | None = ctx.row_locking
     if locking is None or not cells:
         return
     outcomes = await ctx.txn.lock_rows(
         cells, LockWait.WAIT, locking.timeout_s, mode=RowLockMode.KEY_SHARE
     )
-    if locking.read_committed and any(o.changed or o.waited for o in outcomes):
-        _changed(locking)
+    if locking.read_committed:
+        if any(o.changed or o.waited for o in outcomes):
+            _changed(locking)
+        return
+    # REPEATABLE READ: a referenced row updated since is still the row the check found (its
+    # key did not change: that would have deleted it here); one deleted, or whose key moved,
+    # is Postgres's serialization failure at the statement.
+    changed = [c for c, o in zip(cells, outcomes, strict=True) if o.changed]
+    if changed:
+        _, values = await ctx.txn.read_newest(changed)
+        if any(v is None for v in values):
+            _changed(locking)
 
 
 async def lock_for_select(

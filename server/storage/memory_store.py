@@ -600,16 +600,22 @@ class MemoryCellStore(CellStore):
     def row_locks(self) -> RowLocks:
         return self._row_locks.session()
 
-    def _row_states(self, keys: Sequence[CellKey]) -> list[tuple[int | None, int | None]]:
-        """Each cell's newest commit_ts (rollbacks aside) and its lock's start_ts."""
-        out: list[tuple[int | None, int | None]] = []
+    def _row_states(
+        self, keys: Sequence[CellKey]
+    ) -> list[tuple[int | None, int | None, int | None]]:
+        """Each cell's newest commit_ts of a PUT or DELETE, its newest of a LOCK record, and
+        its lock's start_ts."""
+        out: list[tuple[int | None, int | None, int | None]] = []
+        changes = (WriteKind.PUT, WriteKind.DELETE)
         for k in keys:
             cell = self._cells.get(k)
             if cell is None:
-                out.append((None, None))
+                out.append((None, None, None))
                 continue
-            newest = next((w.commit_ts for w in cell.writes if w.kind != WriteKind.ROLLBACK), None)
-            out.append((newest, None if cell.lock is None else cell.lock.info.start_ts))
+            newest = next((w.commit_ts for w in cell.writes if w.kind in changes), None)
+            locked = next((w.commit_ts for w in cell.writes if w.kind == WriteKind.LOCK), None)
+            lock_ts = None if cell.lock is None else cell.lock.info.start_ts
+            out.append((newest, locked, lock_ts))
         return out
 
     async def close(self) -> None:

@@ -121,13 +121,16 @@ class RowLockState:
 
     taken: bool
     newest_commit_ts: int | None
-    """commit_ts of the newest write record of the row's cell (rollbacks aside), read after
-    the lock was taken: later than the caller's snapshot means the row changed."""
+    """commit_ts of the newest PUT or DELETE record of the row's cell, read after the lock
+    was taken: later than the caller's snapshot means the row changed."""
     lock_start_ts: int | None
     """start_ts of a Percolator lock on the cell (a commit in progress: the caller resolves
     it and asks again)."""
     waited: bool = False
     """Another holder had the row: the lock was taken after it let go."""
+    locked_commit_ts: int | None = None
+    """commit_ts of the newest LOCK record of the cell (a FOR UPDATE holder's, at its
+    commit): the row was locked, not changed."""
 
 
 SKIPPED = RowLockState(False, None, None)
@@ -200,7 +203,8 @@ def _signed(h: int) -> int:
 _LOCK_FUNCTION = """CREATE OR REPLACE FUNCTION pg_temp.percolator_lock_rows(
     p_mode integer, p_holds integer, p_timeout_ms integer, p_key bigint[], p_key2 bigint[],
     p_tbl text[], p_row bytea[], p_col text[])
-RETURNS TABLE (idx integer, taken boolean, waited boolean, newest bigint, lock_ts bigint)
+RETURNS TABLE (idx integer, taken boolean, waited boolean, newest bigint, locked bigint,
+    lock_ts bigint)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET plan_cache_mode = force_generic_plan
 AS $$
@@ -256,7 +260,10 @@ BEGIN
     RETURN QUERY
     SELECT k.i::integer, got[k.i], blocked[k.i],
         CASE WHEN got[k.i] THEN (SELECT w.commit_ts FROM percolator_write w
-            WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.kind <> 3
+            WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.kind IN (1, 2)
+            ORDER BY w.commit_ts DESC LIMIT 1) END,
+        CASE WHEN got[k.i] THEN (SELECT w.commit_ts FROM percolator_write w
+            WHERE w.tbl = k.tbl AND w.rkey = k.rkey AND w.col = k.col AND w.kind = 4
             ORDER BY w.commit_ts DESC LIMIT 1) END,
         CASE WHEN got[k.i] THEN (SELECT l.start_ts FROM percolator_lock l
             WHERE l.tbl = k.tbl AND l.rkey = k.rkey AND l.col = k.col LIMIT 1) END
@@ -436,7 +443,9 @@ class PostgresRowLocks:
             raise
         states = [SKIPPED] * len(keys)
         for r in records:
-            states[r["idx"] - 1] = RowLockState(r["taken"], r["newest"], r["lock_ts"], r["waited"])
+            states[r["idx"] - 1] = RowLockState(
+                r["taken"], r["newest"], r["lock_ts"], r["waited"], r["locked"]
+            )
         return states
 
     def _drop(self, shard: int) -> None:
@@ -491,9 +500,11 @@ class LocalRowLockTable:
     timeouts and deadlock detection (a waiter that would close a cycle of waits fails)."""
 
     def __init__(
-        self, states: Callable[[Sequence[CellKey]], list[tuple[int | None, int | None]]]
+        self,
+        states: Callable[[Sequence[CellKey]], list[tuple[int | None, int | None, int | None]]],
     ) -> None:
-        """``states``: each cell's newest commit_ts and lock start_ts, read from the store."""
+        """``states``: each cell's newest commit_ts of a change and of a LOCK record, and its
+        lock's start_ts, read from the store."""
         self._states = states
         self._holders: dict[tuple[str, bytes], dict[int, int]] = {}
         """Per row, its holders and the holds of each (bits, as HOLDS)."""
@@ -517,8 +528,8 @@ class LocalRowLockTable:
         }
         states = self._states(keys)
         return [
-            RowLockState(True, newest, lock_ts, got[k][1]) if got[k][0] else SKIPPED
-            for k, (newest, lock_ts) in zip(keys, states, strict=True)
+            RowLockState(True, newest, lock_ts, got[k][1], locked) if got[k][0] else SKIPPED
+            for k, (newest, locked, lock_ts) in zip(keys, states, strict=True)
         ]
 
     def _blockers(self, owner: int, row: tuple[str, bytes], holds: int) -> list[int]:

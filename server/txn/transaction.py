@@ -224,6 +224,10 @@ class Transaction:
         """While a statement may be undone: each key's buffered write before it."""
         self._decided_at: int | None = None
         """Inside :meth:`deciding_at`: the snapshot the writes being buffered were decided on."""
+        self._locked_until: dict[CellKey, int] = {}
+        """Row cells with a LOCK record committed after start_ts, found when this transaction
+        took their row locks: writes of them are conflict-checked from after it (see
+        :meth:`lock_rows`)."""
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -634,7 +638,12 @@ class Transaction:
         One round trip per shard (the first also takes a connection for the locks). Beyond
         MAX_ROW_LOCKS in a transaction, rows are reported taken and unchanged, unlocked.
         ``mode``: Postgres's lock strength (FOR KEY SHARE, FOR SHARE, FOR NO KEY UPDATE, FOR
-        UPDATE), which decides whom the lock waits for and who waits for it."""
+        UPDATE), which decides whom the lock waits for and who waits for it.
+
+        A row only locked since (a FOR UPDATE holder's LOCK record, committed) has not changed,
+        as in Postgres, where a later writer of a row that was only locked goes on: this
+        transaction's writes of that cell are conflict-checked from after the LOCK record (all
+        the records up to it were seen here, none a change)."""
         self._check_writable()
         held = self._held
         holds = HOLDS[mode]
@@ -661,7 +670,7 @@ class Transaction:
             for i, st in zip(pending, again, strict=True):
                 states[i] = replace(st, waited=st.waited or states[i].waited)
             pending = [i for i in pending if states[i].lock_start_ts is not None]
-        outcome = {k: self._row_lock(st) for k, st in zip(new, states, strict=True)}
+        outcome = {k: self._row_lock(k, st) for k, st in zip(new, states, strict=True)}
         if settled or any(o.changed for o in outcome.values()):
             self._contended = True
         # A row held is not asked again: no writer that takes row locks can commit it until
@@ -681,8 +690,11 @@ class Transaction:
         held = self._held
         return any(k in held and conflicts(held[k], waiting.holds) for k in waiting.keys)
 
-    def _row_lock(self, state: RowLockState) -> RowLock:
+    def _row_lock(self, key: CellKey, state: RowLockState) -> RowLock:
         newest = state.newest_commit_ts
+        locked = state.locked_commit_ts
+        if state.taken and locked is not None and locked >= self.start_ts:
+            self._locked_until[key] = max(locked + 1, self._locked_until.get(key, 0))
         return RowLock(state.taken, newest is not None and newest > self.read_ts, state.waited)
 
     async def _settle_cells(self, keys: Sequence[CellKey]) -> None:
@@ -768,6 +780,9 @@ class Transaction:
             since = previous.since_ts if previous is not None else decided
             if since:
                 mutation = mutation._replace(since_ts=since)
+        floor = self._locked_until.get(key)
+        if floor is not None and floor > max(mutation.since_ts, self.start_ts):
+            mutation = mutation._replace(since_ts=floor)
         size = _size(mutation)
         if self._bytes + size > self._s.config.max_bytes_per_txn:
             raise TransactionTooLarge(
