@@ -244,12 +244,8 @@ class Binder:
 
     def bind_select(self, node: exp.Select, outer: Scope | None) -> Rel:
         # Inside a select-list item, a subquery's own clauses are not select-list items.
-        saved = self.exprs.async_calls_ok
-        self.exprs.async_calls_ok = False
-        try:
+        with self.exprs.async_calls(False):
             return self._bind_select(node, outer)
-        finally:
-            self.exprs.async_calls_ok = saved
 
     def _bind_select(self, node: exp.Select, outer: Scope | None) -> Rel:
         node = resolve_named_windows(node)
@@ -282,7 +278,10 @@ class Binder:
                 )
         where = node.args.get("where")
         if where is not None:
-            pred = self.exprs.bind_condition(where.this, q.scope, "WHERE")
+            # A call that waits (pg_advisory_lock, pg_sleep) stays in the WHERE filter, which
+            # awaits it row by row, as Postgres evaluates it for each row the scan finds.
+            with self.exprs.async_calls(True):
+                pred = self.exprs.bind_condition(where.this, q.scope, "WHERE")
             q.rel = self._apply_where(q, pred)
 
         select_items = self._expand_stars(node.expressions, q.scope)
@@ -547,12 +546,8 @@ class Binder:
     def _bind_allowing_async(self, node: exp.Expression, scope: Scope) -> BExpr:
         """Bind a select-list or VALUES item, where calls that need a round trip (nextval)
         may be: the operator computing the item awaits them first."""
-        saved = self.exprs.async_calls_ok
-        self.exprs.async_calls_ok = True
-        try:
+        with self.exprs.async_calls(True):
             return self.exprs.bind(node, scope)
-        finally:
-            self.exprs.async_calls_ok = saved
 
     def _apply_where(self, q: _Query, pred: BExpr) -> Rel:
         """Push conjuncts that read one table (and no subquery) into its scan, and

@@ -27,6 +27,7 @@ from percolator.server.sql import (
     json_operators,
     operators,
     sequence_functions,
+    sleep_functions,
     window_binder,
 )
 from percolator.server.sql import types as T
@@ -316,6 +317,16 @@ class ExprBinder:
             yield
         finally:
             self.window_ctx, self.srf_ctx = saved
+
+    @contextlib.contextmanager
+    def async_calls(self, allowed: bool) -> Iterator[None]:
+        """Bind where calls that wait (nextval, pg_sleep) may be, or may not be."""
+        saved = self.async_calls_ok
+        self.async_calls_ok = allowed
+        try:
+            yield
+        finally:
+            self.async_calls_ok = saved
 
     @property
     def params(self) -> Params:
@@ -1471,16 +1482,20 @@ class ExprBinder:
             return sequence_functions.bind(self, name, args)
         if name in advisory_functions.NAMES:
             return advisory_functions.bind(self, name, args)
+        if name in sleep_functions.NAMES:
+            return sleep_functions.bind(self, name, args)
         return self.call(name, args)
 
     def async_call(
         self, name: str, t: SqlType, fn: Callable[..., Awaitable[object]], args: list[BExpr]
     ) -> BExpr:
-        """A call that needs a round trip or may wait (nextval, pg_advisory_lock): awaited by
-        the operator before it evaluates the row, so allowed only in a select list or VALUES
-        (0A000 elsewhere)."""
+        """A call that needs a round trip or may wait (nextval, pg_advisory_lock, pg_sleep):
+        awaited by the operator before it evaluates the row, so allowed only in a select list,
+        VALUES or a query's WHERE (0A000 elsewhere)."""
         if not self.async_calls_ok:
-            raise unsupported(f"{name}() here (it is allowed in a select list and in VALUES)")
+            raise unsupported(
+                f"{name}() here (it is allowed in a select list, in VALUES and in a query's WHERE)"
+            )
         slot = self.subquery_slots
         self.subquery_slots += 1
         return BAsyncCall(t, name, fn, args, slot)

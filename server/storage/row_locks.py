@@ -162,11 +162,12 @@ class RowLocks(Protocol):
     """The row locks of one transaction."""
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, holds: int
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float | None, holds: int
     ) -> list[RowLockState]:
         """Take ``holds`` (bits: HOLDS of a strength) on the rows of ``keys`` (one cell per
         row: the one every write of the row writes) and report each row's state, in the order
-        given. ``timeout_s``: how long to wait for one row before RowLockUnavailable. Holds
+        given. ``timeout_s``: how long to wait for one row before RowLockUnavailable (None:
+        as long as it takes; a deadlock still fails). Holds
         this transaction has already are taken again, which changes nothing; a stronger one
         over its own weaker one waits only for the other holders."""
 
@@ -390,7 +391,7 @@ class PostgresRowLocks:
         self._conns: dict[int, Any] = {}
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, holds: int
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float | None, holds: int
     ) -> list[RowLockState]:
         by_shard: dict[int, list[int]] = {}
         for i, k in enumerate(keys):
@@ -405,7 +406,12 @@ class PostgresRowLocks:
         return out
 
     async def _lock_on(
-        self, shard: int, keys: list[CellKey], wait: LockWait, timeout_s: float, holds: int
+        self,
+        shard: int,
+        keys: list[CellKey],
+        wait: LockWait,
+        timeout_s: float | None,
+        holds: int,
     ) -> list[RowLockState]:
         where = self._shards[shard]
         try:
@@ -419,7 +425,7 @@ class PostgresRowLocks:
                 _LOCK_CALL,
                 wait.value,
                 holds,
-                max(1, int(timeout_s * 1000)),
+                0 if timeout_s is None else max(1, int(timeout_s * 1000)),  # 0: no limit
                 [lock_key(k) for k in keys],
                 [row_part_key(k) for k in keys],
                 [k.table for k in keys],
@@ -519,7 +525,7 @@ class LocalRowLockTable:
         owner: int,
         keys: Sequence[CellKey],
         wait: LockWait,
-        timeout_s: float,
+        timeout_s: float | None,
         holds: int,
     ) -> list[RowLockState]:
         got = {
@@ -543,10 +549,10 @@ class LocalRowLockTable:
         row: tuple[str, bytes],
         holds: int,
         wait: LockWait,
-        timeout_s: float,
+        timeout_s: float | None,
     ) -> tuple[bool, bool]:
         """(taken, waited): SKIP LOCKED leaves a held row untaken."""
-        deadline = time.monotonic() + timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         waited = False
         async with self._changed:
             while True:
@@ -561,8 +567,8 @@ class LocalRowLockTable:
                     raise RowLockUnavailable(f'could not obtain lock on row in relation "{row[0]}"')
                 if self._closes_cycle(owner, blockers):
                     raise RowLockDeadlock(DEADLOCK)
-                left = deadline - time.monotonic()
-                if left <= 0:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
                     raise RowLockUnavailable(LOCK_TIMEOUT)
                 self._waiting_for[owner] = (row, holds)
                 waited = True
@@ -620,7 +626,7 @@ class LocalRowLocks:
         self._id = id(self)
 
     async def lock(
-        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float, holds: int
+        self, keys: Sequence[CellKey], wait: LockWait, timeout_s: float | None, holds: int
     ) -> list[RowLockState]:
         return await self._table.lock(self._id, keys, wait, timeout_s, holds)
 

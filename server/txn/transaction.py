@@ -630,7 +630,8 @@ class Transaction:
     ) -> list[RowLock]:
         """Lock rows until this transaction ends (see storage/row_locks.py), each given by
         the cell that every write of the row writes; waits for other holders up to
-        ``timeout_s`` (default: the lock-wait timeout), then RowLockUnavailable (55P03).
+        ``timeout_s`` (default: unbounded on one shard, else the lock-wait timeout), then
+        RowLockUnavailable (55P03).
         Reports, per row, whether it was taken and whether it changed after read_ts.
 
         A Percolator lock found on a cell (a commit in progress, or a writer that takes no row
@@ -653,7 +654,7 @@ class Transaction:
             return [_HELD] * len(keys)
         if self._row_locks is None:
             self._row_locks = self._s.row_locks()
-        timeout = self._s.config.lock_wait_timeout_s if timeout_s is None else timeout_s
+        timeout = timeout_s if timeout_s is not None else self._row_lock_wait_bound()
         if wait is LockWait.WAIT:
             self.row_lock_wait = RowLockWait(frozenset(new), holds)
         try:
@@ -678,6 +679,15 @@ class Transaction:
         # on a snapshot taken after this, which sees its newest version).
         held.update((k, held.get(k, 0) | holds) for k, o in outcome.items() if o.taken)
         return [outcome.get(k, _HELD) for k in keys]
+
+    def _row_lock_wait_bound(self) -> float | None:
+        """How long a row lock waits when the caller sets no timeout: as long as it takes on
+        one shard, as in Postgres (whose deadlock detector sees every cycle of waits there);
+        with several shards the lock-wait timeout, since a cycle across shards is not
+        detected."""
+        if self._s.store.shard_count == 1:
+            return None
+        return self._s.config.lock_wait_timeout_s
 
     @property
     def waiting_for_row_lock(self) -> bool:

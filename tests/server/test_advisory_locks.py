@@ -93,8 +93,52 @@ def waiting(connect: Callable[[], psycopg.Connection]) -> list[object]:
         return [still_waiting, bool(got) and got[0] >= released_at]
 
 
+def in_where(connect: Callable[[], psycopg.Connection]) -> list[object]:
+    """A lock function in a query's WHERE runs for each row the scan finds."""
+    with connect() as a, connect() as b:
+        rows = a.execute(
+            "SELECT g FROM generate_series(1, 3) g WHERE pg_try_advisory_lock(g) ORDER BY g"
+        ).fetchall()
+        out: list[object] = [[r[0] for r in rows]]
+        out += [_one(b, f"SELECT pg_try_advisory_lock({g})") for g in (1, 2, 3, 4)]
+        out.append(_one(a, "SELECT pg_advisory_unlock_all()"))
+    return out
+
+
+def sleeping(connect: Callable[[], psycopg.Connection]) -> list[object]:
+    """pg_sleep and its two friends return void after the wait; statement_timeout ends it."""
+    with connect() as a:
+        started = time.monotonic()
+        out: list[object] = [
+            _one(a, "SELECT pg_sleep(0.2)"),
+            _one(a, "SELECT pg_sleep_for('100 milliseconds')"),
+            _one(a, "SELECT pg_sleep_until(now() + interval '100 milliseconds')"),
+            _one(a, "SELECT pg_sleep(-1)"),
+            _one(a, "SELECT pg_sleep(NULL)"),
+        ]
+        out.append(time.monotonic() - started >= 0.35)
+        a.execute("SET statement_timeout = 200")
+        started = time.monotonic()
+        try:
+            a.execute("SELECT pg_sleep(30)")
+        except psycopg.errors.QueryCanceled as exc:
+            out.append(exc.sqlstate)
+        out.append(time.monotonic() - started < 5)
+        out.append(_one(a, "SELECT 1"))  # the connection is still good
+    return out
+
+
 @pytest.mark.parametrize(
-    "scenario", [exclusive_and_try, shared_locks, transaction_locks, closing_releases, waiting]
+    "scenario",
+    [
+        exclusive_and_try,
+        shared_locks,
+        transaction_locks,
+        closing_releases,
+        waiting,
+        in_where,
+        sleeping,
+    ],
 )
 def test_advisory_locks_behave_as_in_postgres(
     sql_server: SqlServer, reference_dsn: str, scenario: Scenario
@@ -104,7 +148,9 @@ def test_advisory_locks_behave_as_in_postgres(
     assert ours == ref
 
 
-def test_advisory_lock_outside_a_select_list_is_refused(sql_server: SqlServer) -> None:
+def test_advisory_lock_in_an_update_condition_is_refused(sql_server: SqlServer) -> None:
     with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.FeatureNotSupported):
-            conn.execute("SELECT 1 WHERE pg_try_advisory_lock(1)")
+        conn.execute("CREATE TABLE adv_upd (id int PRIMARY KEY)")
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="pg_try_advisory_lock"):
+            conn.execute("UPDATE adv_upd SET id = 2 WHERE pg_try_advisory_lock(1)")
+        assert _one(conn, "SELECT 1") == 1

@@ -62,9 +62,27 @@ def test_sequences(pair: Pair) -> None:
     )
 
 
-def test_nextval_outside_select_lists_is_refused(pair: Pair) -> None:
+def test_nextval_in_a_query_condition_runs_per_row(pair: Pair) -> None:
+    """As in Postgres: a WHERE calls nextval once for each row it looks at."""
+    for conn in pair:
+        conn.execute("CREATE SEQUENCE IF NOT EXISTS s9")
+    got = [
+        [
+            conn.execute("SELECT 1 WHERE 5 = nextval('s9')").fetchall(),
+            conn.execute(
+                "SELECT g FROM generate_series(1, 4) g WHERE nextval('s9') = 3"
+            ).fetchall(),
+            conn.execute("SELECT nextval('s9')").fetchone(),
+        ]
+        for conn in pair
+    ]
+    assert got[0] == got[1] == [[], [(2,)], (6,)]
+
+
+def test_nextval_in_an_update_condition_is_refused(pair: Pair) -> None:
     ours, _ = pair
-    ours.execute("CREATE SEQUENCE IF NOT EXISTS s9")
-    with pytest.raises(psycopg.errors.FeatureNotSupported):
-        ours.execute("SELECT 1 WHERE 5 = nextval('s9')")
-    assert ours.execute("SELECT nextval('s9')").fetchone() == (1,)
+    ours.execute("CREATE SEQUENCE IF NOT EXISTS s10")
+    ours.execute("CREATE TABLE IF NOT EXISTS seq_upd (id int PRIMARY KEY)")
+    with pytest.raises(psycopg.errors.FeatureNotSupported, match="nextval"):
+        ours.execute("UPDATE seq_upd SET id = 1 WHERE id = nextval('s10')")
+    assert ours.execute("SELECT nextval('s10')").fetchone() == (1,)

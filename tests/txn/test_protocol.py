@@ -413,3 +413,29 @@ async def test_a_commit_check_of_presence_passes_a_concurrent_update(
         with pytest.raises(WriteConflict):
             await child.commit()
     await store.rollback(other_ts, [k("parent")], leave_marker=True)
+
+
+async def test_a_row_lock_wait_is_unbounded_on_one_shard(
+    client: TransactionClient, store: CellStore
+) -> None:
+    """As in Postgres, a row-lock wait with no timeout of its own lasts as long as the holder
+    when one shard's deadlock detector sees every cycle; with several shards it is bounded by
+    the lock-wait timeout (a cycle across shards would go unseen)."""
+    from percolator.server.storage.row_locks import LockWait, RowLockUnavailable
+
+    holder, waiter = await client.begin(), await client.begin()
+    row = [k("hot")]
+    await holder.lock_rows(row, LockWait.WAIT)
+    wait = asyncio.create_task(waiter.lock_rows(row, LockWait.WAIT))
+    bound = FAST_CONFIG.lock_wait_timeout_s
+    await asyncio.sleep(bound + 0.5)
+    if store.shard_count == 1:
+        assert not wait.done()
+        await holder.rollback()
+        (state,) = await asyncio.wait_for(wait, 5)
+        assert state.taken and state.waited
+    else:
+        with pytest.raises(RowLockUnavailable):
+            await wait
+        await holder.rollback()
+    await waiter.rollback()
