@@ -283,8 +283,13 @@ async def insert_rows(
         needs_check = bool(writer.table.primary_key) or bool(writer.unique_indexes)
         if needs_check:
             _check_batch_duplicates(writer, chunk, keys, skip, on_conflict)
-            await _lock_new_keys(writer, ctx, chunk, keys)
-            conflicts = await find_conflicts(writer, ctx, chunk, keys)
+            # The keys' locks and the read of their rows go out together: a lock that waited
+            # for a key's other inserter reports whether it committed (the statement then
+            # runs again, and finds the key taken), so the read at the snapshot stands.
+            conflicts, _ = await _beside(
+                _lock_new_keys(writer, ctx, chunk, keys),
+                find_conflicts(writer, ctx, chunk, keys),
+            )
             updates: list[tuple[Row, Conflict]] = []
             for i, c in enumerate(conflicts):
                 if c is None or skip[i]:
@@ -611,15 +616,29 @@ async def _rows_locked_early(
     ):
         return [r async for r in source.rows(ctx)], set()
     keys = sorted(set(source.keys(ctx)))
-    lock = asyncio.ensure_future(_lock_targets(writer, ctx, keys, recheck, mode))
+    return await _beside(_lock_targets(writer, ctx, keys, recheck, mode), _all_rows(source, ctx))
+
+
+async def _all_rows(source: Node, ctx: Any) -> list[Row]:
+    return [r async for r in source.rows(ctx)]
+
+
+L = TypeVar("L")
+
+
+async def _beside(lock: Awaitable[L], read: Awaitable[T]) -> tuple[T, L]:
+    """``read`` while ``lock`` is out, in parallel (one round trip on the statement's path
+    instead of two): the lock's answer says whether what was read still stands. A failed read
+    withdraws the lock call."""
+    locking = asyncio.ensure_future(lock)
     try:
-        rows = [r async for r in source.rows(ctx)]
+        result = await read
     except BaseException:
-        lock.cancel()
+        locking.cancel()
         with contextlib.suppress(BaseException):
-            await lock
+            await locking
         raise
-    return rows, await lock
+    return result, await locking
 
 
 async def delete_keys(

@@ -82,13 +82,11 @@ def conflicts(a: int, b: int) -> bool:
 
 
 def covers(held: int, asked: int) -> bool:
-    """Whether holds ``held`` include ``asked`` (an exclusive part covers a shared one)."""
-    for shared, exclusive in _PARTS:
-        if asked & exclusive and not held & exclusive:
-            return False
-        if asked & shared and not held & (shared | exclusive):
-            return False
-    return True
+    """Whether holds ``held`` keep out everyone that ``asked`` would: then a transaction that
+    has them need not take ``asked`` too. Postgres's strengths are nested this way (a holder
+    of NO KEY UPDATE asking for KEY SHARE, as a foreign key's check of a row it updated
+    does, already has all it needs), though their parts are not."""
+    return all(conflicts(held, theirs) for theirs in HOLDS.values() if conflicts(asked, theirs))
 
 
 ROW_LOCK_SALT = 0x2545_F491_4F6C_DD1D

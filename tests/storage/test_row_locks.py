@@ -249,3 +249,20 @@ async def test_a_key_share_holder_waits_only_for_a_key_update(store: CellStore) 
     (state,) = await asyncio.wait_for(deleting, 5)
     assert state.taken and state.waited
     await parent.release()
+
+
+def test_a_holder_of_a_strength_has_every_weaker_one() -> None:
+    """As in Postgres, a transaction holding a strength needs no weaker one on the row (a
+    foreign key's KEY SHARE check of a row it updated takes no lock), though the parts of
+    NO KEY UPDATE (the rest of the row) do not include KEY SHARE's (the key)."""
+    from percolator.server.storage.row_locks import covers
+
+    order = list(RowLockMode)
+    for i, held in enumerate(order):
+        for j, asked in enumerate(order):
+            assert covers(HOLDS[held], HOLDS[asked]) == (j <= i), (held, asked)
+    assert not covers(0, HOLDS[RowLockMode.KEY_SHARE])
+    # FOR SHARE then FOR NO KEY UPDATE: not UPDATE, which a KEY SHARE asker must wait for.
+    both = HOLDS[RowLockMode.SHARE] | HOLDS[RowLockMode.NO_KEY_UPDATE]
+    assert covers(both, HOLDS[RowLockMode.NO_KEY_UPDATE])
+    assert not covers(both, UPDATE)
