@@ -24,7 +24,11 @@ from percolator.server.planner.compile import Compiled, compile_expr
 from percolator.server.planner.foreign_keys import ForeignKeys
 from percolator.server.planner.physical import Node, PointGet
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
-from percolator.server.planner.row_locking import lock_for_write
+from percolator.server.planner.row_locking import (
+    lock_for_write,
+    lock_new_keys,
+    stale_statement,
+)
 from percolator.server.sql.bound import BExpr, OnConflict
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
@@ -280,16 +284,18 @@ async def insert_rows(
         else:
             keys = [RowCodec.hidden_row_id(ctx.txn.start_ts, next(_row_counter)) for _ in chunk]
         skip = [False] * len(chunk)
+        since: dict[int, int] = {}
         needs_check = bool(writer.table.primary_key) or bool(writer.unique_indexes)
         if needs_check:
             _check_batch_duplicates(writer, chunk, keys, skip, on_conflict)
             # The keys' locks and the read of their rows go out together: a lock that waited
             # for a key's other inserter reports whether it committed (the statement then
             # runs again, and finds the key taken), so the read at the snapshot stands.
-            conflicts, _ = await _beside(
+            conflicts, taken = await _beside(
                 _lock_new_keys(writer, ctx, chunk, keys),
                 find_conflicts(writer, ctx, chunk, keys),
             )
+            since = await _recheck_new_keys(writer, ctx, chunk, keys, conflicts, taken, on_conflict)
             updates: list[tuple[Row, Conflict]] = []
             for i, c in enumerate(conflicts):
                 if c is None or skip[i]:
@@ -312,9 +318,10 @@ async def insert_rows(
         for i, row in enumerate(chunk):
             if skip[i]:
                 continue
-            writer.codec.write_new(ctx.txn, keys[i], row)
-            for ix in writer.indexes:
-                ix.write(ctx.txn, row, keys[i])
+            with ctx.txn.deciding_at(since.get(i)):
+                writer.codec.write_new(ctx.txn, keys[i], row)
+                for ix in writer.indexes:
+                    ix.write(ctx.txn, row, keys[i])
             written.append(row)
             count += 1
     if writer.foreign_keys:
@@ -324,23 +331,85 @@ async def insert_rows(
     return InsertResult(count, written)
 
 
-async def _lock_new_keys(writer: TableWriter, ctx: Any, rows: list[Row], keys: list[bytes]) -> None:
+async def _lock_new_keys(
+    writer: TableWriter, ctx: Any, rows: list[Row], keys: list[bytes]
+) -> list[CellKey]:
     """Lock the keys new rows take (primary key, unique index entries), as Postgres makes a
     second inserter of a key wait for the first: once it commits, the key is taken (23505 or
-    the ON CONFLICT action, under READ COMMITTED by running the statement again) or free."""
+    the ON CONFLICT action) or free. Returns the cells (a row's presence, an index entry) of
+    the keys that changed after the snapshot, for _recheck_new_keys."""
     if ctx.row_locking is None:
-        return
+        return []
+    codec = writer.codec
+    changed: list[CellKey] = []
+    if writer.table.primary_key:
+        taken = await lock_new_keys(ctx, codec, sorted(set(keys)))
+        changed += [CellKey(codec.storage, k, codec.presence) for k in sorted(taken)]
+    return changed + await _lock_unique_entries(writer, ctx, list(zip(rows, keys, strict=True)))
+
+
+async def _recheck_new_keys(
+    writer: TableWriter,
+    ctx: Any,
+    rows: list[Row],
+    keys: list[bytes],
+    conflicts: list[Conflict | None],
+    changed: list[CellKey],
+    on_conflict: OnConflict | None,
+) -> dict[int, int]:
+    """The rows whose keys another transaction took or gave up after the snapshot (their
+    locks said so): whether they collide now, every constraint read again at a fresh
+    timestamp, as Postgres's unique check sees the newest state. ``conflicts`` is updated: a
+    key taken now is 23505, or the ON CONFLICT action (DO NOTHING passes the row by under READ
+    COMMITTED, DO UPDATE runs the statement again to update the newest version; under
+    REPEATABLE READ either is a serialization failure, as in Postgres); a key freed since is
+    no conflict. Returns, for the rows free now, the timestamp their writes are
+    conflict-checked from."""
+    if not changed:
+        return {}
+    moved = set(changed)
+    probes = {i: _key_cells(writer, row, keys[i]) for i, row in enumerate(rows)}
+    affected = [i for i, cells in probes.items() if any(c for _, c in cells if c in moved)]
+    wanted = [c for i in affected for _, c in probes[i]]
+    ts, values = await ctx.txn.read_newest(wanted)
+    now = dict(zip(wanted, values, strict=True))
+    since: dict[int, int] = {}
+    for i in affected:
+        hit = None
+        for (name, ids), cell in probes[i]:
+            owner = now[cell]
+            if cell.table == writer.codec.storage and owner is not None:
+                hit = Conflict(name, ids, keys[i])  # the primary key: its row is there
+            elif owner is not None and owner != keys[i]:
+                hit = Conflict(name, ids, owner)  # a unique entry another row owns
+            if hit is not None:
+                break
+        conflicts[i] = hit
+        if hit is None:
+            since[i] = ts
+        elif on_conflict is not None and (
+            on_conflict.do_update or not ctx.row_locking.read_committed
+        ):
+            stale_statement(ctx.row_locking)
+    return since
+
+
+def _key_cells(
+    writer: TableWriter, row: Row, key: bytes
+) -> list[tuple[tuple[str, tuple[int, ...]], CellKey]]:
+    """The cells that say whether ``row``'s keys are taken, with their constraints, in
+    find_conflicts's order: the row's presence (primary key), then each unique entry."""
     table = writer.table
+    codec = writer.codec
+    out = []
     if table.primary_key:
-        await lock_for_write(ctx, writer.codec, sorted(set(keys)), mode=_NEW_KEY)
-    await _lock_unique_entries(writer, ctx, list(zip(rows, keys, strict=True)))
-
-
-_NEW_KEY = RowLockMode.NO_KEY_UPDATE
-"""How a statement locks a key it is about to take (an INSERT's, an UPDATE's new one): a
-second taker waits, as do its updaters and deleters, while a foreign key's check of an
-existing row of that key (FOR KEY SHARE) makes it wait for nothing, as in Postgres (whose
-INSERT finds such a row taken at once)."""
+        pk = (pk_name(table), table.primary_key)
+        out.append((pk, CellKey(codec.storage, key, codec.presence)))
+    for ix in writer.unique_indexes:
+        if None not in ix.values_of(row):
+            constraint = (ix.index.name, ix.index.column_ids)
+            out.append((constraint, CellKey(ix.storage, ix.entry_key(row, key), MARKER)))
+    return out
 
 
 async def _lock_moved_keys(
@@ -355,14 +424,17 @@ async def _lock_moved_keys(
     by_key = bool(writer.table.primary_key)
     new_keys = {key: codec.key_of(new) if by_key else key for key, _, new in targets}
     moved = sorted({nk for key, nk in new_keys.items() if nk != key})
-    if moved:
-        await lock_for_write(ctx, codec, moved, mode=_NEW_KEY)
-    await _lock_unique_entries(
+    taken = await lock_new_keys(ctx, codec, moved)
+    entries = await _lock_unique_entries(
         writer,
         ctx,
         [(new, new_keys[key]) for key, _, new in targets],
         changed_from={new_keys[key]: old for key, old, _ in targets if new_keys[key] == key},
     )
+    if taken or entries:
+        # Taken by a transaction that committed after the snapshot: the statement runs
+        # again (READ COMMITTED) and finds it taken, or fails (REPEATABLE READ).
+        stale_statement(ctx.row_locking)
 
 
 async def _lock_unique_entries(
@@ -370,11 +442,13 @@ async def _lock_unique_entries(
     ctx: Any,
     rows: list[tuple[Row, bytes]],
     changed_from: dict[bytes, Row] | None = None,
-) -> None:
+) -> list[CellKey]:
     """Lock the unique index entries that ``(row, key)`` pairs take (NULLs take none), as a
     second taker of one waits for the first; ``changed_from``: the old row of a key that
-    stays, whose entries that do not change are its own already."""
+    stays, whose entries that do not change are its own already. Returns the cells of the
+    entries that changed after the snapshot."""
     old_of = changed_from or {}
+    changed: list[CellKey] = []
     for ix in writer.unique_indexes:
         entries = {
             ix.entry_key(row, key)
@@ -382,8 +456,9 @@ async def _lock_unique_entries(
             if None not in ix.values_of(row)
             and (key not in old_of or ix.values_of(old_of[key]) != ix.values_of(row))
         }
-        if entries:
-            await lock_for_write(ctx, _EntryCells(ix.storage), sorted(entries), mode=_NEW_KEY)
+        taken = await lock_new_keys(ctx, _EntryCells(ix.storage), sorted(entries))
+        changed += [CellKey(ix.storage, e, MARKER) for e in sorted(taken)]
+    return changed
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from percolator.server.planner.row_codec import Row
 from percolator.server.sql.bound import LockClause
@@ -80,11 +80,26 @@ async def lock_for_write(
         return set()
     outcomes = await _lock(ctx, locking, codec, keys, LockWait.WAIT, mode)
     if locking.read_committed and referenced and any(o.waited for o in outcomes):
-        _changed(locking)
+        stale_statement(locking)
     changed = {k for k, o in zip(keys, outcomes, strict=True) if o.changed}
     if changed and not (recheck and locking.read_committed):
-        _changed(locking)
+        stale_statement(locking)
     return changed
+
+
+async def lock_new_keys(ctx: Any, codec: Any, keys: Sequence[bytes]) -> set[bytes]:
+    """Lock keys an INSERT (or an UPDATE's new values) is about to take, as FOR NO KEY UPDATE:
+    a second taker waits for the first, as do the key's updaters and deleters, while a foreign
+    key's check of an existing row of that key (FOR KEY SHARE) makes it wait for nothing, as
+    in Postgres (whose INSERT finds such a row taken at once). Returns those that changed
+    after the snapshot (their first taker committed): the caller finds out at their newest
+    state whether they are taken now, as Postgres's unique check does, whatever the isolation
+    level."""
+    locking: RowLocking | None = ctx.row_locking
+    if locking is None or not keys:
+        return set()
+    outcomes = await _lock(ctx, locking, codec, keys, LockWait.WAIT, RowLockMode.NO_KEY_UPDATE)
+    return {k for k, o in zip(keys, outcomes, strict=True) if o.changed}
 
 
 async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
@@ -102,7 +117,7 @@ async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
     )
     if locking.read_committed:
         if any(o.changed or o.waited for o in outcomes):
-            _changed(locking)
+            stale_statement(locking)
         return
     # REPEATABLE READ: a referenced row updated since is still the row the check found (its
     # key did not change: that would have deleted it here); one deleted, or whose key moved,
@@ -111,7 +126,7 @@ async def lock_for_reference(ctx: Any, cells: Sequence[CellKey]) -> None:
     if changed:
         _, values = await ctx.txn.read_newest(changed)
         if any(v is None for v in values):
-            _changed(locking)
+            stale_statement(locking)
 
 
 async def lock_for_select(
@@ -146,7 +161,7 @@ async def lock_for_select(
         changed = [k for (k, _), o in zip(found, outcomes, strict=True) if o.taken and o.changed]
         if changed:
             if recheck is None or not locking.read_committed:
-                _changed(locking)
+                stale_statement(locking)
             newest_ts, newest = await recheck(changed)
         kept = [
             (k, newest.get(k, row))
@@ -175,8 +190,9 @@ async def _lock(
     return outcomes
 
 
-def _changed(locking: RowLocking) -> None:
-    """What the statement has read is stale: it runs again, if it can (READ COMMITTED)."""
+def stale_statement(locking: RowLocking) -> NoReturn:
+    """What the statement has read is stale: it runs again, if it can (READ COMMITTED), else
+    it fails with 40001."""
     if locking.read_committed and locking.can_rerun:
         raise RowChanged()
     raise SqlError(SERIALIZATION_FAILURE, "could not serialize access due to concurrent update")
