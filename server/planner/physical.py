@@ -53,7 +53,8 @@ class Node:
 
     def access(self) -> TableAccess | None:
         """The table access whose rows this node yields, filtered or projected row by row
-        (so a row that changed can be re-checked: :meth:`recheck_keys`); None if any."""
+        (so a row that changed can be re-checked: :meth:`recheck_keys`); None when there is
+        no such access (a join, an aggregate)."""
         return None
 
     async def recheck(self, key: bytes, row: Row, ctx: Any) -> Row | None:

@@ -8,10 +8,11 @@ Postgres's serialization failure: 40001 at the statement. Under READ COMMITTED t
 are re-checked, as Postgres's EvalPlanQual does: their newest versions are read (they stay
 newest: we hold their locks) and go through the statement's filters again, with everything else
 as the statement's snapshot had it (Node.recheck_keys); a row deleted or no longer matching is
-left out, the others are updated, deleted or returned as they are now. Where rows cannot be
-re-checked one by one (a join, a foreign key's check of new rows, an INSERT's key), the
-statement runs again on a new snapshot instead (:class:`RowChanged`, caught by the session),
-keeping the locks it has.
+left out, the others are updated, deleted or returned as they are now. The keys an INSERT
+takes are looked up at their newest state likewise (lock_new_keys). Where rows cannot be
+re-checked one by one (a join, a foreign key's check, an upsert's update, an UPDATE's new key),
+the statement runs again on a new snapshot instead (:class:`RowChanged`, caught by the
+session), keeping the locks it has.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class RowLocking:
     as with ``percolator.locking = optimistic``)."""
 
     timeout_s: float | None = None
-    """lock_timeout, when set; else the transaction layer's lock-wait timeout."""
+    """lock_timeout, when set; else Transaction.lock_rows's default (unbounded on one shard,
+    the lock-wait timeout on several)."""
     read_committed: bool = False
     """READ COMMITTED: a row changed since the snapshot is re-checked, or the statement runs
     again; else it is a serialization failure."""

@@ -95,9 +95,9 @@ MAX_ROW_LOCKS = 10_000
 """Row locks one transaction takes at most (:meth:`Transaction.lock_rows`). They are advisory
 locks (one or two per row), which live in Postgres's shared lock table
 (max_locks_per_transaction times max_connections slots, for everyone): an UPDATE of a million
-rows must not fill it. Rows beyond
-this are written without one, as under optimistic locking: a writer of one of them waits for
-nothing, and the prewrite's conflict check still stops a lost update."""
+rows must not fill it. Rows beyond this are written without one, as under optimistic locking:
+a writer of one of them waits for nothing, and the prewrite's conflict check still stops a
+lost update."""
 
 
 @dataclass(frozen=True)

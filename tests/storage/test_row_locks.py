@@ -219,7 +219,7 @@ async def test_the_four_strengths_conflict_as_in_postgres(
     store: CellStore, held: RowLockMode, asked: RowLockMode, waits: bool
 ) -> None:
     """Postgres's table of conflicting row-lock modes (explicit-locking.html, table 13.3)."""
-    holder, other = store.row_locks(), store.row_locks()
+    holder, other, third = store.row_locks(), store.row_locks(), store.row_locks()
     await holder.lock([A], LockWait.WAIT, 5, HOLDS[held])
     if waits:
         with pytest.raises(RowLockUnavailable):
@@ -227,13 +227,16 @@ async def test_the_four_strengths_conflict_as_in_postgres(
         assert [s.taken for s in await other.lock([A], LockWait.SKIP_LOCKED, 5, HOLDS[asked])] == [
             False
         ]
+        # Nothing of the row stays with the one that passed it by (not even the part of a
+        # two-part strength it got before meeting the holder's): once the holder lets go,
+        # a third takes the row whole while that one is still open.
+        await holder.release()
+        assert [s.taken for s in await third.lock([A], LockWait.NOWAIT, 5, UPDATE)] == [True]
     else:
         assert [s.taken for s in await other.lock([A], LockWait.NOWAIT, 5, HOLDS[asked])] == [True]
-    await other.release()
-    # What SKIP LOCKED gave back is free: the holder's lock is all there is.
-    await holder.release()
-    assert [s.taken for s in await other.lock([A], LockWait.NOWAIT, 5, UPDATE)] == [True]
-    await other.release()
+        await holder.release()
+    for locks in (other, third):
+        await locks.release()
 
 
 async def test_a_key_share_holder_waits_only_for_a_key_update(store: CellStore) -> None:
