@@ -231,6 +231,15 @@ BEGIN
             ELSE
                 ok := pg_try_advisory_lock(k);
             END IF;
+            IF NOT ok AND p_mode <> 0 AND j = 1 AND (p_holds & 3) <> 0 THEN
+                -- NOWAIT or SKIP LOCKED: give back the key part this call took (session
+                -- locks outlive the error NOWAIT raises).
+                IF (p_holds & 3) = 1 THEN
+                    PERFORM pg_advisory_unlock_shared(p_key[i]);
+                ELSE
+                    PERFORM pg_advisory_unlock(p_key[i]);
+                END IF;
+            END IF;
             IF NOT ok AND p_mode = 1 THEN
                 RAISE EXCEPTION 'could not obtain lock on row in relation "%"', p_tbl[i]
                     USING ERRCODE = '55P03';
@@ -243,14 +252,6 @@ BEGIN
                     PERFORM pg_advisory_lock(k);
                 END IF;
                 ok := true;
-            END IF;
-            IF NOT ok AND j = 1 AND (p_holds & 3) <> 0 THEN
-                -- SKIP LOCKED: give back the key part this call took.
-                IF (p_holds & 3) = 1 THEN
-                    PERFORM pg_advisory_unlock_shared(p_key[i]);
-                ELSE
-                    PERFORM pg_advisory_unlock(p_key[i]);
-                END IF;
             END IF;
         END LOOP;
         blocked := blocked || waits;
