@@ -361,12 +361,16 @@ async def _recheck_new_keys(
     locks said so): whether they collide now, every constraint read again at a fresh
     timestamp, as Postgres's unique check sees the newest state. ``conflicts`` is updated: a
     key taken now is 23505, or the ON CONFLICT action (DO NOTHING passes the row by under READ
-    COMMITTED, DO UPDATE runs the statement again to update the newest version; under
-    REPEATABLE READ either is a serialization failure, as in Postgres); a key freed since is
-    no conflict. Returns, for the rows free now, the timestamp their writes are
-    conflict-checked from."""
+    COMMITTED, DO UPDATE runs the statement again to update the newest version); a key freed
+    since is no conflict. Under REPEATABLE READ any such key is a serialization failure.
+    Returns, for the rows free now, the timestamp their writes are conflict-checked from."""
     if not changed:
         return {}
+    if not ctx.row_locking.read_committed:
+        # REPEATABLE READ is snapshot isolation: a key another transaction committed after
+        # the snapshot is a write conflict (40001, which clients and observer runs retry),
+        # where Postgres reports 23505 or goes on.
+        stale_statement(ctx.row_locking)
     moved = set(changed)
     probes = {i: _key_cells(writer, row, keys[i]) for i, row in enumerate(rows)}
     affected = [i for i, cells in probes.items() if any(c for _, c in cells if c in moved)]
@@ -387,9 +391,7 @@ async def _recheck_new_keys(
         conflicts[i] = hit
         if hit is None:
             since[i] = ts
-        elif on_conflict is not None and (
-            on_conflict.do_update or not ctx.row_locking.read_committed
-        ):
+        elif on_conflict is not None and on_conflict.do_update:
             stale_statement(ctx.row_locking)
     return since
 

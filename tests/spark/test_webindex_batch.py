@@ -13,7 +13,13 @@ import pytest
 
 from percolator.examples.webindex.batch import read_snapshot, verify
 from percolator.examples.webindex.crawl import Crawl, CrawlConfig
-from percolator.examples.webindex.demo import delete_pages, load_pages, upsert_pages, wait_idle
+from percolator.examples.webindex.demo import (
+    delete_pages,
+    load_pages,
+    locks_checker,
+    upsert_pages,
+    wait_idle,
+)
 from percolator.examples.webindex.schema import OBSERVERS, TABLES
 from percolator.examples.webindex.spark_batch import recompute
 
@@ -70,9 +76,11 @@ def test_batch_job_builds_and_rebuilds_the_index(
     again = crawl.recrawl(0.2)
     upsert_pages(conn, again.upserts)
     delete_pages(conn, again.deletes)
-    wait_idle(conn, timeout_s=300)
-    time.sleep(1.0)  # secondaries committed after the last run's commit point
-    wait_idle(conn, timeout_s=300)
+    # A change notifies its observers when its cells are committed: those committed in the
+    # background after a commit point (the secondaries) notify later, so "nothing pending"
+    # means idle only once no write lock is left (as `percolator bench webindex` settles).
+    writes_pending = locks_checker(deployment.server.store_dsn.split(","))
+    wait_idle(conn, timeout_s=300, writes_pending=writes_pending)
     result = verify(conn)
     assert result.differences == []
     assert result.pages == len(crawl.pages)
