@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import RowLockMode
 
 T = TypeVar("T")
+L = TypeVar("L")
 
 CHUNK = 1000
 """Rows checked and written per batch of reads."""
@@ -64,7 +66,7 @@ class TableWriter:
     def unique_indexes(self) -> list[IndexCodec]:
         return [ix for ix in self.indexes if ix.unique]
 
-    @property
+    @functools.cached_property  # a writer is built once per plan; UPDATE asks per statement
     def key_positions(self) -> frozenset[int]:
         """Positions of the columns a foreign key could reference (the primary key's and
         the unique indexes'): an UPDATE that changes none of them locks its rows FOR NO KEY
@@ -698,9 +700,6 @@ async def _rows_locked_early(
 
 async def _all_rows(source: Node, ctx: Any) -> list[Row]:
     return [r async for r in source.rows(ctx)]
-
-
-L = TypeVar("L")
 
 
 async def _beside(lock: Awaitable[L], read: Awaitable[T]) -> tuple[T, L]:

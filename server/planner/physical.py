@@ -62,6 +62,13 @@ class Node:
         its :meth:`access`): the row as filtered and projected, or None if rejected now."""
         raise NotImplementedError
 
+    def rechecker(self, ctx: Any) -> Recheck | None:
+        """How lock_for_select re-checks the rows this node locks that changed: through this
+        node's :meth:`recheck_keys` (None: they cannot be re-checked alone)."""
+        if self.access() is None:
+            return None
+        return lambda keys: self.recheck_keys(ctx, keys)
+
     async def recheck_keys(
         self, ctx: Any, keys: list[bytes]
     ) -> tuple[int, dict[bytes, Row | None]]:
@@ -92,10 +99,6 @@ class TableAccess:
     async def recheck(self, key: bytes, row: Row, ctx: Any) -> Row | None:
         pred = self.predicate
         return row if pred is None or pred(row, ctx) is True else None
-
-    def _rechecker(self, ctx: Any) -> Recheck:
-        """How lock_for_select re-checks this access's rows that changed."""
-        return lambda keys: Node.recheck_keys(self, ctx, keys)  # type: ignore[arg-type]
 
 
 def _explain_tree(label: str, details: list[str], children: Sequence[Node]) -> list[str]:
@@ -250,7 +253,7 @@ class TableScan(TableAccess, Node):
             return
         async for batch in batched(hits, self.lock_batch):
             for locked in await lock_for_select(
-                ctx, self.codec, batch, self.lock_clause, self._rechecker(ctx)
+                ctx, self.codec, batch, self.lock_clause, self.rechecker(ctx)
             ):
                 yield locked
 
@@ -310,7 +313,7 @@ class PointGet(TableAccess, Node):
         ]
         if self.lock_rows:
             for row in await lock_for_select(
-                ctx, self.codec, hits, self.lock_clause, self._rechecker(ctx)
+                ctx, self.codec, hits, self.lock_clause, self.rechecker(ctx)
             ):
                 yield row
             return
@@ -371,7 +374,7 @@ class IndexLookup(TableAccess, Node):
         for i in range(0, len(hits), self.lock_batch):
             chunk = hits[i : i + self.lock_batch]
             for locked in await lock_for_select(
-                ctx, self.codec, chunk, self.lock_clause, self._rechecker(ctx)
+                ctx, self.codec, chunk, self.lock_clause, self.rechecker(ctx)
             ):
                 yield locked
 
@@ -962,11 +965,11 @@ class LockRows(Node):
         codec = self.codec
         async for batch in batched(self.input.rows(ctx), self.lock_batch):
             pairs = [(row[-1], row[:-1]) for row in batch]
-            recheck = self._rechecker(ctx)
+            recheck = self.rechecker(ctx)
             for locked in await lock_for_select(ctx, codec, pairs, self.lock_clause, recheck):
                 yield locked
 
-    def _rechecker(self, ctx: Any) -> Recheck | None:
+    def rechecker(self, ctx: Any) -> Recheck | None:
         """A changed row keeps its place in the sort (made on its old version, as in
         Postgres) and is re-checked through the projection below the sort, whose rows carry
         the key last."""

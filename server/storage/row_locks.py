@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ HOLDS = {
 _PARTS = ((KEY_SHARED, KEY_EXCLUSIVE), (ROW_SHARED, ROW_EXCLUSIVE))
 
 
+@functools.cache  # a handful of bit patterns, asked for every row a statement locks
 def conflicts(a: int, b: int) -> bool:
     """Whether two transactions' holds (bits) of one row conflict."""
     return any(
@@ -81,6 +83,7 @@ def conflicts(a: int, b: int) -> bool:
     )
 
 
+@functools.cache
 def covers(held: int, asked: int) -> bool:
     """Whether holds ``held`` keep out everyone that ``asked`` would: then a transaction that
     has them need not take ``asked`` too. Postgres's strengths are nested this way (a holder
@@ -182,9 +185,9 @@ def lock_key(key: CellKey) -> int:
     return _signed(row_hash(key.table, key.row) ^ ROW_LOCK_SALT)
 
 
-def row_part_key(key: CellKey) -> int:
-    """The advisory-lock key of the rest of a row."""
-    return _signed(row_hash(key.table, key.row) ^ ROW_LOCK_SALT ^ ROW_PART_SALT)
+def row_part_key(key_part: int) -> int:
+    """The advisory-lock key of the rest of a row, from its key part's (:func:`lock_key`)."""
+    return _signed(key_part ^ ROW_PART_SALT)
 
 
 def _signed(h: int) -> int:
@@ -396,10 +399,13 @@ class PostgresRowLocks:
         for i, k in enumerate(keys):
             by_shard.setdefault(self._shard_of(k.table, k.row), []).append(i)
         out: list[RowLockState] = [SKIPPED] * len(keys)
+        key_parts = [lock_key(k) for k in keys]  # one row hash per row
         # Shard after shard, in order: a transaction waits on one shard at a time.
         for shard in sorted(by_shard):
-            idx = sorted(by_shard[shard], key=lambda i: lock_key(keys[i]))
-            states = await self._lock_on(shard, [keys[i] for i in idx], wait, timeout_s, holds)
+            idx = sorted(by_shard[shard], key=key_parts.__getitem__)
+            states = await self._lock_on(
+                shard, [keys[i] for i in idx], [key_parts[i] for i in idx], wait, timeout_s, holds
+            )
             for i, state in zip(idx, states, strict=True):
                 out[i] = state
         return out
@@ -408,6 +414,7 @@ class PostgresRowLocks:
         self,
         shard: int,
         keys: list[CellKey],
+        key_parts: list[int],
         wait: LockWait,
         timeout_s: float | None,
         holds: int,
@@ -425,8 +432,8 @@ class PostgresRowLocks:
                 wait.value,
                 holds,
                 0 if timeout_s is None else max(1, int(timeout_s * 1000)),  # 0: no limit
-                [lock_key(k) for k in keys],
-                [row_part_key(k) for k in keys],
+                key_parts,
+                [row_part_key(k) for k in key_parts],
                 [k.table for k in keys],
                 [k.row for k in keys],
                 [k.column for k in keys],
@@ -467,11 +474,12 @@ class PostgresRowLocks:
             conn = self._conns.get(shard)
             if conn is None:  # those rows went unlocked
                 return
+            key_parts = [lock_key(k) for k, _ in part]
             try:
                 await conn.execute(
                     _UNLOCK_CALL,
-                    [lock_key(k) for k, _ in part],
-                    [row_part_key(k) for k, _ in part],
+                    key_parts,
+                    [row_part_key(k) for k in key_parts],
                     [bits for _, bits in part],
                 )
             except (asyncpg.PostgresError, *_BROKEN) as exc:

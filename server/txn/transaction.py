@@ -154,6 +154,12 @@ class Savepoint:
     held: dict[CellKey, int]
 
 
+def _own_or(own: Mutation | None, read: bytes | None) -> bytes | None:
+    """A cell's value for this transaction: its own buffered write (a lock-only write aside),
+    else what was read."""
+    return own.value if own is not None and own.kind != WriteKind.LOCK else read
+
+
 class TransactionState(Enum):
     """Where a transaction is in its life."""
 
@@ -255,7 +261,7 @@ class Transaction:
         for k in keys:
             own = writes.get(k)
             if own is not None and own.kind != WriteKind.LOCK:
-                out.append(own.value)
+                out.append(own.value)  # not read: neither in found nor in the cache
             else:
                 out.append(found[k] if k in found else cache[k])
         return out
@@ -267,14 +273,9 @@ class Transaction:
         transaction's own writes win, as in :meth:`get_many`; the snapshot and its cache are
         left as they are. One timestamp, then one round trip per shard."""
         self._check_active()
-        ts = await self._s.clock.get_timestamp()
-        results = await self._resolve_locks(keys, await self._s.store.read(ts, keys), ts)
+        ts, results = await self._read_fresh(keys)
         writes = self._writes
-        out: list[bytes | None] = []
-        for k, r in zip(keys, results, strict=True):
-            own = writes.get(k)
-            out.append(own.value if own is not None and own.kind != WriteKind.LOCK else r.value)
-        return ts, out
+        return ts, [_own_or(writes.get(k), r.value) for k, r in zip(keys, results, strict=True)]
 
     @contextlib.contextmanager
     def deciding_at(self, ts: int | None) -> Iterator[None]:
@@ -710,8 +711,13 @@ class Transaction:
     async def _settle_cells(self, keys: Sequence[CellKey]) -> None:
         """Resolve (or wait for) the Percolator locks on ``keys``: read them at a fresh
         timestamp, which sees every lock the row-lock call saw."""
+        await self._read_fresh(keys)
+
+    async def _read_fresh(self, keys: Sequence[CellKey]) -> tuple[int, list[CellRead]]:
+        """``keys`` read at a new timestamp, with every Percolator lock met resolved or
+        waited for; the timestamp and what was read."""
         ts = await self._s.clock.get_timestamp()
-        await self._resolve_locks(keys, await self._s.store.read(ts, keys), ts)
+        return ts, await self._resolve_locks(keys, await self._s.store.read(ts, keys), ts)
 
     async def _release_row_locks(self) -> None:
         holder, self._row_locks = self._row_locks, None

@@ -439,3 +439,39 @@ async def test_a_row_lock_wait_is_unbounded_on_one_shard(
             await wait
         await holder.rollback()
     await waiter.rollback()
+
+
+async def test_a_weaker_row_lock_on_a_row_held_stronger_is_no_call(
+    store: CellStore, clock: WallClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction that holds a row FOR NO KEY UPDATE (it updated it) and then asks for KEY
+    SHARE (a foreign key's check of it) sends no lock call: the stronger lock has it all."""
+    from percolator.server.storage.row_locks import LockWait, RowLockMode
+
+    calls: list[int] = []
+    make = store.row_locks
+
+    def counting() -> Any:
+        locks = make()
+        lock = locks.lock
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            calls.append(len(args[0]))
+            return await lock(*args, **kwargs)
+
+        locks.lock = counted  # type: ignore[method-assign]
+        return locks
+
+    monkeypatch.setattr(store, "row_locks", counting)
+    client = TransactionClient(store, clock, FAST_CONFIG)
+    try:
+        txn = await client.begin()
+        await txn.lock_rows([k("p")], LockWait.WAIT, mode=RowLockMode.NO_KEY_UPDATE)
+        (again,) = await txn.lock_rows([k("p")], LockWait.WAIT, mode=RowLockMode.KEY_SHARE)
+        assert again.taken and not again.changed
+        assert calls == [1]
+        await txn.lock_rows([k("p")], LockWait.WAIT, mode=RowLockMode.UPDATE)  # stronger: asked
+        assert calls == [1, 1]
+        await txn.rollback()
+    finally:
+        await client.close()
