@@ -697,6 +697,16 @@ class SqlSession:
         finally:
             await self._transaction_ended(committed)
 
+    async def _end_implicit(self, *, commit: bool) -> None:
+        """COMMIT or ROLLBACK outside a block ends the implicit transaction of the statements
+        before it in the same Query (or batch up to Sync), as in Postgres: ``INSERT ...;
+        COMMIT; SELECT 1/0`` keeps the insert, ``INSERT ...; ROLLBACK`` drops it."""
+        if self.txn is None:
+            return
+        if not commit:
+            self._implicit_failed = True
+        await self.sync()
+
     async def _transaction_ended(self, committed: bool) -> None:
         """What the session keeps per transaction, settled once it has ended: NOTIFYs sent
         or dropped, deferred checks, cursors, transaction-level advisory locks."""
@@ -1542,6 +1552,7 @@ class SqlSession:
             commit = isinstance(stmt, utility.Commit)
             if not self.block:
                 warning = _warning(NO_ACTIVE_SQL_TRANSACTION, "there is no transaction in progress")
+                await self._end_implicit(commit=commit)
                 return _done(self, "COMMIT" if commit else "ROLLBACK", [warning])
             return _done(self, await self._end_block(commit=commit))
         if isinstance(stmt, utility.Savepoint):

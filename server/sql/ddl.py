@@ -709,7 +709,23 @@ def _drop_constraint(
     return catalog.with_table(table)
 
 
+def _column_renames(node: exp.Alter) -> None:
+    """``RENAME b TO c`` (COLUMN left out) as the RenameColumn it is: sqlglot reads it as a
+    table rename to ``b`` with a stray ``TO c`` option."""
+    options = node.args.get("options") or []
+    actions = node.args.get("actions") or []
+    if len(actions) != 1 or not isinstance(actions[0], exp.AlterRename) or len(options) != 1:
+        return
+    target = options[0]
+    if not isinstance(target, exp.ToTableProperty):
+        return
+    old, new = actions[0].this.this, target.this.this
+    node.set("options", None)
+    node.set("actions", [exp.RenameColumn(this=exp.column(old.copy()), to=exp.column(new.copy()))])
+
+
 def _alter_table(catalog: Catalog, node: exp.Alter, bind_type: BindType) -> DdlResult:
+    _column_renames(node)
     kind = (node.args.get("kind") or "TABLE").upper()
     name = _table_name(node.this)
     renames = [isinstance(a, exp.AlterRename) for a in node.args.get("actions") or []]

@@ -135,6 +135,37 @@ def test_failed_transaction_block_reports_25p02(sql_server: SqlServer) -> None:
     assert "current transaction is aborted" in result.stderr
 
 
+def test_commit_and_rollback_end_the_implicit_transaction_of_a_query(
+    sql_server: SqlServer,
+) -> None:
+    """``psql -c`` sends its statements as one Query: one implicit transaction, which a
+    COMMIT or ROLLBACK in it ends (with Postgres's warning), and later statements run in a
+    new one."""
+    ok(psql(sql_server, "-c", "CREATE TABLE implicit_end (a int)"))
+    committed = psql(
+        sql_server,
+        "-v",
+        "ON_ERROR_STOP=0",
+        "-c",
+        "INSERT INTO implicit_end VALUES (7); COMMIT; INSERT INTO implicit_end VALUES (8);"
+        " SELECT 1/0",
+    )
+    assert "there is no transaction in progress" in committed.stderr
+    assert "division by zero" in committed.stderr
+    rolled_back = ok(psql(sql_server, "-c", "INSERT INTO implicit_end VALUES (9); ROLLBACK"))
+    assert "ROLLBACK" in rolled_back
+    out = ok(psql(sql_server, "-A", "-t", "-c", "SELECT a FROM implicit_end ORDER BY a"))
+    assert out.split() == ["7"]
+
+
+def test_rename_without_the_column_keyword_renames_the_column(sql_server: SqlServer) -> None:
+    ok(psql(sql_server, "-c", "CREATE TABLE renamed_col (a int, b int)"))
+    ok(psql(sql_server, "-c", "INSERT INTO renamed_col VALUES (1, 2)"))
+    ok(psql(sql_server, "-c", "ALTER TABLE renamed_col RENAME b TO c"))
+    out = ok(psql(sql_server, "-A", "-t", "-c", "SELECT a, c FROM renamed_col"))
+    assert out.split() == ["1|2"]
+
+
 @pytest.fixture(scope="module")
 def password_server(embedded_pg: PostgresServer):  # type: ignore[no-untyped-def]
     store = asyncio.run(create_database(embedded_pg.dsn, "pw"))
