@@ -145,28 +145,53 @@ class Conflict:
         self.existing_key = existing_key
 
 
+def _constraints(writer: TableWriter, arbiter: tuple[int, ...] | None) -> list[IndexCodec | None]:
+    """The unique constraints a new row is checked against, in order: the primary key (None)
+    then the unique indexes, except that an ON CONFLICT target (its column ids) comes first,
+    as Postgres checks its arbiter before inserting: a row that collides there takes the
+    conflict action even if it would also collide elsewhere."""
+    out: list[IndexCodec | None] = [None] if writer.table.primary_key else []
+    out.extend(writer.unique_indexes)
+    if arbiter is not None:
+        target = tuple(sorted(arbiter))
+        out.sort(key=lambda ix: _constraint_ids(writer.table, ix) != target)
+    return out
+
+
+def _constraint_ids(table: TableDef, ix: IndexCodec | None) -> tuple[int, ...]:
+    return tuple(sorted(table.primary_key if ix is None else ix.index.column_ids))
+
+
 async def find_conflicts(
-    writer: TableWriter, ctx: Any, rows: list[Row], keys: list[bytes]
+    writer: TableWriter,
+    ctx: Any,
+    rows: list[Row],
+    keys: list[bytes],
+    arbiter: tuple[int, ...] | None = None,
 ) -> list[Conflict | None]:
-    """For each new row: the first unique constraint (primary key, then unique indexes) it
+    """For each new row: the first unique constraint (in :func:`_constraints`'s order) it
     collides with in the snapshot, or None. One batched read per constraint."""
     txn = ctx.txn
     out: list[Conflict | None] = [None] * len(rows)
     table = writer.table
-    if table.primary_key and not await _no_row_between(writer.codec, txn, keys):
-        cells = [CellKey(writer.codec.storage, k, writer.codec.presence) for k in keys]
-        present = await txn.get_many(cells)
-        for i, v in enumerate(present):
-            if v is not None:
-                out[i] = Conflict(pk_name(table), table.primary_key, keys[i])
-    for ix in writer.unique_indexes:
+    for ix in _constraints(writer, arbiter):
+        if ix is None:
+            if await _no_row_between(writer.codec, txn, keys):
+                continue
+            todo = [i for i in range(len(rows)) if out[i] is None]
+            cells = [CellKey(writer.codec.storage, keys[i], writer.codec.presence) for i in todo]
+            present = await txn.get_many(cells)
+            for i, v in zip(todo, present, strict=True):
+                if v is not None:
+                    out[i] = Conflict(pk_name(table), table.primary_key, keys[i])
+            continue
         todo = [i for i in range(len(rows)) if out[i] is None and None not in ix.values_of(rows[i])]
         if not todo:
             continue
         cells = [CellKey(ix.storage, ix.entry_key(rows[i], keys[i]), MARKER) for i in todo]
         found = await txn.get_many(cells)
         for i, v in zip(todo, found, strict=True):
-            if v is not None and v != keys[i]:
+            if v is not None:  # owned by another row, or by the row of the same key
                 out[i] = Conflict(ix.index.name, ix.index.column_ids, v)
     return out
 
@@ -295,7 +320,9 @@ async def insert_rows(
             # runs again, and finds the key taken), so the read at the snapshot stands.
             conflicts, taken = await _beside(
                 _lock_new_keys(writer, ctx, chunk, keys),
-                find_conflicts(writer, ctx, chunk, keys),
+                find_conflicts(
+                    writer, ctx, chunk, keys, on_conflict and on_conflict.target_columns
+                ),
             )
             since = await _recheck_new_keys(writer, ctx, chunk, keys, conflicts, taken, on_conflict)
             updates: list[tuple[Row, Conflict]] = []
@@ -374,7 +401,8 @@ async def _recheck_new_keys(
         # where Postgres reports 23505 or goes on.
         stale_statement(ctx.row_locking)
     moved = set(changed)
-    probes = {i: _key_cells(writer, row, keys[i]) for i, row in enumerate(rows)}
+    arbiter = None if on_conflict is None else on_conflict.target_columns
+    probes = {i: _key_cells(writer, row, keys[i], arbiter) for i, row in enumerate(rows)}
     affected = [i for i, cells in probes.items() if any(c for _, c in cells if c in moved)]
     wanted = [c for i in affected for _, c in probes[i]]
     ts, values = await ctx.txn.read_newest(wanted)
@@ -386,8 +414,8 @@ async def _recheck_new_keys(
             owner = now[cell]
             if cell.table == writer.codec.storage and owner is not None:
                 hit = Conflict(name, ids, keys[i])  # the primary key: its row is there
-            elif owner is not None and owner != keys[i]:
-                hit = Conflict(name, ids, owner)  # a unique entry another row owns
+            elif owner is not None:
+                hit = Conflict(name, ids, owner)  # a unique entry a row owns
             if hit is not None:
                 break
         conflicts[i] = hit
@@ -399,18 +427,18 @@ async def _recheck_new_keys(
 
 
 def _key_cells(
-    writer: TableWriter, row: Row, key: bytes
+    writer: TableWriter, row: Row, key: bytes, arbiter: tuple[int, ...] | None = None
 ) -> list[tuple[tuple[str, tuple[int, ...]], CellKey]]:
     """The cells that say whether ``row``'s keys are taken, with their constraints, in
-    find_conflicts's order: the row's presence (primary key), then each unique entry."""
+    find_conflicts's order: the row's presence (primary key) and each unique entry."""
     table = writer.table
     codec = writer.codec
     out = []
-    if table.primary_key:
-        pk = (pk_name(table), table.primary_key)
-        out.append((pk, CellKey(codec.storage, key, codec.presence)))
-    for ix in writer.unique_indexes:
-        if None not in ix.values_of(row):
+    for ix in _constraints(writer, arbiter):
+        if ix is None:
+            pk = (pk_name(table), table.primary_key)
+            out.append((pk, CellKey(codec.storage, key, codec.presence)))
+        elif None not in ix.values_of(row):
             constraint = (ix.index.name, ix.index.column_ids)
             out.append((constraint, CellKey(ix.storage, ix.entry_key(row, key), MARKER)))
     return out

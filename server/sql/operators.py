@@ -379,8 +379,10 @@ def comparison_type(a: SqlType, b: SqlType) -> SqlType | None:
 def comparison(op: str, t: SqlType) -> Callable[[object, object], object]:
     """The comparison ``op`` on two values already of type t."""
     base = _COMPARE[op]
-    if isinstance(t.id, EnumType):
-        key = casts_compare_key(t)  # declaration order, for arrays of enums too
+    if isinstance(t.id, EnumType) or t.id is TypeId.JSONB:
+        # Enums: declaration order, for arrays of enums too. jsonb: by kind, then size, then
+        # content, with numbers by value ('1.0' = '1'), not as their text.
+        key = casts_compare_key(t)
         return lambda x, y: base(key(x), key(y))
     if t.id is TypeId.INTERVAL and not t.array:
         return lambda x, y: base(x.sort_key(), y.sort_key())  # type: ignore[union-attr]
