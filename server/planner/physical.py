@@ -949,22 +949,28 @@ class Sort(Node):
 
 @dataclass
 class LockRows(Node):
-    """SELECT ... FOR UPDATE above a Sort: locks each row of the table as it is pulled, so a
-    LIMIT above takes locks only on the rows it returns (Postgres's LockRows node). Each row
+    """SELECT ... FOR UPDATE above a Sort or a Filter the scan could not take: locks each row
+    of the table as it is pulled, so a LIMIT above takes locks only on the rows it returns and
+    rows the filter drops are never locked (Postgres's LockRows node). Above a Sort each row
     carries the table row's key in its last value (added by the projection below the Sort),
-    which this node takes off."""
+    which this node takes off; above a Filter the rows are the table's own (``key_last``
+    False)."""
 
     input: Node
     codec: RowCodec
     lock_clause: LockClause = FOR_UPDATE
     lock_batch: int = 1
     """Rows locked per round trip: 1 under a LIMIT, more when every row is returned."""
+    key_last: bool = True
     width: int = 0
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         codec = self.codec
         async for batch in batched(self.input.rows(ctx), self.lock_batch):
-            pairs = [(row[-1], row[:-1]) for row in batch]
+            if self.key_last:
+                pairs = [(row[-1], row[:-1]) for row in batch]
+            else:
+                pairs = [(codec.key_of_stored(row), row) for row in batch]
             recheck = self.rechecker(ctx)
             for locked in await lock_for_select(ctx, codec, pairs, self.lock_clause, recheck):
                 yield locked

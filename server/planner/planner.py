@@ -272,6 +272,23 @@ class Planner:
     # -- operators -------------------------------------------------------------------------
 
     def _plan_FilterRel(self, rel: FilterRel) -> Node:
+        locked = _locked_table_below(rel)
+        if locked is not None and id(locked) not in self._lock_later:
+            # FOR UPDATE under a filter the scan cannot take (a subquery, a call that waits):
+            # lock the rows that pass it, not every row the scan reads.
+            self._lock_later.add(id(locked))
+            try:
+                filtered = self._plan_FilterRel(rel)
+            finally:
+                self._lock_later.discard(id(locked))
+            codec = self.codec(locked.table, None)
+            return LockRows(
+                filtered,
+                codec,
+                locked.lock_clause,
+                lock_batch=self._lock_batch(),
+                key_last=False,
+            )
         return Filter(
             self.plan(rel.input),
             compile_expr(rel.predicate),
