@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from percolator.server.engine_api import Notice
-from percolator.server.sql.errors import SqlError
-from percolator.server.wire.messages import ErrorResponse, NoticeResponse
+from percolator.server.sql.errors import ErrorObject, SqlError
+from percolator.server.wire.messages import ErrorField, ErrorResponse, NoticeResponse
 
 ADMIN_SHUTDOWN_MESSAGE = "terminating connection due to administrator command"
 IDLE_IN_TRANSACTION_MESSAGE = "terminating connection due to idle-in-transaction timeout"
@@ -20,7 +20,19 @@ def error_response(error: SqlError, severity: str | None = None) -> ErrorRespons
         detail=error.detail,
         hint=error.hint,
         position=error.position,
+        fields=_object_fields(error.about),
     )
+
+
+def _object_fields(about: ErrorObject | None) -> dict[str, str]:
+    if about is None:
+        return {}
+    fields = {ErrorField.SCHEMA_NAME: about.schema, ErrorField.TABLE_NAME: about.table}
+    if about.column is not None:
+        fields[ErrorField.COLUMN_NAME] = about.column
+    if about.constraint is not None:
+        fields[ErrorField.CONSTRAINT_NAME] = about.constraint
+    return {str(k): v for k, v in fields.items()}
 
 
 def fatal(sqlstate: str, message: str) -> ErrorResponse:

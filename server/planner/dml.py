@@ -37,6 +37,7 @@ from percolator.server.sql.errors import (
     CHECK_VIOLATION,
     NOT_NULL_VIOLATION,
     UNIQUE_VIOLATION,
+    ErrorObject,
     SqlError,
 )
 from percolator.server.storage.cells import CellKey
@@ -83,6 +84,7 @@ class TableWriter:
                     f'null value in column "{col.name}" of relation "{self.table.name}" '
                     "violates not-null constraint",
                     detail=f"Failing row contains {format_row(self.table, row)}.",
+                    about=ErrorObject(self.table.name, column=col.name),
                 )
         for name, check in self.checks:
             if check(row, ctx) is False:
@@ -90,6 +92,7 @@ class TableWriter:
                     CHECK_VIOLATION,
                     f'new row for relation "{self.table.name}" violates check constraint "{name}"',
                     detail=f"Failing row contains {format_row(self.table, row)}.",
+                    about=ErrorObject(self.table.name, constraint=name),
                 )
 
     def row_key(self, row: Row) -> bytes:
@@ -133,6 +136,7 @@ def duplicate_key(
         UNIQUE_VIOLATION,
         f'duplicate key value violates unique constraint "{constraint}"',
         detail=key_detail(table, column_ids, row),
+        about=ErrorObject(table.name, constraint=constraint),
     )
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from percolator.server.planner.row_codec import MARKER, IndexCodec, Row, RowCodec
 from percolator.server.planner.row_locking import lock_for_reference
 from percolator.server.sql.catalog import Catalog, FkAction, ForeignKeyDef, TableDef
-from percolator.server.sql.errors import FOREIGN_KEY_VIOLATION, SqlError
+from percolator.server.sql.errors import FOREIGN_KEY_VIOLATION, ErrorObject, SqlError
 from percolator.server.sql.keycodec import prefix_successor
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.commit_checks import StillAbsent, StillPresent
@@ -311,6 +311,7 @@ def _missing_parent(ref: Reference, row: Row) -> SqlError:
         f'"{ref.fk.name}"',
         detail=f"Key ({_names(ref.table, ids)})=({_texts(ref.table, ids, key)}) is not "
         f'present in table "{ref.parent.name}".',
+        about=ErrorObject(ref.table.name, constraint=ref.fk.name),
     )
 
 
@@ -469,6 +470,7 @@ def _still_referenced(referrer: Referrer, key: Key) -> SqlError:
         f'"{referrer.fk.name}" on table "{referrer.child.name}"',
         detail=f"Key ({_names(parent, parent_ids)})=({_texts(parent, parent_ids, key)}) is "
         f'still referenced from table "{referrer.child.name}".',
+        about=ErrorObject(referrer.child.name, constraint=referrer.fk.name),
     )
 
 

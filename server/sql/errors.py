@@ -24,6 +24,7 @@ SYNTAX_ERROR = "42601"
 UNDEFINED_TABLE = "42P01"
 UNDEFINED_COLUMN = "42703"
 UNDEFINED_FUNCTION = "42883"
+AMBIGUOUS_FUNCTION = "42725"
 UNDEFINED_OBJECT = "42704"
 DUPLICATE_TABLE = "42P07"
 DUPLICATE_COLUMN = "42701"
@@ -80,12 +81,26 @@ INVALID_FOREIGN_KEY = "42830"
 INVALID_SCHEMA_NAME = "3F000"
 
 
+@dataclass(frozen=True)
+class ErrorObject:
+    """The database object an error is about, as Postgres reports it in an ErrorResponse's
+    schema, table, column and constraint name fields (drivers expose them: psycopg's
+    ``Diagnostic.constraint_name``, asyncpg's ``constraint_name``, pgjdbc's
+    ``ServerErrorMessage.getConstraint``)."""
+
+    table: str
+    column: str | None = None
+    constraint: str | None = None
+    schema: str = "public"
+
+
 @dataclass
 class SqlError(Exception):
     """An error reported to the client as an ErrorResponse.
 
     ``position`` is the 1-based character offset in the statement text (Postgres's ``P``
-    field), when the error can be pinned to one.
+    field), when the error can be pinned to one; ``about`` the object a constraint violation
+    is about.
     """
 
     sqlstate: str
@@ -94,6 +109,7 @@ class SqlError(Exception):
     detail: str | None = None
     hint: str | None = None
     severity: str = "ERROR"
+    about: ErrorObject | None = None
 
     def __post_init__(self) -> None:
         super().__init__(self.message)

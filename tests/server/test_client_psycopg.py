@@ -302,6 +302,46 @@ def test_errors_leave_the_connection_usable(sql_server: SqlServer) -> None:
         assert conn.execute("SELECT id FROM errs").fetchall() == [(1,)]
 
 
+def test_constraint_violations_name_their_objects_as_postgres_does(
+    sql_server: SqlServer, reference_dsn: str
+) -> None:
+    """A constraint violation's schema, table, column and constraint name fields (which
+    drivers expose, and ORMs read to tell which constraint failed) are Postgres's."""
+    setup = [
+        "CREATE TABLE diag_parent (id int PRIMARY KEY, code text UNIQUE)",
+        "CREATE TABLE diag_child (id int PRIMARY KEY, parent int NOT NULL"
+        " CONSTRAINT diag_child_fk REFERENCES diag_parent (id), qty int CHECK (qty > 0))",
+        "INSERT INTO diag_parent VALUES (1, 'a')",
+        "INSERT INTO diag_child VALUES (1, 1, 1)",
+    ]
+    violations = [
+        "INSERT INTO diag_parent VALUES (1, 'b')",
+        "INSERT INTO diag_parent VALUES (2, 'a')",
+        "INSERT INTO diag_child VALUES (2, NULL, 1)",
+        "INSERT INTO diag_child VALUES (2, 1, 0)",
+        "INSERT INTO diag_child VALUES (2, 9, 1)",
+        "DELETE FROM diag_parent WHERE id = 1",
+    ]
+
+    def fields(conninfo: str) -> list[tuple[str | None, ...]]:
+        out = []
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            for sql in setup:
+                conn.execute(sql)
+            for sql in violations:
+                with pytest.raises(errors.IntegrityError) as failed:
+                    conn.execute(sql)
+                d = failed.value.diag
+                out.append(
+                    (d.sqlstate, d.schema_name, d.table_name, d.column_name, d.constraint_name)
+                )
+        return out
+
+    ours = fields(sql_server.conninfo())
+    assert ours == fields(reference_dsn)
+    assert ours[0][1:] == ("public", "diag_parent", None, "diag_parent_pkey")
+
+
 # 150 rows: the three-way cross join below has 3.4M rows and runs for seconds.
 BIG_ROWS = 150
 
