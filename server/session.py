@@ -408,7 +408,7 @@ class SqlSession:
         self._next_read_only: bool | None = None
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
         self.cursors = Cursors()
-        self.sequences = SessionSequences(engine.sequences, self._find_sequence)
+        self.sequences = SessionSequences(engine.sequences, self._find_sequence, lambda: self.txn)
         self.advisory = SessionAdvisoryLocks(engine.client)
         self.notifications = SessionNotifications(engine.notifications, backend_pid)
         self.deferred_constraints = Deferred()
@@ -709,7 +709,8 @@ class SqlSession:
 
     async def _transaction_ended(self, committed: bool) -> None:
         """What the session keeps per transaction, settled once it has ended: NOTIFYs sent
-        or dropped, deferred checks, cursors, transaction-level advisory locks."""
+        or dropped, deferred checks, cursors, transaction-level advisory locks, sequence
+        restarts."""
         if self.notifications.pending:
             if committed:
                 await self.notifications.commit()
@@ -721,6 +722,7 @@ class SqlSession:
             await self.cursors.after_transaction(committed)
         if self.advisory.holds_transaction_locks:
             await self.advisory.end_transaction()
+        self.sequences.transaction_ended(committed)
 
     async def _find_sequence(self, name: str) -> SequenceDef | None:
         """A sequence missing from this server's catalog: created by another server since the
@@ -1464,8 +1466,9 @@ class SqlSession:
         binder = Binder(base, Params())
         result = ddl.apply_ddl(base, node, binder.exprs.bind_type)
         after = result.catalog
-        for name, seq in result.catalog.sequences.items():
-            if name not in before.sequences:
+        known = {s.oid for s in before.sequences.values()}
+        for seq in result.catalog.sequences.values():
+            if seq.oid not in known:  # created by the statement (not renamed by it)
                 after = after.with_sequence(replace(seq, counter=f"{seq.oid}.{txn.start_ts}"))
         await self._run_data_actions(txn, after, result.actions)
         if after is not before:
@@ -1630,6 +1633,8 @@ class SqlSession:
             await self.cursors.close(stmt.name)
             return _done(self, "CLOSE CURSOR" if stmt.name is not None else "CLOSE CURSOR ALL")
         if isinstance(stmt, utility.NoOp):
+            if stmt.tag in ("DISCARD ALL", "DISCARD SEQUENCES"):
+                self.sequences.discard()
             notices = [Notice("01000", stmt.notice, "WARNING")] if stmt.notice else []
             return _done(self, stmt.tag, notices)
         if isinstance(stmt, utility.CreateRole | utility.AlterRole | utility.DropRole):

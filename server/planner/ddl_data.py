@@ -24,6 +24,7 @@ from percolator.server.sql.ddl import (
     DataAction,
     FillColumn,
     MoveRows,
+    RestartSequences,
     ValidateForeignKey,
     ValidateRows,
     WriteMarkers,
@@ -89,6 +90,10 @@ async def run_action(
             new = list(row)
             new[pos] = value
             codec.write_update(ctx.txn, key, row, tuple(new))
+    elif isinstance(action, RestartSequences):
+        for name in action.names:
+            seq = catalog.sequences[name]
+            ctx.sequences.restart(ctx.txn, seq, seq.start)
     elif isinstance(action, MoveRows):
         old_codec = RowCodec(action.old, trust_not_null=False)
         rows = [row[: len(action.old.columns)] async for _, row in _rows(old_codec, ctx)]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from percolator.server.sql import foreign_key_ddl, views
+from percolator.server.sql import foreign_key_ddl, sequence_ddl, views
 from percolator.server.sql.catalog import (
     Catalog,
     CheckDef,
@@ -113,6 +113,14 @@ class ConvertColumns:
     """(column id, USING expression SQL or None)."""
 
 
+@dataclass(frozen=True)
+class RestartSequences:
+    """TRUNCATE ... RESTART IDENTITY: these sequences (owned by the truncated tables' columns)
+    start over, in the statement's transaction."""
+
+    names: tuple[str, ...]
+
+
 DataAction = (
     BuildIndex
     | FillColumn
@@ -121,6 +129,7 @@ DataAction = (
     | WriteMarkers
     | ValidateForeignKey
     | ConvertColumns
+    | RestartSequences
 )
 
 
@@ -662,7 +671,13 @@ def _truncate(catalog: Catalog, node: exp.TruncateTable) -> DdlResult:
         catalog = catalog.with_table(
             table.replace(storage=f"t{storage_id}", indexes=tuple(indexes))
         )
-    return DdlResult(catalog, "TRUNCATE TABLE", notices=notices)
+    actions: list[DataAction] = []
+    if str(node.args.get("identity") or "").upper() == "RESTART":
+        # The sequences of serial and identity columns and those OWNED BY a column, as
+        # Postgres restarts; not those a column's DEFAULT merely draws from.
+        owned = tuple(s.name for s in catalog.sequences.values() if s.table in everything)
+        actions.append(RestartSequences(owned))
+    return DdlResult(catalog, "TRUNCATE TABLE", actions, notices)
 
 
 # -- ALTER TABLE ----------------------------------------------------------------------------
@@ -735,6 +750,12 @@ def _alter_table(catalog: Catalog, node: exp.Alter, bind_type: BindType) -> DdlR
         return DdlResult(views.alter_view(catalog, node, notices), f"ALTER {kind}", [], notices)
     if kind != "TABLE":
         raise unsupported(f"ALTER {kind}")
+    if name in catalog.sequences and name not in catalog.tables:
+        # ALTER TABLE ... RENAME TO renames a sequence too, as in Postgres; nothing else does.
+        if renames != [True]:
+            raise SqlError(WRONG_OBJECT_TYPE, f'"{name}" is not a table')
+        new = _table_name(node.args["actions"][0].this)
+        return DdlResult(sequence_ddl.rename(catalog, catalog.sequences[name], new), "ALTER TABLE")
     if name in catalog.views:
         raise SqlError(WRONG_OBJECT_TYPE, f'"{name}" is not a table')
     if name not in catalog.tables:
@@ -869,10 +890,11 @@ def _alter_action(
         new = _table_name(action.this)
         if catalog.relation_exists(new):
             raise SqlError(DUPLICATE_TABLE, f'relation "{new}" already exists')
+        # without_table drops the sequences the table owns: they come back owned by ``new``.
+        owned = [s for s in catalog.sequences.values() if s.table == table.name]
         catalog = catalog.without_table(table.name).with_table(table.replace(name=new))
-        for s in list(catalog.sequences.values()):
-            if s.table == table.name:
-                catalog = catalog.with_sequence(dataclasses.replace(s, table=new))
+        for s in owned:
+            catalog = catalog.with_sequence(dataclasses.replace(s, table=new))
         return views.rename_relation(catalog, table.name, new, {table.id}, set()), new
     if isinstance(action, exp.AddConstraint):
         for c in action.expressions:

@@ -17,6 +17,8 @@ from percolator.server.sql.errors import (
     SqlError,
     unsupported,
 )
+from percolator.server.sql.quoting import quote_ident
+from percolator.server.sql.sequence_functions import sequence_name
 
 _TYPE_LIMITS = {
     "smallint": (-(1 << 15), (1 << 15) - 1),
@@ -57,6 +59,8 @@ class AlterSequence:
     name: str
     if_exists: bool
     options: SequenceOptions
+    rename_to: str | None = None
+    """ALTER SEQUENCE ... RENAME TO: the new name (no options then)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,10 @@ def parse_alter(r: Any) -> AlterSequence:
     r.next()
     if_exists = r.accept("IF", "EXISTS")
     name = r.public_name()
+    if r.accept("RENAME", "TO"):
+        new = r.public_name()
+        r.end()
+        return AlterSequence(name, if_exists, SequenceOptions(), rename_to=new)
     if r.at("RENAME") or r.at("OWNER") or r.at("SET"):
         raise unsupported(f"ALTER SEQUENCE ... {r.peek().upper}")
     return AlterSequence(name, if_exists, _options(r, alter=True))
@@ -166,8 +174,37 @@ def alter(catalog: Catalog, stmt: AlterSequence) -> tuple[Catalog, SequenceDef |
         if stmt.if_exists:
             return catalog, None, f'relation "{stmt.name}" does not exist, skipping'
         raise SqlError(UNDEFINED_TABLE, f'relation "{stmt.name}" does not exist')
+    if stmt.rename_to is not None:
+        catalog = rename(catalog, seq, stmt.rename_to)
+        return catalog, catalog.sequences[stmt.rename_to], ""
     seq = _apply(seq, stmt.options, catalog, created=False)
     return catalog.with_sequence(seq), seq, ""
+
+
+def rename(catalog: Catalog, seq: SequenceDef, new: str) -> Catalog:
+    """The catalog with ``seq`` named ``new`` (ALTER SEQUENCE or ALTER TABLE ... RENAME TO).
+    It keeps its counter; the serial and identity columns it feeds and the column defaults
+    ``nextval('old')`` follow it, as Postgres's defaults name it by OID."""
+    if catalog.relation_exists(new):
+        raise SqlError(DUPLICATE_TABLE, f'relation "{new}" already exists')
+    sequences = {name: s for name, s in catalog.sequences.items() if name != seq.name}
+    sequences[new] = dataclasses.replace(seq, name=new)
+    catalog = dataclasses.replace(catalog, sequences=sequences)
+    for table in list(catalog.tables.values()):
+        columns = tuple(_renamed_in_column(c, seq.name, new) for c in table.columns)
+        if columns != table.columns:
+            catalog = catalog.with_table(table.replace(columns=columns))
+    return catalog
+
+
+def _renamed_in_column(col: ColumnDef, old: str, new: str) -> ColumnDef:
+    """``col`` with the sequence ``old`` called ``new`` where it names it."""
+    if col.serial_sequence == old:
+        col = dataclasses.replace(col, serial_sequence=new)
+    m = _NEXTVAL_DEFAULT.match((col.default or "").strip())
+    if m is not None and sequence_name(m.group(1)) == old:
+        col = dataclasses.replace(col, default=f"nextval('{quote_ident(new)}'::regclass)")
+    return col
 
 
 def drop(catalog: Catalog, stmt: DropSequence) -> tuple[Catalog, list[str]]:
@@ -251,7 +288,7 @@ def default_sequence(table: TableDef, col: ColumnDef, catalog: Catalog) -> Seque
     name = col.serial_sequence
     if name is None and col.default is not None:
         m = _NEXTVAL_DEFAULT.match(col.default.strip())
-        name = m.group(1).removeprefix("public.") if m is not None else None
+        name = sequence_name(m.group(1)) if m is not None else None
         if name is not None and name not in catalog.sequences:
             return None
     if name is None:

@@ -5,10 +5,18 @@ synchronously) cannot make: they bind to :class:`BAsyncCall`, which the operator
 expression awaits for each row before evaluating it, as it does subqueries. So they are
 allowed where such an operator evaluates them: a select list and VALUES (a column DEFAULT
 ``nextval('s')`` is drawn by INSERT itself); elsewhere 0A000.
+
+The operator awaits a row's calls in order, left to right, before it evaluates the row's
+expressions; so where nextval may be, currval and lastval are awaited calls too, in that same
+order: ``SELECT currval('s'), nextval('s')`` sees the value before the draw, as in Postgres. An
+error they raise is kept until the expression reads their value (a CASE branch not taken
+never does). Elsewhere they are plain calls on the session.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from percolator.server.sql import types as T
@@ -35,12 +43,58 @@ def bind(exprs: ExprBinder, name: str, args: list[BExpr]) -> BExpr:
         args[1] = exprs.coerce(args[1], T.INT8)
         if len(args) == 3:
             args[2] = exprs.coerce(args[2], T.BOOL)
-    if name == "currval":
-        return BContextCall(T.INT8, name, _currval, args)
-    if name == "lastval":
-        return BContextCall(T.INT8, name, lambda ctx: ctx.sequences.lastval(), [])
+    if name in ("currval", "lastval"):
+        return _reader(exprs, name, args)
     fn = _nextval if name == "nextval" else _setval
     return exprs.async_call(name, T.INT8, fn, args)
+
+
+def _reader(exprs: ExprBinder, name: str, args: list[BExpr]) -> BExpr:
+    """currval or lastval: awaited in order with nextval and setval where those may be."""
+    if not exprs.async_calls_ok:
+        sync = _currval if name == "currval" else _lastval
+        return BContextCall(T.INT8, name, sync, args)
+    fn = _currval_awaited if name == "currval" else _lastval_awaited
+    awaited = exprs.async_call(name, T.INT8, _keeping_error(fn), args)
+    return BContextCall(T.INT8, name, _outcome, [awaited])
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """An awaited currval/lastval that failed: raised when the value is read."""
+
+    error: SqlError
+
+
+def _keeping_error(fn: Callable[..., Awaitable[int | None]]) -> Callable[..., Awaitable[object]]:
+    async def call(ctx: Any, *args: object) -> object:
+        try:
+            return await fn(ctx, *args)
+        except SqlError as e:
+            return _Failed(e)
+
+    return call
+
+
+def _outcome(ctx: Any, value: object) -> object:
+    if isinstance(value, _Failed):
+        raise value.error
+    return value
+
+
+async def _currval_awaited(ctx: Any, ref: object) -> int | None:
+    if ref is None:
+        return None
+    seq = await _sequence(ctx, ref)
+    return ctx.sequences.currval(seq, seq.name)
+
+
+async def _lastval_awaited(ctx: Any) -> int:
+    return await ctx.sequences.lastval_anywhere(ctx.catalog)
+
+
+def _lastval(ctx: Any) -> int:
+    return ctx.sequences.lastval(ctx.catalog)
 
 
 async def _nextval(ctx: Any, ref: object) -> int | None:
@@ -63,7 +117,7 @@ def _currval(ctx: Any, ref: object) -> int | None:
     seq = ctx.catalog.sequences.get(name) if name is not None else None
     # A sequence another server created since our catalog's last poll: this session drew
     # from it already if currval is defined (nextval looked it up).
-    return ctx.sequences.currval(seq or SequenceDef(name or str(ref), 0, ""))
+    return ctx.sequences.currval(seq, name or str(ref))
 
 
 async def _sequence(ctx: Any, ref: object) -> SequenceDef:
