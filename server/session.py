@@ -150,6 +150,8 @@ class Plan:
     views: frozenset[str] = frozenset()
     """The views the statement expanded (transitively): the catalog guard refuses it when
     one's definition changed (a view has no storage of its own to tell)."""
+    returning_runners: list[Any] = field(default_factory=list)
+    """The subqueries and waiting calls of RETURNING, run for each returned row."""
 
 
 class ConcurrentDdl(SqlError):
@@ -1104,6 +1106,7 @@ class SqlSession:
                 _compile_list(bound.returning),
                 {"assignments": assignments, "runners": runners},
                 writes=True,
+                returning_runners=planner.runners(bound.returning or []),
             )
         if isinstance(bound, DeleteStmt):
             writer = self._writer(bound.table, binder)
@@ -1118,6 +1121,7 @@ class SqlSession:
                 writer,
                 _compile_list(bound.returning),
                 writes=True,
+                returning_runners=planner.runners(bound.returning or []),
             )
         if isinstance(bound, MergeStmt):
             merge_plan = plan_merge(planner, bound, catalog)
@@ -1215,6 +1219,7 @@ class SqlSession:
             _compile_list(bound.returning),
             extra,
             writes=True,
+            returning_runners=self.engine.planner.runners(bound.returning or []),
         )
 
     def _plan_copy(
@@ -1366,11 +1371,11 @@ class SqlSession:
             rows = await update_rows(
                 plan.writer, ctx, plan.node, plan.extra["assignments"], plan.extra["runners"]
             )
-            return self._dml_result(plan, ctx, rows, f"UPDATE {len(rows)}")
+            return await self._dml_result(plan, ctx, rows, f"UPDATE {len(rows)}")
         if kind == "delete":
             assert plan.writer is not None and plan.node is not None
             rows = await delete_rows(plan.writer, ctx, plan.node)
-            return self._dml_result(plan, ctx, rows, f"DELETE {len(rows)}")
+            return await self._dml_result(plan, ctx, rows, f"DELETE {len(rows)}")
         if kind == "merge":
             assert plan.writer is not None
             count = await run_merge(plan.extra["merge"], plan.writer, ctx)
@@ -1404,12 +1409,16 @@ class SqlSession:
             await cursor.settle()  # WITH HOLD, and its implicit transaction commits now
         return _done(self, "DECLARE CURSOR")
 
-    def _dml_result(
+    async def _dml_result(
         self, plan: Plan, ctx: ExecContext, rows: list[tuple[object, ...]], tag: str
     ) -> Any:
         if plan.returning is None:
             return _done(self, tag)
-        out = [tuple(f(r, ctx) for f in plan.returning) for r in rows]
+        out = []
+        for r in rows:
+            for runner in plan.returning_runners:
+                await runner.prepare(r, ctx)
+            out.append(tuple(f(r, ctx) for f in plan.returning))
         ex = _result(self, plan.columns or [], out, tag, count=False)
         return ex
 
@@ -1454,7 +1463,7 @@ class SqlSession:
                 return updated
 
         result = await insert_rows(plan.writer, ctx, rows, oc, conflict_update)
-        return self._dml_result(plan, ctx, result.rows, f"INSERT 0 {result.count}")
+        return await self._dml_result(plan, ctx, result.rows, f"INSERT 0 {result.count}")
 
     async def _ddl(self, node: exp.Expression) -> Any:
         if self.temp_tables.handles(node):

@@ -582,13 +582,17 @@ async def update_rows(
     runners: list[Any],
 ) -> list[Row]:
     """UPDATE: the source yields the table's row (first ``width`` values) plus any FROM
-    tables' columns; each matching row is updated once."""
+    tables' columns; each matching row is updated once. Returns the new rows, each followed
+    by the FROM tables' columns it was updated with (for RETURNING)."""
     width = len(writer.table.columns) + (0 if writer.table.primary_key else 1)
+    joined: dict[bytes, Row] = {}
 
     async def updated(full: Row) -> tuple[Row, Row]:
         for r in runners:
             await r.prepare(full, ctx)
         old = full[:width]
+        if len(full) > width:
+            joined[writer.codec.key_of_stored(old)] = full[width:]
         new = list(old)
         for pos, fn in assignments:
             new[pos] = fn(full, ctx)
@@ -617,7 +621,7 @@ async def update_rows(
     since = await _recheck_targets(ctx, source, targets, changed, updated)
     rows = [(key, old, new) for key, (old, new) in targets.items()]
     await update_keys(writer, ctx, rows, since)
-    return [new for _, _, new in rows]
+    return [new + joined.get(key, ()) for key, _, new in rows]
 
 
 async def update_keys(
@@ -646,21 +650,28 @@ async def update_keys(
 
 
 async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
+    """DELETE: the rows deleted, each followed by the USING tables' columns it was found
+    with (for RETURNING)."""
     width = len(writer.table.columns) + (0 if writer.table.primary_key else 1)
+    joined: dict[bytes, Row] = {}
 
     async def deleted(full: Row) -> Row:
-        return full[:width]
+        old = full[:width]
+        if len(full) > width:
+            joined[writer.codec.key_of_stored(old)] = full[width:]
+        return old
 
     recheck = _can_recheck(writer, source)
     found, changed = await _rows_locked_early(writer, ctx, source, recheck, RowLockMode.UPDATE)
     victims: dict[bytes, Row] = {}
     for full in found:
-        old = full[:width]
-        victims.setdefault(writer.codec.key_of_stored(old), old)
+        key = writer.codec.key_of_stored(full[:width])
+        if key not in victims:
+            victims[key] = await deleted(full)
     changed |= await _lock_targets(writer, ctx, list(victims), recheck, RowLockMode.UPDATE)
     since = await _recheck_targets(ctx, source, victims, changed, deleted)
     await delete_keys(writer, ctx, victims, since)
-    return list(victims.values())
+    return [old + joined.get(key, ()) for key, old in victims.items()]
 
 
 def _can_recheck(writer: TableWriter, source: Node) -> bool:

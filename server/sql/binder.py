@@ -1234,13 +1234,17 @@ class Binder:
     def _bind_returning(
         self, node: exp.Returning | None, table: TableDef, alias: str, scope: Scope | None = None
     ) -> tuple[list[BExpr] | None, list[OutCol] | None]:
-        """RETURNING expressions over the table's (new) row."""
+        """RETURNING expressions over the table's (new) row; for UPDATE and DELETE over
+        ``scope``, their target query's: the row, then the columns of the FROM / USING
+        tables (``RETURNING *`` shows those too, as in Postgres)."""
         if node is None:
             return None, None
-        cols = [
-            OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
-        ]
-        scope = Scope(cols, None, {alias})
+        if scope is None:
+            cols = [
+                OutCol(c.name, c.type, table.oid, i + 1, alias)
+                for i, c in enumerate(table.columns)
+            ]
+            scope = Scope(cols, None, {alias})
         items = self._expand_stars(node.expressions, scope)
         exprs = []
         out = []

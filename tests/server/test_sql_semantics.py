@@ -706,6 +706,12 @@ SCRIPTS: dict[str, Script] = {
         cases=[
             "INSERT INTO dm (id, name, price) VALUES (1, 'a', 1.5), (2, 'b', 2), (3, 'c', NULL)",
             "INSERT INTO dm (id, name) VALUES (4, 'd') RETURNING id, qty, price, code",
+            "UPDATE dm SET qty = dsrc.qty FROM dsrc WHERE dm.id = dsrc.id RETURNING *",
+            "UPDATE dm SET qty = qty + 1 FROM dsrc s WHERE dm.id = s.id RETURNING dm.id, s.name, s.qty + dm.qty",
+            "UPDATE dm SET qty = 0 WHERE id = 1 RETURNING id, (SELECT name FROM dsrc WHERE dsrc.id = dm.id), id IN (SELECT id FROM dsrc)",
+            "INSERT INTO dm (id, name) SELECT id + 100, name FROM dsrc RETURNING id, id - 100 IN (SELECT id FROM dsrc WHERE qty > 10)",
+            "DELETE FROM dm USING dsrc WHERE dm.id = dsrc.id + 100 AND dsrc.qty > 10 RETURNING *",
+            "DELETE FROM dm USING dsrc d WHERE dm.id = d.id + 100 RETURNING dm.name, d.qty",
             "INSERT INTO dm VALUES (1, 'dup', 0, 0, NULL)",
             "INSERT INTO dm (id, name) VALUES (9, NULL)",
             "INSERT INTO dm (id) VALUES (9)",
