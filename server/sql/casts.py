@@ -392,7 +392,34 @@ def _typmod(v: object, dst: SqlType, explicit: bool) -> object:
         return apply_numeric_typmod(v, dst)  # type: ignore[arg-type]
     if dst.id in (_T.VARCHAR, _T.BPCHAR):
         return apply_length(v, dst, explicit)  # type: ignore[arg-type]
+    if (p := dst.fractional_digits) is not None:
+        return apply_time_precision(v, p)  # type: ignore[arg-type]
     return v
+
+
+_PG_EPOCH = dt.datetime(2000, 1, 1)
+_PG_EPOCH_UTC = _PG_EPOCH.replace(tzinfo=dt.UTC)
+
+
+def apply_time_precision(v: dt.datetime | dt.time, p: int) -> dt.datetime | dt.time:
+    """timestamp(p) / timestamptz(p) / time(p): round to ``p`` fractional-second digits, half
+    away from zero of Postgres's internal value (AdjustTimestampForTypmod), whose zero is
+    2000-01-01 (UTC for timestamptz): a half before 2000 rounds to the earlier time."""
+    unit = 10 ** (6 - p)
+    if unit == 1 or v.microsecond % unit == 0:
+        return v
+    if isinstance(v, dt.time):
+        micros = v.microsecond + unit // 2
+        if micros >= 1_000_000 and (v.hour, v.minute, v.second) == (23, 59, 59):
+            # Postgres gives 24:00:00, which datetime.time cannot hold.
+            raise SqlError(FEATURE_NOT_SUPPORTED, "time 24:00:00 is not supported")
+        base = dt.datetime.combine(dt.date(2000, 1, 1), v.replace(microsecond=0))
+        return (base + dt.timedelta(microseconds=micros // unit * unit)).time()
+    epoch = _PG_EPOCH_UTC if v.tzinfo is not None else _PG_EPOCH
+    delta = v - epoch
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    rounded = (abs(micros) + unit // 2) // unit * unit
+    return epoch + dt.timedelta(microseconds=rounded if micros >= 0 else -rounded)
 
 
 def _cast_array(v: object, src: SqlType, dst: SqlType, explicit: bool) -> object:
@@ -632,6 +659,7 @@ def compare_key(t: SqlType) -> Callable[[object], object]:
 __all__ = [
     "apply_length",
     "apply_numeric_typmod",
+    "apply_time_precision",
     "can_assign",
     "can_implicitly_cast",
     "cast",

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
 
 from percolator.server.sql import (
     advisory_functions,
@@ -59,6 +60,7 @@ from percolator.server.sql.bound import (
 from percolator.server.sql.datetime_functions import (
     current_date,
     extract_in_zone,
+    extract_source_type,
     local_time,
     local_timestamp,
 )
@@ -293,6 +295,20 @@ _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
 }
 
 
+def _keep_postgres_date_functions() -> None:
+    """Have sqlglot's Postgres parser leave these date/time calls as the plain functions they
+    are: it reads date_part(f, x) as EXTRACT (whose result type and column name differ), and
+    to_date / to_timestamp(text, text) / make_timestamp / make_time as other dialects'
+    functions, rewriting the format's template patterns into strftime codes on the way."""
+    parser = Postgres.Parser
+    parser.FUNCTION_PARSERS = {k: v for k, v in parser.FUNCTION_PARSERS.items() if k != "DATE_PART"}
+    dropped = ("TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP", "MAKE_TIME")
+    parser.FUNCTIONS = {k: v for k, v in parser.FUNCTIONS.items() if k not in dropped}
+
+
+_keep_postgres_date_functions()
+
+
 class ExprBinder:
     """Binds expressions for one :class:`Binder` (sharing its catalog and parameters)."""
 
@@ -410,9 +426,12 @@ class ExprBinder:
         }
         for cls, name in special.items():
             if isinstance(node, cls):
-                if cls is exp.CurrentTimestamp and "current_timestamp" in node.sql().lower():
+                if cls is exp.CurrentTimestamp and "start" not in node.meta:
+                    # now() carries its position; the keyword CURRENT_TIMESTAMP does not.
                     return "current_timestamp"
                 return name
+        if isinstance(node, exp.AtTimeZone):
+            return "timezone"  # x AT TIME ZONE z is timezone(z, x)
         if isinstance(node, exp.Anonymous):
             return str(node.this).lower()
         if isinstance(node, tuple(_AGGREGATES)):
@@ -507,7 +526,7 @@ class ExprBinder:
                 return BCall(
                     target,
                     "cast",
-                    lambda v, _t=target: casts.text_decoder(_t)(str(v)),
+                    lambda v, _t=target: casts.cast(str(v), T.UNKNOWN, _t),
                     [e],
                 )
             return BConst(target, self._literal_as(str(e.value), target, explicit))
@@ -1274,10 +1293,17 @@ class ExprBinder:
         else:  # date_part's field as a value: a literal lifted into a parameter, an expression
             field = self.coerce(self.bind(field_node, scope), T.TEXT)
         arg = self.bind(node.expression, scope)
-        if arg.type.id is TypeId.UNKNOWN:
-            arg = self.coerce(arg, T.TIMESTAMP)
+        source = extract_source_type(T.UNKNOWN, arg.type)
+        if source is None:
+            raise SqlError(
+                UNDEFINED_FUNCTION,
+                f"function pg_catalog.extract(unknown, {arg.type}) does not exist",
+                hint="No function matches the given name and argument types. You might need to"
+                " add explicit type casts.",
+            )
         # A timestamptz's fields are its wall clock's in the zone of the running statement.
-        return BContextCall(T.NUMERIC, "extract", extract_in_zone, [field, arg])
+        args = [field, self.coerce(arg, source)]
+        return BContextCall(T.NUMERIC, "extract", extract_in_zone, args)
 
     def _bind_AtTimeZone(self, node: exp.AtTimeZone, scope: Scope) -> BExpr:
         # value AT TIME ZONE zone is timezone(zone, value).

@@ -335,7 +335,12 @@ def _days_in_month(year: int, month: int) -> int:
 
 
 def timedelta_to_interval(td: dt.timedelta) -> Interval:
-    return Interval(0, td.days, td.seconds * 1_000_000 + td.microseconds)
+    """The difference of two timestamps as Postgres's timestamp_mi gives it: whole 24-hour
+    periods become days, and days and time keep the sign of the whole (interval_justify_hours:
+    ``-308 days -06:27:59``, not ``-309 days +17:32:01``)."""
+    total = (td.days * 86_400 + td.seconds) * 1_000_000 + td.microseconds
+    days = abs(total) // 86_400_000_000 * (1 if total >= 0 else -1)
+    return Interval(0, days, total - days * 86_400_000_000)
 
 
 _COMPARE = {

@@ -1855,6 +1855,16 @@ def _character_facts(t: SqlType) -> tuple[int | None, int | None]:
     return n, n * 4  # UTF8: at most 4 bytes a character
 
 
+def _datetime_precision(t: SqlType) -> int | None:
+    """information_schema's datetime_precision: p of timestamp(p), else 0 for date, 6."""
+    if t.array or t.id not in _DATETIME:
+        return None
+    if t.id is TypeId.DATE:
+        return 0
+    p = t.fractional_digits
+    return 6 if p is None else p
+
+
 # fmt: off
 @_info("columns", 12492, _COLUMNS_SPEC)
 def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
@@ -1876,7 +1886,7 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
         for i, (name, t, not_null, default) in enumerate(cols):
             precision, radix, scale = _numeric_facts(t)
             max_len, octets = _character_facts(t)
-            dt_precision = (0 if t.id is TypeId.DATE else 6) if t.id in _DATETIME else None
+            dt_precision = _datetime_precision(t)
             out.append(
                 (
                     db, schema, r.name, name, i + 1, default, _yes(not not_null),

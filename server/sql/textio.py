@@ -632,19 +632,32 @@ _UNIX_EPOCH = dt.datetime(1970, 1, 1)
 
 
 class _DateTimeParse:
-    """The fields found in a date/time string."""
+    """The fields found in a date/time string. ``fields`` holds which of year ("y"), month
+    ("m") and day ("d") are set, as Postgres's fmask does."""
 
-    __slots__ = ("bc", "day", "month", "offset", "pm", "time_us", "year", "zone_name")
+    __slots__ = ("bc", "day", "doy", "fields", "month", "offset", "pm", "text_month",
+                 "time_us", "two_digit_year", "year", "zone_name")  # fmt: skip
 
     def __init__(self) -> None:
         self.year: int | None = None
         self.month: int | None = None
         self.day: int | None = None
+        self.doy: int | None = None
         self.time_us: int | None = None
         self.offset: int | None = None  # seconds east of UTC
         self.zone_name: str | None = None
         self.bc = False
         self.pm: bool | None = None
+        self.fields: set[str] = set()
+        self.text_month = False
+        self.two_digit_year = False
+
+    def set_date(self, year: int, month: int, day: int, bad: SqlError) -> None:
+        """All three date fields at once (a separated or run-together date)."""
+        if self.fields:
+            raise bad
+        self.year, self.month, self.day = year, month, day
+        self.fields = {"y", "m", "d"}
 
 
 def _zone_offset(tok: str) -> int | None:
@@ -665,84 +678,171 @@ def _year_of(tok: str) -> int:
     return y
 
 
+def _decode_number(p: _DateTimeParse, tok: str, bad: SqlError) -> None:
+    """A run of digits alone: which date field it is, from those seen so far (DecodeNumber,
+    DateStyle MDY), or a run-together date or time (DecodeNumberField)."""
+    val, flen, have = int(tok), len(tok), p.fields
+    if flen >= 6 and (have != {"y", "m", "d"} or p.time_us is None):
+        _decode_number_field(p, tok, bad)
+        return
+    if flen == 3 and have == {"y"} and 1 <= val <= 366:
+        p.doy, p.fields = val, {"y", "m", "d"}  # yyyy.ddd: a day of the year
+        return
+    if not have:
+        field = "y" if flen >= 3 else "m"
+    elif have == {"y"} or have == {"d"}:
+        field = "m"
+    elif have == {"m"}:
+        field = "y" if p.text_month and flen >= 3 else "d"
+    elif have == {"y", "m"}:
+        if p.text_month and flen >= 3 and p.two_digit_year:
+            # DD-MON-YYYY: the first number, taken for a two-digit year, was the day.
+            p.day, p.year, p.two_digit_year = p.year, val, False
+            have.add("d")
+            return
+        field = "d"
+    elif have == {"m", "d"}:
+        field = "y"
+    elif have == {"y", "m", "d"}:
+        _decode_number_field(p, tok, bad)
+        return
+    else:
+        raise bad
+    have.add(field)
+    if field == "y":
+        p.year, p.two_digit_year = val, flen <= 2
+    elif field == "m":
+        p.month = val
+    else:
+        p.day = val
+
+
+def _decode_number_field(p: _DateTimeParse, tok: str, bad: SqlError) -> None:
+    """Run-together digits: yyyymmdd / yymmdd while the date is incomplete, else hhmmss or
+    hhmm (DecodeNumberField)."""
+    if p.fields != {"y", "m", "d"} and len(tok) >= 6:
+        p.set_date(int(tok[:-4]), int(tok[-4:-2]), int(tok[-2:]), bad)
+        p.two_digit_year = len(tok) == 6
+        return
+    if p.time_us is None and len(tok) in (4, 6):
+        h, mi, sec = int(tok[:2]), int(tok[2:4]), int(tok[4:] or 0)
+        p.time_us = ((h * 60 + mi) * 60 + sec) * 1_000_000
+        return
+    raise bad
+
+
+def _decode_text_month(p: _DateTimeParse, month: int, bad: SqlError) -> None:
+    """A month name; a number read as the month before it was the day (08 Jan 1999)."""
+    if "m" in p.fields:
+        if p.text_month or "d" in p.fields or not 1 <= (p.month or 0) <= 31:
+            raise bad
+        p.day = p.month
+        p.fields.add("d")
+    p.fields.add("m")
+    p.text_month = True
+    p.month = month
+
+
+def _decode_separated_date(p: _DateTimeParse, tok: str, bad: SqlError) -> bool:
+    """A date with separators (2024-01-31, 1/31/2024, 31-jan-2024, jan-31-2024, 1999.008);
+    False if ``tok`` is not one."""
+    if (m := re.fullmatch(r"(\d{4,})\.(\d{3})", tok)) is not None and not p.fields:
+        p.year, p.doy, p.fields = int(m[1]), int(m[2]), {"y", "m", "d"}
+        return True
+    m = _DATE_SEP_RE.fullmatch(tok)
+    if m is None:
+        return False
+    a, _, b, c = m.groups()
+    if (a.isalpha() and a not in _MONTHS) or (b.isalpha() and b not in _MONTHS):
+        return False  # a zone name (america/indiana/knox)
+    try:
+        if a.isalpha():  # jan-08-1999
+            p.set_date(_year_of(c), _MONTHS[a], int(b), bad)
+        elif b.isalpha():  # 2024-jan-02 or 02-jan-2024
+            if len(a) >= 3:
+                p.set_date(int(a), _MONTHS[b], int(c), bad)
+            else:
+                p.set_date(_year_of(c), _MONTHS[b], int(a), bad)
+        elif len(a) >= 3:  # ISO year first
+            p.set_date(int(a), int(b), int(c), bad)
+        else:  # DateStyle MDY
+            p.set_date(_year_of(c), int(a), int(b), bad)
+    except (KeyError, ValueError):
+        raise bad from None
+    return True
+
+
+def _relative_day(p: _DateTimeParse, word: str, bad: SqlError) -> None:
+    """today / tomorrow / yesterday among other fields: that date of the session's zone."""
+    today = time_zones.to_local(dt.datetime.now(UTC)).date()
+    d = today + dt.timedelta(days={"today": 0, "tomorrow": 1, "yesterday": -1}[word])
+    p.set_date(d.year, d.month, d.day, bad)
+
+
+def _decode_time(p: _DateTimeParse, m: re.Match[str], s: str, bad: SqlError) -> None:
+    if p.time_us is not None:
+        raise bad
+    hh, mi, ss, frac, zone = m.groups()
+    h, mnt, sec = int(hh), int(mi), int(ss or 0)
+    us = round(Fraction(int(frac), 10 ** len(frac)) * 1_000_000) if frac else 0
+    if h > 24 or mnt > 59 or sec > 60 or (h == 24 and (mnt or sec or us)):
+        raise SqlError(DATETIME_FIELD_OVERFLOW, f'date/time field value out of range: "{s}"')
+    p.time_us = ((h * 60 + mnt) * 60 + sec) * 1_000_000 + us
+    if zone:
+        p.offset = _zone_offset(zone)
+
+
+_ZONE_WORD = re.compile(r"[a-z][a-z0-9/_+\-:]*")
+
+
 def _parse_datetime(s: str, type_name: str) -> _DateTimeParse:
     bad = SqlError(INVALID_DATETIME_FORMAT, f'invalid input syntax for type {type_name}: "{s}"')
     p = _DateTimeParse()
     low = s.strip(_WS).lower().replace(",", " ")
     low = re.sub(r"(\d)t(\d)", r"\1 \2", low)
+    low = re.sub(r"(\d)(am|pm)\b", r"\1 \2", low)  # 5:32pm
+    low = re.sub(r"^(\d{4}-\d{1,2}-\d{1,2})([+-]\d)", r"\1 \2", low)  # 1997-01-02+00
     low = re.sub(r"(\d)\s+([+-]\d)", r"\1\2", low) if ":" in low else low
     tokens = low.split()
     orig_tokens = s.strip(_WS).replace(",", " ").split()
-    numbers: list[str] = []
     if not tokens:
         raise bad
     for i, tok in enumerate(tokens):
         if ":" in tok and (m := _TIME_RE.fullmatch(tok)) is not None:
-            if p.time_us is not None:
-                raise bad
-            hh, mi, ss, frac, zone = m.groups()
-            h, mnt, sec = int(hh), int(mi), int(ss or 0)
-            us = round(Fraction(int(frac), 10 ** len(frac)) * 1_000_000) if frac else 0
-            if h > 24 or mnt > 59 or sec > 60 or (h == 24 and (mnt or sec or us)):
-                raise SqlError(
-                    DATETIME_FIELD_OVERFLOW, f'date/time field value out of range: "{s}"'
-                )
-            p.time_us = ((h * 60 + mnt) * 60 + sec) * 1_000_000 + us
-            if zone:
-                p.offset = _zone_offset(zone)
-        elif (m := _DATE_SEP_RE.fullmatch(tok)) is not None:
-            if p.year is not None:
-                raise bad
-            a, _, b, c = m.groups()
-            try:
-                if b.isalpha():  # 2024-jan-02 or 02-jan-2024
-                    p.month = _MONTHS[b]
-                    if len(a) >= 3:
-                        p.year, p.day = int(a), int(c)
-                    else:
-                        p.day, p.year = int(a), _year_of(c)
-                elif len(a) >= 3:  # ISO year first
-                    p.year, p.month, p.day = int(a), int(b), int(c)
-                else:  # DateStyle MDY
-                    p.month, p.day, p.year = int(a), int(b), _year_of(c)
-            except (KeyError, ValueError):
-                raise bad from None
+            _decode_time(p, m, s, bad)
+        elif _decode_separated_date(p, tok, bad):
+            pass
         elif tok.isdigit():
-            if len(tok) == 8 and p.year is None:
-                p.year, p.month, p.day = int(tok[:4]), int(tok[4:6]), int(tok[6:])
-            elif len(tok) == 6 and p.year is None and not numbers and p.month is None:
-                p.year, p.month, p.day = _year_of(tok[:2]), int(tok[2:4]), int(tok[4:])
-            else:
-                numbers.append(tok)
+            _decode_number(p, tok, bad)
         elif tok in _MONTHS:
-            if p.month is not None:
-                raise bad
-            p.month = _MONTHS[tok]
+            _decode_text_month(p, _MONTHS[tok], bad)
         elif tok in ("bc", "ad"):
             p.bc = tok == "bc"
         elif tok in ("am", "pm"):
             p.pm = tok == "pm"
         elif tok in _WEEKDAYS:
             pass
+        elif tok in ("today", "tomorrow", "yesterday"):
+            _relative_day(p, tok, bad)
+        elif re.fullmatch(r"j\d+", tok) and int(tok[1:]) > 1721425:  # a Julian day
+            d = dt.date.fromordinal(int(tok[1:]) - 1721425)
+            p.set_date(d.year, d.month, d.day, bad)
         elif tok in ("utc", "gmt", "z", "zulu", "ut"):
             p.offset = 0
         elif (off := _zone_offset(tok)) is not None:
             p.offset = off
-        elif tok.replace("/", "").replace("_", "").isalpha():
-            p.zone_name = orig_tokens[i] if i < len(orig_tokens) else tok
+        elif _ZONE_WORD.fullmatch(tok):
+            # A zone: an abbreviation (CEST), an IANA name or a POSIX string (GMT+8, PST8PDT).
+            p.zone_name = orig_tokens[i] if len(orig_tokens) == len(tokens) else tok
         else:
             raise bad
-    if numbers:
-        if p.year is not None or p.month is None or len(numbers) > 2:
+    if p.two_digit_year and p.year is not None:
+        p.year += 2000 if p.year < 70 else 1900 if p.year < 100 else 0
+    if p.doy is not None and p.year is not None:
+        if not 1 <= p.doy <= 366:
             raise bad
-        if len(numbers) == 1:
-            raise bad
-        a, b = numbers
-        # Month-name dates: the number that cannot be a day is the year (Jan 2 2024, 2 Jan 2024).
-        if len(a) > 2 or int(a) > 31:
-            p.year, p.day = int(a), int(b)
-        else:
-            p.day, p.year = int(a), _year_of(b) if len(b) <= 2 else int(b)
+        d = dt.date(p.year, 1, 1) + dt.timedelta(days=p.doy - 1)
+        p.month, p.day = d.month, d.day
     if p.pm is not None and p.time_us is not None:
         h = p.time_us // 3_600_000_000
         if not 1 <= h <= 12:

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
 
 from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
-from percolator.server.sql.errors import SYNTAX_ERROR, SqlError
+from percolator.server.sql.casts import apply_time_precision
+from percolator.server.sql.errors import (
+    DATETIME_FIELD_OVERFLOW,
+    FEATURE_NOT_SUPPORTED,
+    INVALID_DATETIME_FORMAT,
+    SYNTAX_ERROR,
+    SqlError,
+)
 from percolator.server.sql.functions import (
     FunctionImpl,
     register,
@@ -410,3 +418,493 @@ def to_char_format_node(node: object) -> object:
         out.append(ch)
         i += 1
     return exp.Literal.string("".join(out))
+
+
+# -- to_date / to_timestamp: formatting.c's DCH_from_char -------------------------------------
+
+# Patterns whose value is a number (KeyWord.is_digit), and the characters each reads when the
+# next node is not a separator (KeyWord.len, or the fixed width from_char_parse_int_len gets).
+_DIGIT_WIDTH = {
+    "CC": 2, "DDD": 3, "DD": 2, "D": 1, "FF1": 1, "FF2": 2, "FF3": 3, "FF4": 4, "FF5": 5,
+    "FF6": 6, "HH24": 2, "HH12": 2, "HH": 2, "IDDD": 3, "ID": 1, "IW": 2, "IYYY": 4, "IYY": 3,
+    "IY": 2, "I": 1, "J": 1, "MI": 2, "MM": 2, "MS": 3, "SSSSS": 5, "SSSS": 4, "SS": 2,
+    "TZH": 2, "TZM": 2, "US": 6, "WW": 2, "W": 1, "Y,YYY": 5, "YYYY": 4, "YYY": 3, "YY": 2,
+    "Y": 1, "Q": 1,
+}  # fmt: skip
+_ISO_PATTERNS = frozenset(("IDDD", "ID", "IW", "IYYY", "IYY", "IY", "I"))
+_ROMAN_LOWER = ["xii", "xi", "x", "ix", "viii", "vii", "vi", "v", "iv", "iii", "ii", "i"]
+_WS_CHARS = " \t\n\r\v\f"
+
+
+@dataclass(frozen=True)
+class _Node:
+    """One node of a parsed template (FormatNode): a pattern ("action"), a space, a
+    separator (printable ASCII that is neither letter nor digit) or another character."""
+
+    kind: str
+    text: str
+    fm: bool = False
+    th: bool = False
+
+
+def _is_separator(ch: str) -> bool:
+    return "\x20" < ch < "\x7f" and not ch.isalnum()
+
+
+def _parse_template(fmt: str) -> list[_Node]:
+    """The nodes of a to_date / to_timestamp template (parse_format)."""
+    nodes: list[_Node] = []
+    i, n = 0, len(fmt)
+    while i < n:
+        fm = False
+        if fmt.startswith(("FM", "fm", "TM", "tm"), i):
+            fm = fmt[i] in "Ff"
+            i += 2
+        key = next(
+            (fmt[i : i + k] for k in (5, 4, 3, 2, 1) if fmt[i : i + k] in _DCH_KEYWORDS), None
+        )
+        if key is not None:
+            i += len(key)
+            th = fmt.startswith(("TH", "th"), i)
+            i += 2 if th or fmt.startswith("SP", i) else 0
+            nodes.append(_Node("action", key, fm, th))
+            continue
+        if i >= n:
+            break
+        if fmt[i] == '"':
+            i += 1
+            while i < n and fmt[i] != '"':
+                if fmt[i] == "\\" and i + 1 < n:
+                    i += 1
+                nodes.append(_Node("char", fmt[i]))
+                i += 1
+            i += 1
+            continue
+        if fmt[i] == "\\" and fmt.startswith('"', i + 1):
+            i += 1
+        ch = fmt[i]
+        kind = "separator" if _is_separator(ch) else "space" if ch in _WS_CHARS else "char"
+        nodes.append(_Node(kind, ch))
+        i += 1
+    return nodes
+
+
+class _FromChar:
+    """The fields a template reads from its input (TmFromChar), and the reading of them."""
+
+    def __init__(self, text: str, nodes: list[_Node]) -> None:
+        self.text = text
+        self.nodes = nodes
+        self.pos = 0
+        self.f: dict[str, int] = {}
+        self.clock12 = False
+
+    def set(self, name: str, value: int, key: str) -> None:
+        """from_char_set_int: a field set twice must get the same value."""
+        old = self.f.get(name, 0)
+        if old != 0 and old != value:
+            raise SqlError(
+                INVALID_DATETIME_FORMAT,
+                f'conflicting values for "{key}" field in formatting string',
+                detail="This value contradicts a previous setting for the same field type.",
+            )
+        self.f[name] = value
+
+    def skip_spaces(self) -> int:
+        start = self.pos
+        while self.pos < len(self.text) and self.text[self.pos] in _WS_CHARS:
+            self.pos += 1
+        return self.pos - start
+
+    def number(self, at: int, width: int) -> tuple[int, int]:
+        """from_char_parse_int_len: a number of exactly ``width`` characters, or as many
+        digits as there are when the pattern is FM or a separator follows it; returns the
+        value and the characters read."""
+        node = self.nodes[at]
+        init = self.pos
+        self.skip_spaces()
+        copy = self.text[self.pos : self.pos + width]
+        if node.fm or _next_is_separator(self.nodes, at):
+            m = _STRTOL.match(self.text, init)
+            used = m.end() - init if m else 0
+            value = int(m.group().strip(_WS_CHARS)) if m else 0
+            self.pos = init + used  # strtol's end: where it started when there is no number
+        else:
+            if len(copy) < width:
+                raise SqlError(
+                    INVALID_DATETIME_FORMAT,
+                    f'source string too short for "{node.text}" formatting field',
+                    detail=f"Field requires {width} characters, but only {len(copy)} remain.",
+                    hint=_FM_HINT,
+                )
+            m = _STRTOL.match(copy)
+            used = m.end() if m else 0
+            if 0 < used < width:
+                raise SqlError(
+                    INVALID_DATETIME_FORMAT,
+                    f'invalid value "{copy}" for "{node.text}"',
+                    detail=f"Field requires {width} characters, but only {used} could be parsed.",
+                    hint=_FM_HINT,
+                )
+            value = int(m.group().strip(_WS_CHARS)) if m else 0
+            self.pos += used
+        if self.pos == init:
+            raise SqlError(
+                INVALID_DATETIME_FORMAT,
+                f'invalid value "{copy}" for "{node.text}"',
+                detail="Value must be an integer.",
+            )
+        if not -(2**31) <= value < 2**31:
+            raise SqlError(
+                DATETIME_FIELD_OVERFLOW,
+                f'value for "{node.text}" in source string is out of range',
+                detail="Value must be in the range -2147483648 to 2147483647.",
+            )
+        return value, self.pos - init
+
+    def word(self, key: str, words: Sequence[str]) -> int:
+        """from_char_seq_search: the index of the first of ``words`` the input starts with
+        (letter case aside)."""
+        rest = self.text[self.pos :]
+        low = rest.lower()
+        for index, w in enumerate(words):
+            if w and low.startswith(w.lower()):
+                self.pos += len(w)
+                return index
+        shown = re.split(r"[ \t\n\r\f]", rest, maxsplit=1)[0]
+        raise SqlError(
+            INVALID_DATETIME_FORMAT,
+            f'invalid value "{shown}" for "{key}"',
+            detail="The given value did not match any of the allowed values for this field.",
+        )
+
+
+_STRTOL = re.compile(r"[ \t\n\r\v\f]*[+-]?\d+")
+_FM_HINT = 'If your source string is not fixed-width, try using the "FM" modifier.'
+
+
+def _next_is_separator(nodes: list[_Node], at: int) -> bool:
+    """is_next_separator: whether the node after ``at`` cannot be part of a number."""
+    if nodes[at].th:
+        return True
+    if at + 1 >= len(nodes):
+        return True
+    nxt = nodes[at + 1]
+    if nxt.kind == "action":
+        return nxt.text.upper() not in _DIGIT_WIDTH
+    return not nxt.text.isdigit()
+
+
+def _adjust_partial_year(year: int) -> int:
+    """A year of fewer than 4 digits, moved toward 2020 (adjust_partial_year_to_2020)."""
+    if year < 70:
+        return year + 2000
+    if year < 100:
+        return year + 1900
+    if year < 520:
+        return year + 2000
+    if year < 1000:
+        return year + 1000
+    return year
+
+
+def _read_field(p: _FromChar, at: int) -> None:
+    """Read one pattern's value from the input (DCH_from_char's switch)."""
+    node = p.nodes[at]
+    key, up = node.text, node.text.upper()
+    if up in _ISO_PATTERNS:
+        raise SqlError(
+            FEATURE_NOT_SUPPORTED, f'to_date/to_timestamp pattern "{key}" is not supported'
+        )
+    if up in ("TZ", "OF"):
+        raise SqlError(
+            FEATURE_NOT_SUPPORTED, f'formatting field "{key}" is only supported in to_char'
+        )
+    if up in ("AM", "PM", "A.M.", "P.M."):
+        words = ["a.m.", "p.m.", "A.M.", "P.M."] if "." in up else ["am", "pm", "AM", "PM"]
+        p.set("pm", p.word(key, words) % 2, key)
+        p.clock12 = True
+    elif up in ("AD", "BC", "A.D.", "B.C."):
+        words = ["a.d.", "b.c.", "A.D.", "B.C."] if "." in up else ["ad", "bc", "AD", "BC"]
+        p.set("bc", p.word(key, words) % 2, key)
+    elif up in ("MONTH", "MON"):
+        p.set("mm", p.word(key, _MONTHS if up == "MONTH" else [m[:3] for m in _MONTHS]) + 1, key)
+    elif up in ("DAY", "DY"):
+        p.set("d", p.word(key, _DAYS if up == "DAY" else [d[:3] for d in _DAYS]) + 1, key)
+    elif up == "RM":
+        p.set("mm", 12 - p.word(key, _ROMAN_LOWER), key)
+    elif up == "FX":
+        p.f["fx"] = 1
+    elif up == "Y,YYY":
+        m = re.match(r"[ \t\n\r\v\f]*([+-]?\d+),(\d{1,3})", p.text[p.pos :])
+        if m is None:
+            raise SqlError(INVALID_DATETIME_FORMAT, 'invalid input string for "Y,YYY"')
+        p.set("year", int(m[1]) * 1000 + int(m[2]), key)
+        p.f["yysz"] = 4
+        p.pos += m.end()
+        if node.th:
+            p.pos = min(p.pos + 2, len(p.text))
+    elif up == "TZH":
+        _read_tzh(p, at)
+    else:
+        _read_number(p, at, up)
+
+
+def _read_tzh(p: _FromChar, at: int) -> None:
+    # The sign may have been taken for a separator: a '-' skipped just before counts.
+    ch = p.text[p.pos : p.pos + 1]
+    if ch in ("+", "-", " "):
+        p.f["tzsign"] = -1 if ch == "-" else 1
+        p.pos += 1
+    else:
+        skipped_minus = p.f.get("extra_skip", 0) > 0 and p.text[p.pos - 1 : p.pos] == "-"
+        p.f["tzsign"] = -1 if skipped_minus else 1
+    p.set("tzh", p.number(at, 2)[0], "TZH")
+
+
+def _read_number(p: _FromChar, at: int, up: str) -> None:
+    """A numeric pattern: its value into its field (scaled for fractions of a second)."""
+    value, used = p.number(at, _DIGIT_WIDTH[up])
+    if up in ("HH", "HH12", "HH24"):
+        p.set("hh", value, up)
+        p.clock12 = p.clock12 or up != "HH24"
+    elif up in ("MS", "US") or up.startswith("FF"):
+        # Digits read are the leading ones of the fraction: MS '25' is 250 milliseconds.
+        digits = 3 if up == "MS" else 6
+        p.set("ms" if up == "MS" else "us", value * 10 ** max(digits - used, 0), up)
+        if up.startswith("FF"):
+            p.f["ff"] = int(up[2])
+    elif up in ("YYYY", "YYY", "YY", "Y"):
+        if len(up) < 4 and used < 4:
+            value = _adjust_partial_year(value)
+        p.set("year", value, up)
+        p.f["yysz"] = len(up)
+    elif up == "TZM":
+        p.f.setdefault("tzsign", 1)
+        p.set("tzm", value, up)
+    elif up != "Q":  # Q is read and ignored, as in Postgres
+        name = {"MI": "mi", "SS": "ss", "SSSS": "ssss", "SSSSS": "ssss", "MM": "mm",
+                "DDD": "ddd", "DD": "dd", "D": "d", "WW": "ww", "CC": "cc", "W": "w",
+                "J": "j"}[up]  # fmt: skip
+        p.set(name, value, up)
+    if p.nodes[at].th:
+        p.pos = min(p.pos + 2, len(p.text))  # SKIP_THth: the suffix's two characters
+
+
+def _from_char(text: str, fmt: str) -> _FromChar:
+    """Read ``text`` by the template ``fmt`` (DCH_from_char without FX's standard mode)."""
+    nodes = _parse_template(fmt)
+    p = _FromChar(text, nodes)
+    extra_skip = 0
+    for at, node in enumerate(nodes):
+        if p.pos >= len(text):
+            break
+        fx = "fx" in p.f
+        if not fx and ((node.kind == "action" and node.text.upper() != "FX") or at == 0):
+            extra_skip += p.skip_spaces()
+        if node.kind in ("space", "separator"):
+            if not fx:
+                # One template space or separator matches one in the input, or nothing.
+                extra_skip -= 1
+                ch = text[p.pos : p.pos + 1]
+                if ch and (ch in _WS_CHARS or _is_separator(ch)):
+                    p.pos += 1
+                    extra_skip += 1
+            else:
+                p.pos += 1
+            continue
+        if node.kind == "char":
+            # Another character stands for one of the input, whatever it is.
+            if not fx and extra_skip > 0:
+                extra_skip -= 1
+            else:
+                p.pos += 1
+            continue
+        p.f["extra_skip"] = extra_skip
+        _read_field(p, at)
+        if "fx" not in p.f:
+            extra_skip = p.skip_spaces()
+    return p
+
+
+def _days_before_month(year: int) -> list[int]:
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    return [sum(days[:i]) for i in range(13)]
+
+
+def _out_of_range(text: str) -> SqlError:
+    return SqlError(DATETIME_FIELD_OVERFLOW, f'date/time field value out of range: "{text}"')
+
+
+def _year_of(p: _FromChar) -> int | None:
+    """The year the fields give (CC with YY: the year of that century), None if none."""
+    f = p.f
+    year, cc, bc = f.get("year", 0), f.get("cc", 0), f.get("bc", 0)
+    if year:
+        if cc and f.get("yysz", 0) <= 2:
+            cc = -cc if bc else cc
+            yy = year % 100
+            if not yy:
+                return cc * 100 + (0 if cc >= 0 else 1)
+            return yy + (cc - 1) * 100 if cc >= 0 else (cc + 1) * 100 - yy + 1
+        return -year + 1 if bc else year  # 1 BC is year 0
+    if cc:
+        cc = -cc if bc else cc
+        return (cc - 1) * 100 + 1 if cc >= 0 else cc * 100 + 1
+    return None
+
+
+def _date_fields(p: _FromChar, text: str) -> tuple[int, int, int]:
+    """(year, month, day) of the fields read, checked as ValidateDate does; the year is 0
+    (1 BC) when none is given, as in Postgres."""
+    f = p.f
+    year_given = _year_of(p)
+    year, month, day = year_given or 0, 1, 1
+    if f.get("j"):
+        d = dt.date.fromordinal(f["j"] - 1721425) if f["j"] > 1721425 else None
+        if d is None:
+            raise SqlError(DATETIME_FIELD_OVERFLOW, f'date out of range: "{text}"')
+        year, month, day, year_given = d.year, d.month, d.day, d.year
+    ddd = f.get("ddd", 0)
+    if f.get("ww"):
+        ddd = (f["ww"] - 1) * 7 + 1
+    dd = (f["w"] - 1) * 7 + 1 if f.get("w") else f.get("dd", 0)
+    day = dd or day
+    month = f.get("mm") or month
+    if ddd and (month <= 1 or day <= 1):
+        if year_given is None and not f.get("bc"):
+            raise SqlError(
+                INVALID_DATETIME_FORMAT, "cannot calculate day of year without year information"
+            )
+        before = _days_before_month(year)
+        i = next((i for i in range(1, 13) if ddd <= before[i]), 13)
+        if month <= 1:
+            month = i
+        if day <= 1:
+            day = ddd - before[i - 1]
+    if (f.get("mm") or ddd) and not 1 <= month <= 12:
+        raise _out_of_range(text)
+    if (dd or ddd) and not 1 <= day <= 31:
+        raise _out_of_range(text)
+    if year_given is not None and (f.get("mm") or ddd) and (dd or ddd):
+        if day > _days_before_month(year)[month] - _days_before_month(year)[month - 1]:
+            raise _out_of_range(text)
+    return year, month, day
+
+
+def _time_fields(p: _FromChar, text: str) -> tuple[int, int, int, int]:
+    """(hour, minute, second, microsecond) of the fields read, 12-hour clock resolved."""
+    f = p.f
+    hour = minute = second = 0
+    if f.get("ssss"):
+        hour, rest = divmod(f["ssss"], 3600)
+        minute, second = divmod(rest, 60)
+    second = f.get("ss") or second
+    minute = f.get("mi") or minute
+    hour = f.get("hh") or hour
+    if p.clock12:
+        if not 1 <= hour <= 12:
+            raise SqlError(
+                INVALID_DATETIME_FORMAT,
+                f'hour "{hour}" is invalid for the 12-hour clock',
+                hint="Use the 24-hour clock, or give an hour between 1 and 12.",
+            )
+        if f.get("pm") and hour < 12:
+            hour += 12
+        elif not f.get("pm") and hour == 12:
+            hour = 0
+    usec = f.get("ms", 0) * 1000 + f.get("us", 0)
+    if not (0 <= hour < 24 and 0 <= minute < 60 and 0 <= second < 60 and 0 <= usec < 1_000_000):
+        raise _out_of_range(text)
+    return hour, minute, second, usec
+
+
+def _zone_offset(p: _FromChar, text: str) -> int | None:
+    """Seconds east of UTC that TZH / TZM give, None if neither is there."""
+    f = p.f
+    if not f.get("tzsign"):
+        return None
+    tzh, tzm = f.get("tzh", 0), f.get("tzm", 0)
+    if not (0 <= tzh <= 15 and 0 <= tzm < 60):
+        raise SqlError("22009", f'time zone displacement out of range: "{text}"')
+    return f["tzsign"] * (tzh * 3600 + tzm * 60)
+
+
+def _local_timestamp(text: str, fmt: str) -> tuple[dt.datetime, int | None, int]:
+    """to_timestamp's reading of ``text``: the wall-clock time, the zone offset the input
+    gave (None: the session's zone applies) and the FFn precision (0: none)."""
+    p = _from_char(text, fmt)
+    year, month, day = _date_fields(p, text)
+    hour, minute, second, usec = _time_fields(p, text)
+    offset = _zone_offset(p, text)
+    if not 1 <= year <= 9999:
+        # Years before 1 AD (also the year 0 of a template without one) are not supported.
+        raise SqlError(DATETIME_FIELD_OVERFLOW, "timestamp out of range")
+    try:
+        local = dt.datetime(year, month, day, hour, minute, second, usec)
+    except ValueError:
+        raise _out_of_range(text) from None
+    return local, offset, p.f.get("ff", 0)
+
+
+def to_date(text: str, fmt: str) -> dt.date:
+    """to_date(text, template)."""
+    p = _from_char(text, fmt)
+    year, month, day = _date_fields(p, text)
+    if not 1 <= year <= 9999:
+        raise SqlError(DATETIME_FIELD_OVERFLOW, f'date out of range: "{text}"')
+    try:
+        return dt.date(year, month, day)
+    except ValueError:
+        raise _out_of_range(text) from None
+
+
+def to_timestamp(ctx: object, text: str | None, fmt: str | None) -> dt.datetime | None:
+    """to_timestamp(text, template): a timestamptz, read in the session's zone unless TZH /
+    TZM give an offset."""
+    if text is None or fmt is None:
+        return None
+    local, offset, ff = _local_timestamp(text, fmt)
+    if offset is not None:
+        result = (local - dt.timedelta(seconds=offset)).replace(tzinfo=dt.UTC)
+    else:
+        result = time_zones.from_local(local, time_zones.session_zone(ctx))
+    return apply_time_precision(result, ff) if ff else result  # type: ignore[return-value]
+
+
+_PG_EPOCH_SECS = 946_684_800.0  # 2000-01-01 in Unix time
+
+
+def epoch_to_timestamptz(seconds: float) -> dt.datetime:
+    """to_timestamp(double precision): Unix seconds as a timestamptz (float8_timestamptz)."""
+    if math.isnan(seconds):
+        raise SqlError(DATETIME_FIELD_OVERFLOW, "timestamp cannot be NaN")
+    if math.isinf(seconds):
+        raise SqlError(FEATURE_NOT_SUPPORTED, "infinite timestamps are not supported")
+    us = round((seconds - _PG_EPOCH_SECS) * 1_000_000.0)
+    try:
+        return _PG_EPOCH_UTC + dt.timedelta(microseconds=us)
+    except OverflowError:
+        raise SqlError(DATETIME_FIELD_OVERFLOW, f'timestamp out of range: "{seconds:g}"') from None
+
+
+_PG_EPOCH_UTC = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+_EPOCH_ARGS = (TypeId.INT2, TypeId.INT4, TypeId.INT8, TypeId.NUMERIC, TypeId.FLOAT4,
+               TypeId.FLOAT8, TypeId.UNKNOWN)  # fmt: skip
+
+
+@register("to_timestamp")
+def _to_timestamp(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) == 1 and args[0].id in _EPOCH_ARGS:
+        return FunctionImpl(epoch_to_timestamptz, T.TIMESTAMPTZ, args=(T.FLOAT8,))
+    if len(args) == 2 and all(string_or_unknown(a) for a in args):
+        return FunctionImpl(to_timestamp, T.TIMESTAMPTZ, needs_context=True, args=(T.TEXT, T.TEXT))
+    return None
+
+
+@register("to_date")
+def _to_date(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) == 2 and all(string_or_unknown(a) for a in args):
+        return FunctionImpl(to_date, T.DATE, args=(T.TEXT, T.TEXT))
+    return None

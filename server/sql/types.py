@@ -213,20 +213,36 @@ class SqlType:
             return (mod >> 16) & 0xFFFF, mod & 0xFFFF
         return None
 
+    @property
+    def fractional_digits(self) -> int | None:
+        """p of timestamp(p), timestamptz(p) and time(p): the fractional-second digits kept."""
+        if self.id in _PRECISION_TYPES and self.typmod >= 0:
+            return self.typmod
+        return None
+
     def format(self) -> str:
         """The type as format_type(oid, typmod) prints it: ``character varying(20)``,
-        ``numeric(10,2)``, ``integer[]``."""
+        ``numeric(10,2)``, ``timestamp(2) without time zone``, ``integer[]``."""
         name = self.id.pg_name
         if self.length is not None:
             name = f"{name}({self.length})"
         elif (ps := self.precision_scale) is not None:
             name = f"numeric({ps[0]},{ps[1]})"
+        elif (p := self.fractional_digits) is not None:
+            word, rest = name.split(" ", 1)
+            name = f"{word}({p}) {rest}"
         elif self.id is TypeId.BPCHAR and self.typmod < 0 and not self.array:
             name = "bpchar"
         return name + "[]" if self.array else name
 
     def __str__(self) -> str:
         return self.format()
+
+
+# Types whose modifier is a fractional-second precision (interval's modifier also holds its
+# fields, which we do not keep).
+_PRECISION_TYPES = (TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.TIME)
+MAX_TIME_PRECISION = 6
 
 
 def varchar(n: int | None = None) -> SqlType:
@@ -354,7 +370,9 @@ def make_type(name: str, modifiers: tuple[int, ...] = (), array: bool = False) -
             if not 0 <= s <= p:
                 raise ValueError(f"NUMERIC scale {s} must be between 0 and precision {p}")
             typmod = ((p << 16) | s) + 4
-        elif tid in (TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.TIME, TypeId.INTERVAL):
+        elif tid in _PRECISION_TYPES:
+            typmod = _time_precision(tid, modifiers)
+        elif tid is TypeId.INTERVAL:
             typmod = -1  # fractional-second precision: accepted, microseconds kept
         elif tid is TypeId.FLOAT8 and name.lower() == "float":
             # float(p): real up to 24 bits of precision, double precision up to 53.
@@ -370,6 +388,19 @@ def make_type(name: str, modifiers: tuple[int, ...] = (), array: bool = False) -
     elif tid is TypeId.BPCHAR and name.lower() in ("char", "character"):
         typmod = 1 + 4  # char without a length is char(1)
     return SqlType(tid, typmod, array)
+
+
+def _time_precision(tid: TypeId, modifiers: tuple[int, ...]) -> int:
+    """The typmod of timestamp(p) / timestamptz(p) / time(p): p, at most 6 (Postgres reduces
+    a larger one to 6 with a warning)."""
+    if len(modifiers) != 1:
+        raise ValueError("invalid type modifier")
+    (p,) = modifiers
+    if p < 0:
+        word = "TIME" if tid is TypeId.TIME else "TIMESTAMP"
+        tz = "" if tid is not TypeId.TIMESTAMPTZ else " WITH TIME ZONE"
+        raise ValueError(f"{word}({p}){tz} precision must not be negative")
+    return min(p, MAX_TIME_PRECISION)
 
 
 _KEY_TYPES: dict[TypeId, KeyType] = {
