@@ -1241,8 +1241,7 @@ class Binder:
             return None, None
         if scope is None:
             cols = [
-                OutCol(c.name, c.type, table.oid, i + 1, alias)
-                for i, c in enumerate(table.columns)
+                OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
             ]
             scope = Scope(cols, None, {alias})
         items = self._expand_stars(node.expressions, scope)

@@ -17,7 +17,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
-from sqlglot.dialects.postgres import Postgres
 
 from percolator.server.sql import (
     advisory_functions,
@@ -292,21 +291,8 @@ _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.Hex: ("to_hex", ("this",)),
     exp.Uuid: ("gen_random_uuid", ()),
     exp.UnixToTime: ("to_timestamp", ("this",)),
+    exp.Rand: ("random", ()),
 }
-
-
-def _keep_postgres_date_functions() -> None:
-    """Have sqlglot's Postgres parser leave these date/time calls as the plain functions they
-    are: it reads date_part(f, x) as EXTRACT (whose result type and column name differ), and
-    to_date / to_timestamp(text, text) / make_timestamp / make_time as other dialects'
-    functions, rewriting the format's template patterns into strftime codes on the way."""
-    parser = Postgres.Parser
-    parser.FUNCTION_PARSERS = {k: v for k, v in parser.FUNCTION_PARSERS.items() if k != "DATE_PART"}
-    dropped = ("TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP", "MAKE_TIME")
-    parser.FUNCTIONS = {k: v for k, v in parser.FUNCTIONS.items() if k not in dropped}
-
-
-_keep_postgres_date_functions()
 
 
 class ExprBinder:
@@ -930,6 +916,15 @@ class ExprBinder:
             return self._array_concat(left, right)
         if TypeId.JSONB in (left.type.id, right.type.id):
             return json_operators.bind_concat(self, left, right)
+        ids = {left.type.id, right.type.id}
+        if TypeId.BYTEA in ids and ids <= {TypeId.BYTEA, TypeId.UNKNOWN}:
+            parts = [self.coerce(left, T.BYTEA), self.coerce(right, T.BYTEA)]
+            return BCall(T.BYTEA, "||", operator.add, parts)
+        if not any(
+            operators.is_string(t) or t.id is TypeId.UNKNOWN for t in (left.type, right.type)
+        ):
+            # Postgres's || takes text on one side at least (anynonarray || text).
+            raise operators.operator_missing("||", left.type, right.type)
         parts = [self._as_text(left), self._as_text(right)]
         return BCall(T.TEXT, "||", operators.concat_text, parts)
 
@@ -1946,7 +1941,9 @@ _KNOWN_BASES = set(_SQLGLOT_TYPE_NAMES) | {"text"}
 
 
 def _type_display_name(dtype: exp.DataType) -> str:
-    text = dtype.sql(dialect="postgres").lower().split("(")[0]
+    """The column name Postgres gives a cast to ``dtype``: its type's name (an array's
+    element type's: ``'{1}'::int[]`` is ``int4``)."""
+    text = dtype.sql(dialect="postgres").lower().split("(")[0].removesuffix("[]")
     names = {"int": "int4", "integer": "int4", "bigint": "int8", "smallint": "int2",
              "double precision": "float8", "real": "float4", "boolean": "bool",
              "varchar": "varchar", "character varying": "varchar", "decimal": "numeric",

@@ -230,7 +230,7 @@ define(
 define(("concat",), _concat, T.TEXT, tuple(range(1, 100)), strict=False)
 define(
     ("concat_ws",),
-    lambda sep, *a: sep.join(_concat(x) for x in a if x is not None),
+    lambda sep, *a: None if sep is None else sep.join(_concat(x) for x in a if x is not None),
     T.TEXT,
     tuple(range(2, 100)),
     strict=False,
@@ -577,6 +577,19 @@ def _substring_regex(args: Sequence[SqlType]) -> FunctionImpl | None:
 
 
 _REGISTRY["substring"].insert(0, _substring_regex)
+
+
+def _bytea_substr(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """substr / substring of a bytea: bytes, not text."""
+    if len(args) not in (2, 3) or args[0].array or args[0].id is not TypeId.BYTEA:
+        return None
+    if not all(is_numeric(a) or a.id is TypeId.UNKNOWN for a in args[1:]):
+        return None
+    return FunctionImpl(_substr, T.BYTEA)
+
+
+for _name in ("substr", "substring"):
+    _REGISTRY[_name].insert(0, _bytea_substr)
 
 
 def _div(a: object, b: object) -> Decimal:

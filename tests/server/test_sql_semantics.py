@@ -196,6 +196,13 @@ SCRIPTS: dict[str, Script] = {
     "arith": Script(
         cases=[
             "SELECT 7 / 2, -7 / 2, 7 % 3, -7 % 3, 7 % -3, 7.0 / 2, 7 / 2.0",
+            "SELECT log10(100), log10(1000::numeric), log(10, 100), log(100), random() BETWEEN 0 AND 1",
+            "SELECT (ARRAY[10, 20, 30])[2], (ARRAY[5, 6])[1], ('{5,6}'::int[])[2], a[1], a[2] FROM (VALUES (ARRAY[7, 8])) v(a)",
+            "SELECT (array_agg(x ORDER BY x))[1] FROM (VALUES (5), (6)) t(x)",
+            "SELECT '\\x61'::bytea || '\\x62'::bytea, length('\\x6162'::bytea || '\\x63'::bytea), ''::bytea || 'a'::bytea",
+            "SELECT substring('\\x31323334'::bytea FROM 2 FOR 2), substr('\\x31323334'::bytea, 3), substr('\\x31'::bytea, 5)",
+            "SELECT concat_ws(NULL, 'a', 'b'), concat_ws(',', 'a', NULL, 'b'), 1 || 'x', 'a' || 'b'",
+            "SELECT 3 || 4.0",
             "SELECT 1 / 0",
             "SELECT 1 % 0",
             "SELECT 1.0 / 0",
