@@ -1208,6 +1208,10 @@ class SqlSession:
                 (table.position(c.id), compile_expr(e)) for c, e in oc.assignments
             ]
             extra["conflict_where"] = compile_expr(oc.where) if oc.where is not None else None
+            conflict_exprs = [e for _, e in oc.assignments]
+            if oc.where is not None:
+                conflict_exprs.append(oc.where)
+            extra["conflict_runners"] = self.engine.planner.runners(conflict_exprs)
         return Plan(
             "insert",
             catalog,
@@ -1448,11 +1452,14 @@ class SqlSession:
         if oc is not None and oc.do_update:
             assigns = plan.extra["conflict_assign"]
             where = plan.extra["conflict_where"]
+            runners = plan.extra["conflict_runners"]
 
             async def conflict_update(
                 existing: tuple[object, ...], excluded: tuple[object, ...]
             ) -> Any:
                 combined = existing[:width] + excluded
+                for runner in runners:  # subqueries and waiting calls of SET and WHERE
+                    await runner.prepare(combined, ctx)
                 if where is not None and where(combined, ctx) is not True:
                     return None
                 new = list(existing)

@@ -10,7 +10,8 @@ list, DISTINCT, ORDER BY, LIMIT, set operations and CTEs.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -125,12 +126,13 @@ class Binder:
             from percolator.server.sql.merge import bind_merge  # it builds on this module
 
             return bind_merge(self, node)
-        if isinstance(node, exp.Insert):
-            return self.bind_insert(node)
-        if isinstance(node, exp.Update):
-            return self.bind_update(node)
-        if isinstance(node, exp.Delete):
-            return self.bind_delete(node)
+        if isinstance(node, exp.Insert | exp.Update | exp.Delete):
+            with self._with_clause(node, None):
+                if isinstance(node, exp.Insert):
+                    return self.bind_insert(node)
+                if isinstance(node, exp.Update):
+                    return self.bind_update(node)
+                return self.bind_delete(node)
         if isinstance(node, exp.Query | exp.Values):
             rel = self._resolve_unknown_output(self.bind_query(node, None))
             return QueryStmt(rel, node.find(exp.Lock) is not None)
@@ -162,28 +164,38 @@ class Binder:
             return self._bind_query_with(node, outer)
 
     def _bind_query_with(self, node: exp.Expression, outer: Scope | None) -> Rel:
+        with self._with_clause(node, outer):
+            return self._bind_query_body(node, outer)
+
+    @contextmanager
+    def _with_clause(self, node: exp.Expression, outer: Scope | None) -> Iterator[None]:
+        """The CTEs of ``node``'s WITH clause (a query's, or an INSERT's, UPDATE's or
+        DELETE's), visible by name while the body is bound."""
         with_ = node.args.get("with_") or node.args.get("with")
-        if with_ is not None:
-            recursive = bool(with_.args.get("recursive"))
-            ctes: dict[str, _Cte] = {}
-            self._ctes.append(ctes)
-            try:
-                for cte in with_.expressions:
-                    name = cte.alias
-                    aliases = (
-                        [c.name for c in cte.args["alias"].columns]
-                        if cte.args.get("alias") and cte.args["alias"].columns
-                        else []
-                    )
-                    if recursive and recursive_cte.references(cte.this, name):
-                        ctes[name] = self._bind_recursive_cte(name, cte.this, aliases, outer)
-                        continue
-                    rel = self.bind_query(cte.this, outer)
-                    ctes[name] = _Cte(rel, aliases or [c.name for c in rel.columns])
-                return self._bind_query_body(node, outer)
-            finally:
-                self._ctes.pop()
-        return self._bind_query_body(node, outer)
+        if with_ is None:
+            yield
+            return
+        recursive = bool(with_.args.get("recursive"))
+        ctes: dict[str, _Cte] = {}
+        self._ctes.append(ctes)
+        try:
+            for cte in with_.expressions:
+                name = cte.alias
+                if not isinstance(cte.this, exp.Query | exp.Values):
+                    raise unsupported("data-modifying statements in WITH")
+                aliases = (
+                    [c.name for c in cte.args["alias"].columns]
+                    if cte.args.get("alias") and cte.args["alias"].columns
+                    else []
+                )
+                if recursive and recursive_cte.references(cte.this, name):
+                    ctes[name] = self._bind_recursive_cte(name, cte.this, aliases, outer)
+                    continue
+                rel = self.bind_query(cte.this, outer)
+                ctes[name] = _Cte(rel, aliases or [c.name for c in rel.columns])
+            yield
+        finally:
+            self._ctes.pop()
 
     def _bind_recursive_cte(
         self, name: str, body: exp.Expression, aliases: list[str], outer: Scope | None
