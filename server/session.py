@@ -60,6 +60,7 @@ from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.planner.row_locking import RowChanged, RowLocking
 from percolator.server.sequences import SEQUENCE_TABLE, SessionSequences
+from percolator.server.session_settings import TransactionSettings
 from percolator.server.session_temp_tables import SessionTempTables
 from percolator.server.settings import (
     DEFAULTS,
@@ -389,11 +390,12 @@ class SqlSession:
         self.settings["session_authorization"] = user
         self._changes: list[tuple[str, str]] = []
         self._deallocations: list[str | None] = []
-        self._apply_startup_options(options)
-        use_setting(self.settings["timezone"])  # this connection's task reads it (text I/O)
         # transaction state
         self.txn: Transaction | None = None
         self.block = False
+        self._settings_tx = TransactionSettings(self.settings)
+        self._apply_startup_options(options)
+        use_setting(self.settings["timezone"])  # this connection's task reads it (text I/O)
         self.failed = False
         self._implicit_failed = False
         self.txn_catalog: Catalog | None = None
@@ -724,6 +726,9 @@ class SqlSession:
             await self.cursors.after_transaction(committed)
         if self.advisory.holds_transaction_locks:
             await self.advisory.end_transaction()
+        restored = self._settings_tx.end(committed)
+        if restored is not None:
+            self._restore_settings(restored)
         self.sequences.transaction_ended(committed)
 
     async def _find_sequence(self, name: str) -> SequenceDef | None:
@@ -1577,12 +1582,14 @@ class SqlSession:
         if isinstance(stmt, utility.Savepoint):
             txn = self._block_txn("SAVEPOINT")
             self.savepoints.append((stmt.name, (await txn).savepoint(), self.txn_catalog))
+            self._settings_tx.savepoint(self.read_only)
             self.temp_tables.mark(self.savepoints[-1][1])
             return _done(self, "SAVEPOINT")
         if isinstance(stmt, utility.ReleaseSavepoint):
             await self._block_txn("RELEASE SAVEPOINT")
             idx = self._savepoint_index(stmt.name)
             del self.savepoints[idx:]
+            self.read_only = self._settings_tx.release(idx)
             self.cursors.after_release(idx)
             return _done(self, "RELEASE")
         if isinstance(stmt, utility.RollbackToSavepoint):
@@ -1590,6 +1597,8 @@ class SqlSession:
             idx = self._savepoint_index(stmt.name)
             _, sp, catalog = self.savepoints[idx]
             del self.savepoints[idx + 1 :]
+            values, self.read_only = self._settings_tx.rollback_to(idx)
+            self._restore_settings(values)
             await self.cursors.after_rollback_to(idx)
             await txn.rollback_to(sp)
             self.temp_tables.rollback_to(sp)
@@ -1597,10 +1606,13 @@ class SqlSession:
             self.failed = False
             return _done(self, "ROLLBACK")
         if isinstance(stmt, utility.SetVariable):
-            if stmt.value is None:
-                self._set(stmt.name, DEFAULTS.get(stmt.name.lower(), ""))
-            else:
-                self._set(stmt.name, stmt.value)
+            if stmt.local and not self.block:
+                warning = _warning(
+                    NO_ACTIVE_SQL_TRANSACTION, "SET LOCAL can only be used in transaction blocks"
+                )
+                return _done(self, "SET", [warning])
+            value = DEFAULTS.get(stmt.name.lower(), "") if stmt.value is None else stmt.value
+            self._set(stmt.name, value, local=stmt.local)
             return _done(self, "SET")
         if isinstance(stmt, utility.SetTransaction):
             self._set_transaction(stmt)
@@ -1609,10 +1621,16 @@ class SqlSession:
             return self._show(stmt.name)
         if isinstance(stmt, utility.Reset):
             if stmt.name == "all":
+                in_transaction = self.block or self.txn is not None
                 for name in list(self.settings):
-                    if name in DEFAULTS and name not in ("session_authorization",):
-                        self.settings[name] = DEFAULTS[name]
-                use_setting(self.settings["timezone"])
+                    value = DEFAULTS.get(name)
+                    if value is None or name == "session_authorization":
+                        continue
+                    if self.settings[name] != value:
+                        self._settings_tx.set(
+                            name, value, in_transaction=in_transaction, local=False
+                        )
+                        self._setting_changed(name, value)
             else:
                 self._set(stmt.name, DEFAULTS.get(stmt.name.lower(), ""))
             return _done(self, "RESET")
@@ -1913,12 +1931,34 @@ class SqlSession:
             if modes.read_only is not None:
                 self._set("default_transaction_read_only", "on" if modes.read_only else "off")
             return
-        if modes.isolation is not None:
+        started = self.txn is not None  # a query of the transaction has run
+        if modes.isolation is not None and modes.isolation.value != self.isolation:
+            if started:
+                raise SqlError(
+                    ACTIVE_SQL_TRANSACTION,
+                    "SET TRANSACTION ISOLATION LEVEL must be called before any query",
+                )
+            if self.savepoints:
+                raise SqlError(
+                    ACTIVE_SQL_TRANSACTION,
+                    "SET TRANSACTION ISOLATION LEVEL must not be called in a subtransaction",
+                )
             self.isolation = modes.isolation.value
+        if modes.read_only is False and self.read_only and self.block:
+            if self.savepoints:
+                raise SqlError(
+                    ACTIVE_SQL_TRANSACTION,
+                    "cannot set transaction read-write mode inside a read-only transaction",
+                )
+            if started:
+                raise SqlError(
+                    ACTIVE_SQL_TRANSACTION,
+                    "transaction read-write mode must be set before any query",
+                )
         if modes.read_only is not None:
             self.read_only = modes.read_only
 
-    def _set(self, name: str, value: str, quiet: bool = False) -> None:
+    def _set(self, name: str, value: str, quiet: bool = False, *, local: bool = False) -> None:
         key = name.lower()
         if key == "transaction_isolation":
             level = value.lower()
@@ -1932,12 +1972,27 @@ class SqlSession:
         value = normalize(name, value)
         if key == "default_transaction_read_only":
             value = "on" if value.lower() in ("on", "true", "1", "yes") else "off"
-        self.settings[key] = value
+        in_transaction = self.block or self.txn is not None
+        self._settings_tx.set(key, value, in_transaction=in_transaction, local=local)
+        self._setting_changed(key, value, quiet)
+
+    def _setting_changed(self, key: str, value: str, quiet: bool = False) -> None:
+        """What a new value of ``key`` sets going: the statement's time zone, a
+        ParameterStatus for the settings the client is told of."""
         if key == "timezone":
             use_setting(value)
         reported = reported_name(key)
         if reported is not None and not quiet:
             self._changes.append((reported, value))
+
+    def _restore_settings(self, values: dict[str, str]) -> None:
+        """Settings back to ``values`` (a rollback, a ROLLBACK TO, the end of SET LOCAL)."""
+        for key in [k for k in self.settings if k not in values]:
+            del self.settings[key]  # a custom setting first set in what was undone
+        for key, value in values.items():
+            if self.settings.get(key) != value:
+                self.settings[key] = value
+                self._setting_changed(key, value)
 
     def _show(self, name: str) -> Any:
         key = name.lower()

@@ -1,0 +1,103 @@
+"""SET inside transactions, compared with Postgres statement by statement: a SET is undone by
+ROLLBACK and by ROLLBACK TO a savepoint before it, kept by COMMIT and RELEASE; SET LOCAL lasts
+until the transaction ends; SET TRANSACTION refuses what Postgres refuses (25001)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from tests.server.scripted import compare
+
+SCRIPTS = {
+    "rollback undoes SET": [
+        "SET TimeZone = 'UTC'",
+        "BEGIN",
+        "SET TimeZone = 'Asia/Tokyo'",
+        "SHOW TimeZone",
+        "ROLLBACK",
+        "SHOW TimeZone",
+    ],
+    "SET LOCAL ends with the transaction": [
+        "SET TimeZone = 'UTC'",
+        "BEGIN",
+        "SET LOCAL TimeZone = 'Asia/Tokyo'",
+        "SELECT '2024-01-01 00:00:00+00'::timestamptz::text",
+        "COMMIT",
+        "SHOW TimeZone",
+        "BEGIN",
+        "SET TimeZone = 'Europe/Paris'",
+        "SET LOCAL TimeZone = 'Asia/Tokyo'",
+        "COMMIT",
+        "SHOW TimeZone",
+        "SET LOCAL TimeZone = 'Asia/Tokyo'",
+        "SHOW TimeZone",
+        "SET statement_timeout = 0",
+        "BEGIN",
+        "SET LOCAL statement_timeout = '5s'",
+        "SHOW statement_timeout",
+        "COMMIT",
+        "SHOW statement_timeout",
+    ],
+    "savepoints": [
+        "SET TimeZone = 'UTC'",
+        "BEGIN",
+        "SAVEPOINT a",
+        "SET TimeZone = 'Asia/Tokyo'",
+        "ROLLBACK TO a",
+        "SHOW TimeZone",
+        "SET TimeZone = 'Europe/Paris'",
+        "SAVEPOINT b",
+        "SET TimeZone = 'Asia/Tokyo'",
+        "RELEASE b",
+        "SHOW TimeZone",
+        "ROLLBACK",
+        "SHOW TimeZone",
+        "BEGIN",
+        "SAVEPOINT a",
+        "SET TRANSACTION READ ONLY",
+        "ROLLBACK TO a",
+        "SHOW transaction_read_only",
+        "SAVEPOINT b",
+        "SET TRANSACTION READ ONLY",
+        "RELEASE b",
+        "SHOW transaction_read_only",
+        "COMMIT",
+    ],
+    "a failed transaction undoes SET": [
+        "SET TimeZone = 'UTC'",
+        "BEGIN",
+        "SET TimeZone = 'Asia/Tokyo'",
+        "SELECT 1/0",
+        "ROLLBACK",
+        "SHOW TimeZone",
+    ],
+    "SET TRANSACTION after a query": [
+        "BEGIN READ ONLY",
+        "SELECT 1",
+        "SET TRANSACTION READ WRITE",
+        "ROLLBACK",
+        "BEGIN ISOLATION LEVEL REPEATABLE READ",
+        "SELECT 1",
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        "ROLLBACK",
+        "BEGIN",
+        "SET TRANSACTION READ ONLY",
+        "SET TRANSACTION READ WRITE",
+        "SHOW transaction_read_only",
+        "SAVEPOINT s",
+        "SET TRANSACTION READ ONLY",
+        "SELECT 1",
+        "SET TRANSACTION READ WRITE",
+        "ROLLBACK",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+def test_settings_follow_the_transaction(
+    pg_pair: tuple[psycopg.Connection, psycopg.Connection], name: str
+) -> None:
+    ours, ref = pg_pair
+    compare(ours, ref, SCRIPTS[name])
