@@ -121,7 +121,7 @@ from percolator.server.sql.normalize import Normalized, lift_literals
 from percolator.server.sql.observer_body import parse_body
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.splitter import split_statements
-from percolator.server.sql.textio import text_in
+from percolator.server.sql.textio import text_in, use_extra_float_digits
 from percolator.server.sql.time_zones import use_setting
 from percolator.server.sql.types import SqlType, TypeId
 from percolator.server.txn.observers import admin as observer_admin
@@ -256,6 +256,17 @@ class SqlPrepared:
 
 _PREPARABLE = (exp.Query, exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Values)
 """What PREPARE accepts, as in Postgres (no utility statements, no DDL)."""
+
+
+def _select_into_as_create(select: exp.Select) -> exp.Create:
+    """SELECT ... INTO [TEMP] [TABLE] name ... as the CREATE TABLE name AS SELECT ... it is."""
+    into = select.args["into"]
+    query = select.copy()
+    query.set("into", None)
+    properties = None
+    if into.args.get("temporary"):
+        properties = exp.Properties(expressions=[exp.TemporaryProperty()])
+    return exp.Create(this=into.this.copy(), kind="TABLE", expression=query, properties=properties)
 
 
 def _data_type(text: str) -> exp.DataType:
@@ -396,6 +407,7 @@ class SqlSession:
         self._settings_tx = TransactionSettings(self.settings)
         self._apply_startup_options(options)
         use_setting(self.settings["timezone"])  # this connection's task reads it (text I/O)
+        use_extra_float_digits(self.settings["extra_float_digits"])  # float text output
         self.failed = False
         self._implicit_failed = False
         self.txn_catalog: Catalog | None = None
@@ -504,6 +516,8 @@ class SqlSession:
             except SqlError:
                 return _parse_one(text, offset)  # report errors against the client's text
             self.engine.parse_cache.put(key, tree)
+        if isinstance(tree, exp.Select) and tree.args.get("into") is not None:
+            return _parse_one(text, offset)  # SELECT ... INTO is DDL: its literals stay
         return LiftedStatement(lifted, tree)
 
     async def prepare(
@@ -1061,6 +1075,8 @@ class SqlSession:
             )
         if not isinstance(payload, exp.Expression):
             return Plan("utility", None, payload, columns=_utility_columns(payload, self))
+        if isinstance(payload, exp.Select) and payload.args.get("into") is not None:
+            return Plan("ddl", None, _select_into_as_create(payload), writes=True)
         if ddl.is_ddl(payload):
             return Plan("ddl", None, payload, writes=True)
         params = Params.from_oids(param_oids, catalog)
@@ -1478,6 +1494,9 @@ class SqlSession:
         return await self._dml_result(plan, ctx, result.rows, f"INSERT 0 {result.count}")
 
     async def _ddl(self, node: exp.Expression) -> Any:
+        if isinstance(node, exp.Create) and node.args.get("expression") is not None:
+            if (node.args.get("kind") or "").upper() == "TABLE":
+                return await self._create_table_as(node)
         if self.temp_tables.handles(node):
             done = await self.temp_tables.run_ddl(self, node)
             return _done(self, done.tag, [Notice("00000", n) for n in done.notices])
@@ -1498,6 +1517,58 @@ class SqlSession:
             await self._stage_catalog(txn, before, after)
         notices = [Notice("00000", n) for n in result.notices]
         return _done(self, result.tag, notices)
+
+    async def _create_table_as(self, node: exp.Create) -> Any:
+        """CREATE [TEMP] TABLE name [(columns)] AS query [WITH [NO] DATA] (and SELECT ...
+        INTO): a table of the query's columns, by their names and types (no keys, as in
+        Postgres), then the query's rows inserted in the same transaction (tagged SELECT n,
+        as in Postgres)."""
+        target, query = node.this, node.args["expression"]
+        table = target.this if isinstance(target, exp.Schema) else target
+        given = [c.name for c in target.expressions] if isinstance(target, exp.Schema) else []
+        if node.args.get("exists") and self.current_catalog().relation_exists(table.name):
+            notice = Notice("42P07", f'relation "{table.name}" already exists, skipping')
+            return _done(self, "CREATE TABLE AS", [notice])
+        bound = Binder(self.current_catalog(), Params()).bind_statement(query)
+        if not isinstance(bound, QueryStmt):
+            raise SqlError(SYNTAX_ERROR, "CREATE TABLE AS needs a query")
+        columns = bound.rel.columns
+        if len(given) > len(columns):
+            raise SqlError(SYNTAX_ERROR, "too many column names were specified")
+        names = given + [c.name for c in columns[len(given) :]]
+        defs = [
+            exp.ColumnDef(
+                this=exp.to_identifier(name, quoted=True), kind=_data_type(c.type.format())
+            )
+            for name, c in zip(names, columns, strict=True)
+        ]
+        properties = node.args.get("properties")
+        no_data = False
+        if properties is not None:
+            no_data = any(
+                isinstance(p, exp.WithDataProperty) and p.args.get("no")
+                for p in properties.expressions
+            )
+            kept = [p for p in properties.expressions if not isinstance(p, exp.WithDataProperty)]
+            properties = exp.Properties(expressions=kept) if kept else None
+        create = exp.Create(
+            this=exp.Schema(this=table.copy(), expressions=defs),
+            kind="TABLE",
+            properties=properties,
+        )
+        await self._ddl(create)
+        if no_data:
+            return _done(self, "CREATE TABLE AS")
+        insert = exp.Insert(
+            this=exp.Schema(
+                this=table.copy(), expressions=[exp.to_identifier(n, quoted=True) for n in names]
+            ),
+            expression=query.copy(),
+        )
+        plan = self._plan(insert, "", [], self.current_catalog())
+        inserted = await self._execute(plan, [])
+        count = inserted.command_tag.rsplit(" ", 1)[-1]
+        return _done(self, f"SELECT {count}")
 
     async def _run_data_actions(
         self, txn: Transaction, after: Catalog, actions: Sequence[ddl.DataAction]
@@ -1981,6 +2052,8 @@ class SqlSession:
         ParameterStatus for the settings the client is told of."""
         if key == "timezone":
             use_setting(value)
+        elif key == "extra_float_digits":
+            use_extra_float_digits(value)
         reported = reported_name(key)
         if reported is not None and not quiet:
             self._changes.append((reported, value))

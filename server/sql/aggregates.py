@@ -38,7 +38,11 @@ def aggregate_type(name: str, args: list[SqlType]) -> SqlType:
             return T.FLOAT8
     elif name in ("min", "max"):
         if a.id not in (TypeId.JSON, TypeId.JSONB, TypeId.BOOL):
-            return SqlType(a.id, a.typmod if a.id is not TypeId.BPCHAR else -1, a.array)
+            # Postgres's min and max are declared per type, without a typmod; a varchar
+            # goes to max(text).
+            if a.id is TypeId.VARCHAR and not a.array:
+                return T.TEXT
+            return SqlType(a.id, -1, a.array)
     elif name in ("bool_and", "bool_or", "every"):
         if a.id is TypeId.BOOL:
             return T.BOOL
