@@ -881,7 +881,7 @@ class Binder:
         else:
             merged = [li for li, _ in pairs]
         cols = [
-            replace(c, hidden=True) if i in hide and i not in merged else c
+            replace(c, hidden=True, joined_away=True) if i in hide and i not in merged else c
             for i, c in enumerate(cols)
         ]
         rest = [i for i in _joined_star(left.scope, right.scope, nleft) if i not in hide]

@@ -206,6 +206,9 @@ class OutCol:
     """The alias/name that qualifies it (``t`` in ``t.a``)."""
     hidden: bool = False
     """Not part of ``*`` (a USING join's duplicate column, a sort key)."""
+    joined_away: bool = False
+    """A USING join's duplicate column: hidden from unqualified names and ``*``, but still
+    part of its own table's ``t.*``, as in Postgres."""
 
 
 @dataclass(eq=False)

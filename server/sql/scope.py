@@ -91,8 +91,10 @@ class Scope:
             raise SqlError(UNDEFINED_TABLE, f'missing FROM-clause entry for table "{qualifier}"')
         if qualifier is None and self.star_order is not None:
             return list(self.star_order)
+        if qualifier is None:
+            return [i for i, c in enumerate(self.columns) if not c.hidden]
         return [
             i
             for i, c in enumerate(self.columns)
-            if not c.hidden and (qualifier is None or c.relation == qualifier)
+            if c.relation == qualifier and (not c.hidden or c.joined_away)
         ]

@@ -550,6 +550,9 @@ SCRIPTS: dict[str, Script] = {
             "INSERT INTO ju VALUES (1, 'a1', 1), (2, 'a2', NULL), (3, 'zz', 3)",
         ],
         cases=[
+            "SELECT a.*, b.* FROM (VALUES (1, 'a'), (2, 'b')) a(id, x) LEFT JOIN (VALUES (1, 'c')) b(id, y) USING (id) ORDER BY 1",
+            "SELECT b.* FROM (VALUES (1, 'a'), (2, 'b')) a(id, x) RIGHT JOIN (VALUES (1, 'c'), (3, 'd')) b(id, y) USING (id) ORDER BY 1",
+            "SELECT *, a.*, b.* FROM (VALUES (1, 'a'), (2, 'b')) a(id, x) FULL JOIN (VALUES (1, 'c'), (3, 'd')) b(id, y) USING (id) ORDER BY 1",
             "SELECT ja.name, jb.val FROM ja JOIN jb ON ja.k = jb.k",
             "SELECT ja.name, jb.val FROM ja INNER JOIN jb ON ja.k = jb.k AND jb.val LIKE '%bis'",
             "SELECT ja.name, jb.val FROM ja LEFT JOIN jb ON ja.k = jb.k",
