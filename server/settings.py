@@ -128,6 +128,8 @@ def normalize(name: str, value: str) -> str:
     if key in ("statement_timeout", "idle_in_transaction_session_timeout", "lock_timeout"):
         parse_duration_ms(value)
         return value
+    if key == "extra_float_digits":
+        return _extra_float_digits(name, value)
     if key == "bytea_output" and value.lower() != "hex":
         raise SqlError(FEATURE_NOT_SUPPORTED, "bytea_output = escape is not supported")
     if key == "percolator.locking":
@@ -149,6 +151,23 @@ def normalize(name: str, value: str) -> str:
             raise serializable_refused()
         return level
     return value
+
+
+def _extra_float_digits(name: str, value: str) -> str:
+    """extra_float_digits: an integer in -15..3, as Postgres checks it."""
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise SqlError(
+            INVALID_PARAMETER_VALUE,
+            f'invalid value for parameter "{name}": "{value}"',
+        ) from None
+    if not -15 <= n <= 3:
+        raise SqlError(
+            INVALID_PARAMETER_VALUE,
+            f'{n} is outside the valid range for parameter "{name}" (-15 .. 3)',
+        )
+    return str(n)
 
 
 def serializable_refused() -> SqlError:

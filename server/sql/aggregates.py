@@ -5,13 +5,14 @@ int4 is bigint, avg of integers is numeric, stddev of floats is double precision
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import UNDEFINED_FUNCTION, SqlError
-from percolator.server.sql.operators import numeric_div
+from percolator.server.sql.operators import float_arithmetic, numeric_add, numeric_div
 from percolator.server.sql.types import SqlType, TypeId
 
 
@@ -94,19 +95,32 @@ class _Count(Accumulator):
         return self.n
 
 
-class _Sum(Accumulator):
-    __slots__ = ("as_decimal", "seen", "total")
+def _adder(t: SqlType | None) -> Callable[[Any, Any], Any]:
+    """The ``+`` a sum of values of ``t`` accumulates with: exact for numerics (not rounded to
+    the thread's 28-digit decimal context), overflow-checked for floats (float8pl)."""
+    if t is None or t.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8):
+        return operator.add  # Python ints are exact
+    if t.id is TypeId.NUMERIC:
+        return numeric_add
+    if t.id in (TypeId.FLOAT4, TypeId.FLOAT8):
+        return float_arithmetic("+", t)  # type: ignore[return-value]
+    return operator.add
 
-    def __init__(self, as_decimal: bool) -> None:
+
+class _Sum(Accumulator):
+    __slots__ = ("as_decimal", "plus", "seen", "total")
+
+    def __init__(self, as_decimal: bool, plus: Callable[[Any, Any], Any]) -> None:
         self.total: Any = 0
         self.seen = False
         self.as_decimal = as_decimal
+        self.plus = plus
 
     def add(self, *values: Any) -> None:
         v = values[0]
         if v is None:
             return
-        self.total = self.total + v if self.seen else v
+        self.total = self.plus(self.total, v) if self.seen else v
         self.seen = True
 
     def result(self) -> object:
@@ -118,18 +132,19 @@ class _Sum(Accumulator):
 
 
 class _Avg(Accumulator):
-    __slots__ = ("floating", "n", "total")
+    __slots__ = ("floating", "n", "plus", "total")
 
-    def __init__(self, floating: bool) -> None:
+    def __init__(self, floating: bool, plus: Callable[[Any, Any], Any]) -> None:
         self.total: Any = 0
         self.n = 0
         self.floating = floating
+        self.plus = plus
 
     def add(self, *values: Any) -> None:
         v = values[0]
         if v is None:
             return
-        self.total += v
+        self.total = self.plus(self.total, v)
         self.n += 1
 
     def result(self) -> object:
@@ -376,10 +391,13 @@ def make_factory(
         return _Count
     if name == "sum":
         dec = bool(arg_types) and arg_types[0].id in (TypeId.INT8, TypeId.NUMERIC)
-        return lambda: _Sum(dec)
+        plus = _adder(arg_types[0] if arg_types else None)
+        return lambda: _Sum(dec, plus)
     if name == "avg":
         floating = arg_types[0].id in (TypeId.FLOAT4, TypeId.FLOAT8)
-        return lambda: _Avg(floating)
+        # avg(float4) accumulates in double precision (float4_accum), like avg(float8).
+        plus = _adder(T.FLOAT8 if floating else arg_types[0])
+        return lambda: _Avg(floating, plus)
     if name == "min":
         return lambda: _Extreme(less)
     if name == "max":

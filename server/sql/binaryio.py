@@ -20,7 +20,12 @@ from percolator.server.sql.errors import (
     INVALID_BINARY_REPRESENTATION,
     SqlError,
 )
-from percolator.server.sql.textio import normalize_jsonb, text_decoder, text_encoder
+from percolator.server.sql.textio import (
+    float_digits_reduced,
+    normalize_jsonb,
+    text_decoder,
+    text_encoder,
+)
 from percolator.server.sql.types import EnumType, Interval, SqlType, TypeId
 
 _H = struct.Struct(">h")
@@ -268,9 +273,19 @@ def _int_text(v: object) -> bytes:
     return str(v).encode()
 
 
-@cache
 def encoder_for(t: SqlType, binary: bool) -> Callable[[object], bytes]:
     """The per-column encoder of non-NULL values: binary, or the text format as UTF-8."""
+    if not binary and t.id in _FLOAT_IDS and float_digits_reduced():
+        # The session's extra_float_digits <= 0: not the shared (cached) encoder.
+        return _text_bytes_encoder(t)
+    return _encoder_for(t, binary)
+
+
+_FLOAT_IDS = frozenset({TypeId.FLOAT4, TypeId.FLOAT8})
+
+
+@cache
+def _encoder_for(t: SqlType, binary: bool) -> Callable[[object], bytes]:
     if binary:
         return binary_encoder(t)
     if not t.array and t.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8, TypeId.OID):

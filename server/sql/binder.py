@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from percolator.server.sql import recursive_cte, sequence_ddl, system_tables, temp_tables, views
+from percolator.server.sql import (
+    decorrelate,
+    recursive_cte,
+    sequence_ddl,
+    system_tables,
+    temp_tables,
+    views,
+)
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import (
     AggregateRel,
@@ -293,7 +300,8 @@ class Binder:
             # A call that waits (pg_advisory_lock, pg_sleep) stays in the WHERE filter, which
             # awaits it row by row, as Postgres evaluates it for each row the scan finds.
             with self.exprs.async_calls(True):
-                pred = self.exprs.bind_condition(where.this, q.scope, "WHERE")
+                condition = decorrelate.where_exists_as_in(where.this)
+                pred = self.exprs.bind_condition(condition, q.scope, "WHERE")
             q.rel = self._apply_where(q, pred)
 
         select_items = self._expand_stars(node.expressions, q.scope)
@@ -1222,7 +1230,8 @@ class Binder:
                 q = self._join(q, other, exp.Join(this=item), None)
         where = node.args.get("where")
         if where is not None:
-            pred = self.exprs.bind_condition(where.this, q.scope, "WHERE")
+            condition = decorrelate.where_exists_as_in(where.this)
+            pred = self.exprs.bind_condition(condition, q.scope, "WHERE")
             q.rel = self._apply_where(q, pred)
         return q
 

@@ -873,6 +873,8 @@ class ExprBinder:
 
     def _bind_Neg(self, node: exp.Neg, scope: Scope) -> BExpr:
         inner = node.this
+        while isinstance(inner, exp.Paren):  # -(2147483648) folds too: parens leave no node
+            inner = inner.this
         if isinstance(inner, exp.Literal) and not inner.is_string:
             text = "-" + inner.this
             if re.fullmatch(r"-\d+", text):
@@ -894,12 +896,7 @@ class ExprBinder:
             return BCall(e.type, "-", lambda v: -v, [e])
         if not operators.is_numeric(e.type):
             raise SqlError(UNDEFINED_FUNCTION, f"operator does not exist: - {e.type}")
-        check = (
-            operators.check_int(e.type)
-            if e.type.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8)
-            else (lambda v: v)
-        )
-        return BCall(e.type, "neg", lambda v: check(-v), [e])
+        return BCall(e.type, "neg", operators.negation(e.type), [e])
 
     def _bind_BitwiseNot(self, node: exp.BitwiseNot, scope: Scope) -> BExpr:
         e = self.bind(node.this, scope)
@@ -1264,10 +1261,11 @@ class ExprBinder:
         args = [self.bind(node.this, scope)] + [self.bind(e, scope) for e in node.expressions]
         t = self.common_type(args, name.upper())
         args = [self.coerce(a, t) for a in args]
+        key = operators.order_key(t)  # NaN is the greatest number
 
         def extreme(*vals: object) -> object:
             present = [v for v in vals if v is not None]
-            return pick(present) if present else None
+            return pick(present, key=key) if present else None
 
         return BCall(t, name, extreme, args, strict=False)
 

@@ -11,6 +11,7 @@ pg_get_expr, ...) live in ``catalog_functions``.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import math
@@ -19,7 +20,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 from percolator.server.sql import time_zones
@@ -29,7 +30,17 @@ from percolator.server.sql.errors import (
     NUMERIC_VALUE_OUT_OF_RANGE,
     SqlError,
 )
-from percolator.server.sql.operators import is_numeric, is_string
+from percolator.server.sql.operators import (
+    EXACT,
+    check_int,
+    float_overflow,
+    float_underflow,
+    is_numeric,
+    is_string,
+    numeric_div_trunc,
+    round_numeric_to,
+    trunc_numeric_to,
+)
 from percolator.server.sql.types import Interval, SqlType, TypeId
 
 
@@ -346,20 +357,47 @@ def _same_numeric(
     return resolver
 
 
-register("abs")(_same_numeric(abs, abs, lambda x: abs(float(x))))
+_abs_any = _same_numeric(abs, lambda d: d.copy_abs(), lambda x: abs(float(x)))
+
+
+@register("abs")
+def _abs(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """abs(); for integers 22003 where the result does not fit (abs of the minimum value)."""
+    impl = _abs_any(args)
+    if impl is None or args[0].id not in (TypeId.INT2, TypeId.INT4, TypeId.INT8):
+        return impl
+    check = check_int(args[0])
+    return FunctionImpl(lambda v: check(abs(v)), impl.type)
+
+
+def _float_integral(fn: Callable[[float], int]) -> Callable[[object], float]:
+    """A float rounding function as C's rint/ceil/floor/trunc: infinities and NaN map to
+    themselves and the result keeps the argument's sign (round(-0.4) is -0)."""
+
+    def call(x: object) -> float:
+        f = float(x)  # type: ignore[arg-type]
+        if not math.isfinite(f):
+            return f
+        return math.copysign(float(fn(f)), f)
+
+    return call
+
+
+def _numeric_integral(rounding: str) -> Callable[[Decimal], Decimal]:
+    def call(d: Decimal) -> Decimal:
+        if not d.is_finite():
+            return d
+        r = d.to_integral_value(rounding=rounding, context=EXACT)
+        return r if r else r.copy_abs()
+
+    return call
+
+
 register("ceil", "ceiling")(
-    _same_numeric(
-        lambda x: x,
-        lambda d: d.to_integral_value(rounding="ROUND_CEILING"),
-        lambda x: float(math.ceil(x)),
-    )
+    _same_numeric(lambda x: x, _numeric_integral(ROUND_CEILING), _float_integral(math.ceil))
 )
 register("floor")(
-    _same_numeric(
-        lambda x: x,
-        lambda d: d.to_integral_value(rounding=ROUND_FLOOR),
-        lambda x: float(math.floor(x)),
-    )
+    _same_numeric(lambda x: x, _numeric_integral(ROUND_FLOOR), _float_integral(math.floor))
 )
 
 
@@ -373,21 +411,36 @@ def _sign(args: Sequence[SqlType]) -> FunctionImpl | None:
     return FunctionImpl(lambda x: float((x > 0) - (x < 0)), T.FLOAT8, args=(T.FLOAT8,))
 
 
+# round(numeric, s) and trunc(numeric, s) clamp s to numeric.c's NUMERIC_MAX_RESULT_SCALE.
+_MAX_RESULT_SCALE = 2000
+
+
+def _places(n: int) -> int:
+    return max(-_MAX_RESULT_SCALE, min(n, _MAX_RESULT_SCALE))
+
+
+def _round_numeric(x: object, places: int = 0) -> Decimal:
+    d = x if isinstance(x, Decimal) else Decimal(str(x))
+    if not d.is_finite():
+        return d
+    return round_numeric_to(d, _places(places))
+
+
+def _trunc_numeric(x: object, places: int = 0) -> Decimal:
+    d = x if isinstance(x, Decimal) else Decimal(str(x))
+    if not d.is_finite():
+        return d
+    return trunc_numeric_to(d, _places(places))
+
+
 @register("round")
 def _round(args: Sequence[SqlType]) -> FunctionImpl | None:
     if not args or len(args) > 2 or (not is_numeric(args[0]) and args[0].id is not TypeId.UNKNOWN):
         return None
     if args[0].id in (TypeId.FLOAT4, TypeId.FLOAT8) and len(args) == 1:
         # float round() is round-half-even in Postgres (it uses rint()).
-        return FunctionImpl(lambda x: float(round(x)), T.FLOAT8)
-
-    def round_numeric(x: object, places: int = 0) -> Decimal:
-        d = x if isinstance(x, Decimal) else Decimal(str(x))
-        if not d.is_finite():
-            return d
-        return d.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
-
-    return FunctionImpl(round_numeric, T.NUMERIC)
+        return FunctionImpl(_float_integral(round), T.FLOAT8)
+    return FunctionImpl(_round_numeric, T.NUMERIC)
 
 
 @register("trunc")
@@ -395,13 +448,8 @@ def _trunc(args: Sequence[SqlType]) -> FunctionImpl | None:
     if not args or len(args) > 2:
         return None
     if args[0].id in (TypeId.FLOAT4, TypeId.FLOAT8) and len(args) == 1:
-        return FunctionImpl(lambda x: float(math.trunc(x)), T.FLOAT8)
-
-    def trunc_numeric(x: object, places: int = 0) -> Decimal:
-        d = x if isinstance(x, Decimal) else Decimal(str(x))
-        return d.quantize(Decimal(1).scaleb(-places), rounding="ROUND_DOWN")
-
-    return FunctionImpl(trunc_numeric, T.NUMERIC)
+        return FunctionImpl(_float_integral(math.trunc), T.FLOAT8)
+    return FunctionImpl(_trunc_numeric, T.NUMERIC)
 
 
 def _float_fn(
@@ -417,20 +465,62 @@ def _float_fn(
 
 
 def _power(a: object, b: object) -> float:
-    fa, fb = float(a), float(b)  # type: ignore[arg-type]
-    if fa < 0 and not fb.is_integer():
+    """power(float8, float8) as dpow: POSIX's answers for NaN and infinities, 2201F for the
+    complex and undefined cases, 22003 for overflow and underflow."""
+    x, y = float(a), float(b)  # type: ignore[arg-type]
+    if x != x:
+        return 1.0 if y == 0 else x
+    if y != y:
+        return 1.0 if x == 1 else y
+    if x == 0 and y < 0:
+        raise SqlError("2201F", "zero raised to a negative power is undefined")
+    if x < 0 and not (y.is_integer() or math.isinf(y)):  # floor(inf) == inf in C
         raise SqlError(
             "2201F", "a negative number raised to a non-integer power yields a complex result"
         )
-    if fa == 0 and fb < 0:
-        raise SqlError("2201F", "zero raised to a negative power is undefined")
+    if math.isinf(y):
+        ax = abs(x)
+        if ax == 1:
+            return 1.0
+        return (y if ax > 1 else 0.0) if y > 0 else (0.0 if ax > 1 else -y)
+    if math.isinf(x):
+        return _infinite_base_power(x, y)
     try:
-        return fa**fb
+        r = math.pow(x, y)
     except OverflowError:
-        raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow") from None
+        raise float_overflow() from None
+    if r == 0 and x != 0:
+        raise float_underflow()
+    return r
 
 
-define(("power", "pow"), _power, T.FLOAT8, 2)
+def _infinite_base_power(x: float, y: float) -> float:
+    """dpow for x = +-Infinity and a finite y (already known to be an integer if x < 0)."""
+    if y == 0:
+        return 1.0
+    if x > 0:
+        return x if y > 0 else 0.0
+    odd = not (y / 2).is_integer()
+    if y > 0:
+        return x if odd else -x
+    return -0.0 if odd else 0.0
+
+
+@register("power", "pow")
+def _power_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """power(float8, float8), or power(numeric, numeric) when an argument is numeric and
+    none is a float (Postgres prefers the float8 version otherwise: 2 ^ 10 is float8)."""
+    if len(args) != 2:
+        return None
+    ids = {a.id for a in args}
+    if TypeId.NUMERIC in ids and not ids & {TypeId.FLOAT4, TypeId.FLOAT8}:
+        if all(is_numeric(a) or a.id is TypeId.UNKNOWN for a in args):
+            from percolator.server.sql.numeric_math import numeric_power
+
+            return FunctionImpl(numeric_power, T.NUMERIC, args=(T.NUMERIC, T.NUMERIC))
+    return FunctionImpl(_power, T.FLOAT8, args=(T.FLOAT8, T.FLOAT8))
+
+
 define(("pi",), lambda: math.pi, T.FLOAT8, 0)
 define(("random",), random.random, T.FLOAT8, 0, volatile=True)
 define(("mod",), lambda a, b: int(math.fmod(a, b)) if b else _raise_div(), T.INT8, 2)
@@ -538,7 +628,7 @@ def wall_clock(v: dt.datetime, zone: dt.tzinfo | None = None) -> dt.datetime:
 # -- argument checks ---------------------------------------------------------------------------
 
 
-def _text_first(resolver: Resolver, allow_bytea: bool) -> Resolver:
+def _text_first(resolver: Resolver, allow_bytea: bool, *, strip_bpchar: bool = True) -> Resolver:
     """``resolver`` restricted to a string (or untyped) first argument: lower(1) is 42883 as
     in Postgres, not a failure inside the implementation."""
 
@@ -547,9 +637,19 @@ def _text_first(resolver: Resolver, allow_bytea: bool) -> Resolver:
             string_or_unknown(args[0]) or (allow_bytea and args[0].id is TypeId.BYTEA)
         ):
             return None
-        return resolver(args)
+        impl = resolver(args)
+        if strip_bpchar and impl is not None and impl.args is None and args and _is_bpchar(args[0]):
+            # A character(n) argument reaches a text function through the bpchar -> text
+            # cast, which drops its padding: length('ab'::char(4)) is 2, as in Postgres.
+            rest = [T.TEXT if a.id is TypeId.UNKNOWN else a for a in args[1:]]
+            impl = dataclasses.replace(impl, args=(T.TEXT, *rest))
+        return impl
 
     return checked
+
+
+def _is_bpchar(t: SqlType) -> bool:
+    return t.id is TypeId.BPCHAR and not t.array
 
 
 for _name in ("lower", "upper", "btrim", "trim", "ltrim", "rtrim", "replace", "repeat",
@@ -558,7 +658,11 @@ for _name in ("lower", "upper", "btrim", "trim", "ltrim", "rtrim", "replace", "r
     _REGISTRY[_name] = [_text_first(r, False) for r in _REGISTRY.get(_name, [])]
 _BYTEA_TOO = ("length", "octet_length", "substr", "substring", "md5")
 for _name in ("char_length", "character_length", *_BYTEA_TOO):
-    _REGISTRY[_name] = [_text_first(r, _name in _BYTEA_TOO) for r in _REGISTRY.get(_name, [])]
+    # octet_length counts a character(n)'s padding, as Postgres's bpcharoctetlen does.
+    _REGISTRY[_name] = [
+        _text_first(r, _name in _BYTEA_TOO, strip_bpchar=_name != "octet_length")
+        for r in _REGISTRY.get(_name, [])
+    ]
 
 
 def _substring_regex(args: Sequence[SqlType]) -> FunctionImpl | None:
@@ -593,10 +697,7 @@ for _name in ("substr", "substring"):
 
 
 def _div(a: object, b: object) -> Decimal:
-    da, db = Decimal(a), Decimal(b)  # type: ignore[arg-type]
-    if db == 0:
-        raise SqlError("22012", "division by zero")
-    return (da / db).to_integral_value(rounding="ROUND_DOWN")
+    return numeric_div_trunc(Decimal(a), Decimal(b))  # type: ignore[arg-type]
 
 
 @register("div")

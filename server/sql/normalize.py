@@ -126,7 +126,12 @@ def lift_literals(sql: str) -> Normalized | None:
             prev = text
             continue
         ordinal = ordinal_clause and kind == "num" and prev in ("BY", ",") and _ends_item(sql, pos)
-        if kind == "ident" or ordinal or _keep_literal(kind, prev, typmod_depth):
+        if (
+            kind == "ident"
+            or ordinal
+            or _keep_literal(kind, prev, typmod_depth)
+            or (kind == "num" and _typed_by_its_sign(text))
+        ):
             out.append(text)
             prev = text
             continue
@@ -175,6 +180,12 @@ def _keep_literal(kind: str, prev: str, typmod_depth: int) -> bool:
     if kind == "num" and prev and (prev[0].isalpha() or prev[0] == "_"):
         return prev not in _VALUE_WORDS
     return False
+
+
+def _typed_by_its_sign(text: str) -> bool:
+    """True for 2147483648 and 9223372036854775808: negated they fit a narrower type
+    (Postgres folds ``-2147483648`` into one integer constant), so the binder must see them."""
+    return text.isdigit() and int(text) in (1 << 31, 1 << 63)
 
 
 def _number(text: str) -> tuple[object, SqlType]:

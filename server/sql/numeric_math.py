@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import MAX_EMAX, MIN_EMIN, ROUND_HALF_UP, Decimal, localcontext
 
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import NUMERIC_VALUE_OUT_OF_RANGE, SqlError
 from percolator.server.sql.functions import FunctionImpl, Resolver, define, register
-from percolator.server.sql.operators import is_numeric
+from percolator.server.sql.operators import (
+    EXACT,
+    divide_rounded,
+    is_numeric,
+    numeric_result_check,
+    round_numeric_to,
+)
 from percolator.server.sql.types import SqlType, TypeId
 
 _MIN_SIG_DIGITS = 16
@@ -226,3 +232,132 @@ def _factorial_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
     ):
         return None
     return FunctionImpl(_factorial, T.NUMERIC, args=(T.INT8,))
+
+
+# -- power(numeric, numeric) ------------------------------------------------------------------
+
+_INT32_MAX = (1 << 31) - 1
+_NUMERIC_MAX_RESULT_SCALE = 2000
+_LOG10_E = 0.434294481903252
+_COMPLEX_POWER = "a negative number raised to a non-integer power yields a complex result"
+
+
+def _zero(scale: int) -> Decimal:
+    return Decimal((0, (0,), -scale))
+
+
+def _one(scale: int) -> Decimal:
+    return Decimal((0, (1,) + (0,) * scale, -scale))
+
+
+def _is_integral(d: Decimal) -> bool:
+    return d == d.to_integral_value()
+
+
+def numeric_power(base: object, exponent: object) -> Decimal:
+    """base ^ exponent for numerics (numeric_power and power_var in numeric.c): exact-ish
+    integer powers, exp(y * ln x) otherwise, at Postgres's result scale."""
+    x, y = _as_decimal(base), _as_decimal(exponent)
+    if not x.is_finite() or not y.is_finite():
+        return _special_power(x, y)
+    if not x and y < 0:
+        raise SqlError(_INVALID_ARGUMENT_FOR_POWER, "zero raised to a negative power is undefined")
+    if _is_integral(y) and abs(y) <= _INT32_MAX:
+        return _power_int(x, int(y), _dscale(y))
+    return _power_general(x, y)
+
+
+def _special_power(x: Decimal, y: Decimal) -> Decimal:
+    """POSIX pow()'s answers for NaN and infinite operands, as numeric_power gives them."""
+    if x.is_nan():
+        return Decimal(1) if y.is_finite() and not y else x
+    if y.is_nan():
+        return Decimal(1) if x == 1 else y
+    if not x and y < 0:
+        raise SqlError(_INVALID_ARGUMENT_FOR_POWER, "zero raised to a negative power is undefined")
+    if y.is_infinite():
+        if x == -1:
+            return Decimal(1)
+        ax = x.copy_abs()
+        if ax == 1:
+            return Decimal(1)
+        grows = (ax > 1) == (y > 0)
+        return Decimal("Infinity") if grows else Decimal(0)
+    # x is infinite, y finite.
+    if not y:
+        return Decimal(1)
+    if x > 0:
+        return x if y > 0 else Decimal(0)
+    if not _is_integral(y):
+        raise SqlError(_INVALID_ARGUMENT_FOR_POWER, _COMPLEX_POWER)
+    if y < 0:
+        return Decimal(0)
+    return x if EXACT.remainder(y, 2) else -x
+
+
+def _power_weight(x: Decimal, n: int) -> float:
+    """power_var_int's estimate of the decimal weight of x ^ n, from x's leading 16 digits."""
+    weight, digits = _nbase(x)
+    if not digits:
+        return 0.0
+    f, p = float(digits[0]), weight * 4
+    for d in digits[1:4]:
+        f = f * 10000 + d
+        p -= 4
+    return n * (math.log10(f) + p)
+
+
+def _power_int(x: Decimal, n: int, exp_dscale: int) -> Decimal:
+    """power_var_int: x ^ n for an integer n, to at least 16 significant digits."""
+    f = _power_weight(x, n)
+    if f > 32768 * 4:
+        raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value overflows numeric format")
+    if f + 1 < -_MAX_DISPLAY_SCALE:
+        return _zero(_MAX_DISPLAY_SCALE)
+    rscale = min(max(_MIN_SIG_DIGITS - int(f), _dscale(x), exp_dscale, 0), _MAX_DISPLAY_SCALE)
+    if n == 0:
+        return _one(rscale)
+    if n == -1:
+        return divide_rounded(Decimal(1), x, rscale)
+    if not x:
+        return _zero(rscale)
+    if n in (1, 2):
+        exact = x if n == 1 else EXACT.multiply(x, x)
+        return numeric_result_check(round_numeric_to(exact, rscale))
+    # The repeated multiplications lose up to log10(|n|) digits: work with that many more.
+    sig_digits = 1 + rscale + int(f) + int(math.log(abs(n))) + 8
+    with localcontext() as ctx:
+        ctx.prec = max(sig_digits, 1) + 8
+        ctx.Emax, ctx.Emin = MAX_EMAX, MIN_EMIN
+        r = x**n
+    return numeric_result_check(round_numeric_to(r, rscale))
+
+
+def _power_general(x: Decimal, y: Decimal) -> Decimal:
+    """power_var for a non-integer (or huge) exponent: exp(y * ln(x))."""
+    if not x:
+        return _zero(_MIN_SIG_DIGITS)
+    negative = False
+    if x < 0:
+        if not _is_integral(y):
+            raise SqlError(_INVALID_ARGUMENT_FOR_POWER, _COMPLEX_POWER)
+        negative = bool(EXACT.remainder(y, 2))
+        x = x.copy_abs()
+    # A low-precision exp * ln(base), to size the result (and catch overflow early).
+    ln_dweight = _ln_dweight(x)
+    local_rscale = max(8 - ln_dweight, 0)
+    ln_base = _rounded(x.ln, local_rscale, 1)
+    val = float(round_numeric_to(EXACT.multiply(ln_base, y), local_rscale))
+    if abs(val) > _NUMERIC_MAX_RESULT_SCALE * 3.01:
+        if val > 0:
+            raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value overflows numeric format")
+        return _zero(_MAX_DISPLAY_SCALE)
+    val *= _LOG10_E
+    rscale = min(max(_MIN_SIG_DIGITS - int(val), _dscale(x), _dscale(y), 0), _MAX_DISPLAY_SCALE)
+    sig_digits = max(rscale + int(val), 0)
+    with localcontext() as ctx:
+        ctx.prec = sig_digits + 12
+        ctx.Emax, ctx.Emin = MAX_EMAX, MIN_EMIN
+        r = x**y
+    r = numeric_result_check(round_numeric_to(r, rscale))
+    return -r if negative and r else r

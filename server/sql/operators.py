@@ -12,8 +12,18 @@ import datetime as dt
 import math
 import operator
 import re
+import struct
 from collections.abc import Callable
-from decimal import Decimal, DivisionByZero, InvalidOperation, localcontext
+from decimal import (
+    MAX_EMAX,
+    MAX_PREC,
+    MIN_EMIN,
+    ROUND_DOWN,
+    ROUND_HALF_UP,
+    Context,
+    Decimal,
+)
+from typing import Any
 
 from percolator.server.sql import time_zones
 from percolator.server.sql import types as T
@@ -96,6 +106,8 @@ def _int_mod(a: int, b: int) -> int:
 
 def _float_div(a: float, b: float) -> float:
     if b == 0:
+        if a != a:  # float8_div: NaN / 0 is NaN
+            return a
         raise _div_zero()
     return a / b
 
@@ -105,44 +117,162 @@ def _numeric_scale(d: Decimal) -> int:
     return -exp if isinstance(exp, int) and exp < 0 else 0
 
 
-def _weight(d: Decimal) -> tuple[int, int]:
-    """Postgres's base-10000 weight of |d| and its leading base-10000 digit."""
-    if d == 0:
-        return 0, 0
-    adjusted = d.adjusted()
-    weight = adjusted // 4
-    lead = int(abs(d).scaleb(-weight * 4))
+# numeric's limits (numeric.c): 131072 digits before the decimal point, 16383 after.
+NUMERIC_MAX_WEIGHT_DIGITS = 131072
+NUMERIC_MAX_DSCALE = 16383
+_NUMERIC_MAX_RESULT_SCALE = 2000
+_NUMERIC_MIN_SIG_DIGITS = 16
+
+# libmpdec computes a sum, difference, product or integer quotient exactly and only then rounds
+# it to the context's precision, so a context of maximal precision makes them exact at no cost
+# (the work is sized by the operands, never by ``prec``). Nothing that rounds (division,
+# square roots, logarithms) may use it: those pick a precision from their operands. It is a
+# private Context passed explicitly, so the thread's (or task's) decimal context is untouched.
+# InvalidOperation is not trapped: Infinity - Infinity and Infinity * 0 are NaN, as in Postgres.
+EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[])
+_NAN = Decimal("NaN")
+_ZERO = Decimal(0)
+
+
+def numeric_overflow() -> SqlError:
+    """22003 as numeric.c's make_result reports a value beyond numeric's range."""
+    return SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value overflows numeric format")
+
+
+def numeric_result_check(d: Decimal) -> Decimal:
+    """``d``, or 22003 when it has more digits before the point than numeric holds."""
+    if d.is_finite() and d and d.adjusted() >= NUMERIC_MAX_WEIGHT_DIGITS:
+        raise numeric_overflow()
+    return d
+
+
+def numeric_add(a: Decimal, b: Decimal) -> Decimal:
+    """a + b, exact (Postgres's add_var), at the larger of the two scales."""
+    return numeric_result_check(EXACT.add(a, b))
+
+
+def numeric_sub(a: Decimal, b: Decimal) -> Decimal:
+    """a - b, exact."""
+    return numeric_result_check(EXACT.subtract(a, b))
+
+
+def numeric_mul(a: Decimal, b: Decimal) -> Decimal:
+    """a * b, exact at the sum of the scales, rounded only past numeric's 16383 places."""
+    r = EXACT.multiply(a, b)
+    if r.is_finite() and _numeric_scale(r) > NUMERIC_MAX_DSCALE:
+        r = round_numeric_to(r, NUMERIC_MAX_DSCALE)
+    return numeric_result_check(r)
+
+
+def round_numeric_to(d: Decimal, scale: int) -> Decimal:
+    """A finite ``d`` rounded half away from zero to ``scale`` places (negative: to tens,
+    hundreds, ...), exactly; the result keeps ``max(scale, 0)`` places as round_var does."""
+    r = d.quantize(_quantum(scale), rounding=ROUND_HALF_UP, context=EXACT)
+    return r if scale >= 0 else r.quantize(_ONE, context=EXACT)
+
+
+def trunc_numeric_to(d: Decimal, scale: int) -> Decimal:
+    """A finite ``d`` truncated toward zero to ``scale`` places (trunc_var)."""
+    r = d.quantize(_quantum(scale), rounding=ROUND_DOWN, context=EXACT)
+    return r if scale >= 0 else r.quantize(_ONE, context=EXACT)
+
+
+_ONE = Decimal(1)
+
+
+def _quantum(scale: int) -> Decimal:
+    return Decimal((0, (1,), -scale))
+
+
+def _div_weight(d: Decimal) -> tuple[int, int]:
+    """Postgres's base-10000 weight of a finite nonzero |d| and its leading base-10000 digit."""
+    weight = d.adjusted() // 4
+    lead = int(EXACT.scaleb(d.copy_abs(), -weight * 4))
     return weight, lead
 
 
-def numeric_div(a: Decimal, b: Decimal) -> Decimal:
-    """Numeric division with Postgres's result scale (select_div_scale)."""
-    if b == 0:
-        raise _div_zero()
-    if not a.is_finite() or not b.is_finite():
-        with localcontext() as ctx:
-            ctx.traps[InvalidOperation] = False
-            return a / b
-    w1, l1 = _weight(a)
-    w2, l2 = _weight(b)
-    qweight = w1 - w2
-    if l1 <= l2:
-        qweight -= 1
-    rscale = 16 - qweight * 4
+def div_scale(a: Decimal, b: Decimal) -> int:
+    """select_div_scale: at least 16 significant digits, never fewer places than either
+    operand, at most 1000."""
+    w1, l1 = _div_weight(a) if a else (0, 0)  # a zero's weight and first digit are 0
+    w2, l2 = _div_weight(b) if b else (0, 0)
+    qweight = w1 - w2 - (1 if l1 <= l2 else 0)
+    rscale = _NUMERIC_MIN_SIG_DIGITS - qweight * 4
     rscale = max(rscale, _numeric_scale(a), _numeric_scale(b), 0)
-    rscale = min(rscale, 1000)
-    with localcontext() as ctx:
-        ctx.prec = 1100
-        ctx.traps[DivisionByZero] = True
-        return (a / b).quantize(Decimal(1).scaleb(-rscale), rounding="ROUND_HALF_UP")
+    return min(rscale, 1000)
+
+
+def divide_rounded(a: Decimal, b: Decimal, rscale: int) -> Decimal:
+    """Finite a / b (b nonzero) rounded half away from zero to ``rscale`` places, exactly
+    as div_var does: an exact integer quotient, then one rounding step."""
+    q, r = EXACT.divmod(EXACT.scaleb(a, rscale), b)
+    # Operators on Decimals round to the thread's context: use EXACT's (and copy_abs).
+    if EXACT.multiply(r.copy_abs(), 2) >= b.copy_abs():
+        q = EXACT.add(q, _ONE if (a < 0) == (b < 0) else -_ONE)
+    if not q:
+        q = _ZERO
+    return numeric_result_check(EXACT.scaleb(q, -rscale))
+
+
+def numeric_div(a: Decimal, b: Decimal) -> Decimal:
+    """Numeric division with Postgres's result scale (select_div_scale) and special values."""
+    if not a.is_finite() or not b.is_finite():
+        return _special_div(a, b)
+    if not b:
+        raise _div_zero()
+    return divide_rounded(a, b, div_scale(a, b))
+
+
+def _special_div(a: Decimal, b: Decimal) -> Decimal:
+    """numeric_div with a NaN or infinite operand."""
+    if a.is_nan() or b.is_nan():
+        return _NAN
+    if a.is_infinite():
+        if b.is_infinite():
+            return _NAN
+        if not b:
+            raise _div_zero()
+        return a if b > 0 else -a
+    return _ZERO  # finite / infinite
+
+
+def numeric_div_trunc(a: Decimal, b: Decimal) -> Decimal:
+    """div(a, b): the quotient truncated toward zero (numeric_div_trunc)."""
+    if not a.is_finite() or not b.is_finite():
+        return _special_div(a, b)
+    if not b:
+        raise _div_zero()
+    q = EXACT.divide_int(a, b)
+    return q if q else _ZERO
 
 
 def numeric_mod(a: Decimal, b: Decimal) -> Decimal:
-    if b == 0:
+    """a % b with the dividend's sign, exact (mod_var), and numeric_mod's special values."""
+    if not a.is_finite() or not b.is_finite():
+        if a.is_nan() or b.is_nan():
+            return _NAN
+        if a.is_infinite():
+            if not b:
+                raise _div_zero()
+            return _NAN
+        return a  # finite % infinite
+    if not b:
         raise _div_zero()
-    with localcontext() as ctx:
-        ctx.prec = 1100
-        return a % b
+    return EXACT.remainder(a, b)
+
+
+def numeric_key(d: Decimal) -> tuple[int, Decimal]:
+    """A sort key for numerics: NaN equals NaN and sorts above everything, Infinity included."""
+    return (1, _ZERO) if d != d else (0, d)  # also takes ints: only NaN differs from itself
+
+
+_NUMERIC_OPS: dict[str, Callable[[Decimal, Decimal], Decimal]] = {
+    "+": numeric_add,
+    "-": numeric_sub,
+    "*": numeric_mul,
+    "/": numeric_div,
+    "%": numeric_mod,
+}
 
 
 def _to_decimal(v: object) -> Decimal:
@@ -164,17 +294,11 @@ def arithmetic(op: str, a: SqlType, b: SqlType) -> tuple[Callable[..., object], 
             }[op]
             return (lambda x, y: check(base(x, y))), rt
         if rt.id is TypeId.NUMERIC:
-            nbase = {
-                "+": operator.add,
-                "-": operator.sub,
-                "*": operator.mul,
-                "/": numeric_div,
-                "%": numeric_mod,
-            }[op]
+            nbase = _NUMERIC_OPS[op]
             return (lambda x, y: nbase(_to_decimal(x), _to_decimal(y))), rt
         if op not in _FLOAT_OPS:
             return None
-        return _float_op(_FLOAT_OPS[op], rt), rt
+        return float_arithmetic(op, rt), rt
     if op in _INTERVAL_SCALE_OPS:
         return _interval_scaling(op, a, b)
     return _datetime_arithmetic(op, a, b)
@@ -186,21 +310,48 @@ _FLOAT_OPS: dict[str, Callable[[float, float], float]] = {
     "*": operator.mul,
     "/": _float_div,
 }
-_FLOAT4_MAX = 3.4028234663852886e38
+_F32 = struct.Struct("<f")
 
 
-def _float_op(base: Callable[[float, float], float], rt: SqlType) -> Callable[..., object]:
-    """A float operator that raises 22003 where Postgres's float overflow checks do."""
-    limit = _FLOAT4_MAX if rt.id is TypeId.FLOAT4 else math.inf
+def float_overflow() -> SqlError:
+    """22003 as float_overflow_error reports it."""
+    return SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow")
 
-    def op(x: object, y: object) -> float:
+
+def float_underflow() -> SqlError:
+    """22003 as float_underflow_error reports it."""
+    return SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: underflow")
+
+
+def to_float4(f: float) -> float:
+    """``f`` rounded to single precision (C's (float) cast: too large becomes infinite)."""
+    try:
+        return _F32.unpack(_F32.pack(f))[0]  # type: ignore[no-any-return]
+    except OverflowError:
+        return math.copysign(math.inf, f)
+
+
+def float_arithmetic(op: str, rt: SqlType) -> Callable[..., object]:
+    """A float operator with the checks of float.h's float8_pl/mi/mul/div (and float4's, on
+    the result rounded to single precision): an infinite result from finite operands is an
+    overflow; a zero product or quotient of nonzero (finite divisor) operands an underflow."""
+    base = _FLOAT_OPS[op]
+    single = rt.id is TypeId.FLOAT4
+    underflows = op in ("*", "/")
+    isinf = math.isinf
+
+    def fop(x: object, y: object) -> float:
         fx, fy = float(x), float(y)  # type: ignore[arg-type]
         r = base(fx, fy)
-        if (r >= limit or r <= -limit) and not (math.isinf(fx) or math.isinf(fy)):
-            raise SqlError(NUMERIC_VALUE_OUT_OF_RANGE, "value out of range: overflow")
+        if single:
+            r = to_float4(r)
+        if isinf(r) and not (isinf(fx) or isinf(fy)):
+            raise float_overflow()
+        if r == 0 and underflows and fx != 0 and not (fy == 0 or isinf(fy)):
+            raise float_underflow()
         return r
 
-    return op
+    return fop
 
 
 _BITWISE = {
@@ -395,7 +546,32 @@ def comparison(op: str, t: SqlType) -> Callable[[object, object], object]:
         return lambda x, y: base(x.rstrip(" "), y.rstrip(" "))  # type: ignore[union-attr]
     if t.id in (TypeId.FLOAT4, TypeId.FLOAT8) and not t.array:
         return lambda x, y: base(_float_key(x), _float_key(y))  # type: ignore[arg-type]
+    if t.id is TypeId.NUMERIC and not t.array:
+        return lambda x, y: base(numeric_key(x), numeric_key(y))  # type: ignore[arg-type]
     return base
+
+
+def order_key(t: SqlType) -> Callable[[Any], Any] | None:
+    """The key that orders numerics and floats as Postgres does (NaN equal to NaN and above
+    everything), or None where values order as they are (greatest, least)."""
+    if t.array:
+        return None
+    if t.id is TypeId.NUMERIC:
+        return numeric_key
+    if t.id in (TypeId.FLOAT4, TypeId.FLOAT8):
+        return _float_key
+    return None
+
+
+def negation(t: SqlType) -> Callable[[Any], Any]:
+    """Unary minus on a number of type ``t``: 22003 when an integer's negation does not fit;
+    exact for numerics (Decimal's ``-`` rounds to the thread's context), with no -0."""
+    if t.id in _INT_RANGES:
+        check = check_int(t)
+        return lambda v: check(-v)
+    if t.id is TypeId.NUMERIC:
+        return lambda v: v.copy_negate() if v and not v.is_nan() else v
+    return operator.neg
 
 
 def _float_key(f: float) -> tuple[int, float]:

@@ -1,7 +1,8 @@
 """Postgres's text format of every SQL type: what ``typoutput`` prints and ``typinput`` parses.
 
-Output is exactly Postgres's with DateStyle ``ISO, MDY``, IntervalStyle
-``postgres`` and the default ``extra_float_digits`` (shortest exact floats); timestamptz is
+Output is exactly Postgres's with DateStyle ``ISO, MDY`` and IntervalStyle ``postgres``; floats
+follow the session's ``extra_float_digits`` (shortest exact digits above zero, the default;
+:func:`use_extra_float_digits`); timestamptz is
 shown, and read without an explicit offset, in the session's zone
 (:func:`time_zones.current_zone`). Input follows
 Postgres 16's syntax, raising :class:`SqlError` with Postgres's SQLSTATE and wording.
@@ -14,6 +15,7 @@ them. Python's ``datetime`` cannot hold years outside 1..9999, so BC dates and y
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import json
 import math
@@ -117,6 +119,40 @@ def float4_out(v: object) -> str:
         except OverflowError:  # rounded past FLT_MAX
             continue
     return _shortest_format(s, 6)
+
+
+# The session's extra_float_digits, set by the session whenever it changes (as time_zones does
+# for TimeZone; a ContextVar, so each connection's task has its own). Above zero Postgres
+# prints the shortest exact digits (float8_out, float4_out); at zero or below it prints
+# 15 (float4: 6) + extra_float_digits significant digits with %g.
+_extra_float_digits: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "percolator_extra_float_digits", default=1
+)
+
+
+def use_extra_float_digits(setting: str) -> None:
+    """Make ``setting`` (a validated extra_float_digits) this task's, for float output."""
+    _extra_float_digits.set(int(setting))
+
+
+def float_digits_reduced() -> bool:
+    """True while this task's extra_float_digits asks for rounded (not shortest) floats."""
+    return _extra_float_digits.get() <= 0
+
+
+@cache
+def _rounded_float_out(single: bool, extra: int) -> Callable[[object], str]:
+    """float8out / float4out with extra_float_digits <= 0: ``%.*g`` to DBL_DIG (FLT_DIG)
+    plus extra_float_digits significant digits."""
+    spec = f".{max((6 if single else 15) + extra, 1)}g"  # C's %.*g (precision 0 acts as 1)
+
+    def out(v: object) -> str:
+        f = float(v)  # type: ignore[arg-type]
+        if not math.isfinite(f):
+            return "NaN" if f != f else ("Infinity" if f > 0 else "-Infinity")
+        return format(_to_f32(f) if single else f, spec)
+
+    return out
 
 
 def numeric_out(v: object) -> str:
@@ -301,16 +337,28 @@ def _bpchar_encoder(n: int | None) -> Callable[[object], str]:
     return out
 
 
-@cache
 def text_encoder(t: SqlType) -> Callable[[object], str]:
     """The function printing non-NULL values of ``t`` in Postgres's text format."""
+    if t.id in _FLOAT_TYPES:
+        extra = _extra_float_digits.get()
+        if extra <= 0:  # not the shared (cached) encoder: this session's digits
+            out = _rounded_float_out(t.id is TypeId.FLOAT4, extra)
+            return _array_encoder(out) if t.array else out
+    return _text_encoder(t)
+
+
+@cache
+def _text_encoder(t: SqlType) -> Callable[[object], str]:
     if t.array:
-        return _array_encoder(text_encoder(t.element))
+        return _array_encoder(_text_encoder(t.element))
     if t.id is TypeId.BPCHAR:
         return _bpchar_encoder(t.length)
     if isinstance(t.id, EnumType):
         return _str_out  # enum_out: the label
     return _OUT[t.id]
+
+
+_FLOAT_TYPES = frozenset({TypeId.FLOAT4, TypeId.FLOAT8})
 
 
 def text_out(t: SqlType, v: object) -> str:
@@ -1351,6 +1399,7 @@ __all__ = [
     "bytea_in",
     "float4_out",
     "float8_out",
+    "float_digits_reduced",
     "format_json_value",
     "interval_in",
     "interval_out",
@@ -1363,4 +1412,5 @@ __all__ = [
     "text_encoder",
     "text_in",
     "text_out",
+    "use_extra_float_digits",
 ]

@@ -287,6 +287,8 @@ def _to_char_number(v: object, fmt: str, float_digits: int | None) -> str:
         raise SqlError(SYNTAX_ERROR, "multiple decimal points")
     int_pat, point, frac_pat = body.partition(".")
     pre = sum(c in "90" for c in int_pat)
+    # Group separators after the point print as ',' between the fraction's digits.
+    frac_seps, frac_pat = frac_pat, frac_pat.replace(",", "")
     if isinstance(v, float):
         if not math.isfinite(v):
             raise SqlError("0A000", "to_char of an infinite or NaN float is not supported")
@@ -311,7 +313,7 @@ def _to_char_number(v: object, fmt: str, float_digits: int | None) -> str:
         # Too many digits (a zero integer part counts as one): every digit shows '#'.
         text = "".join("#" if c in "90" else c for c in int_pat)
         if frac_pat:
-            text += "." + "#" * len(frac_pat)
+            text += "." + _fraction(frac_seps, "#" * len(frac_pat), fm)
         return text + sign if sign_at == "end" else sign + text
     ip = ip.lstrip("0")
     # Digit positions from the first '0' of the pattern on are zero-filled.
@@ -348,8 +350,24 @@ def _to_char_number(v: object, fmt: str, float_digits: int | None) -> str:
     if point and frac_pat:
         if fm and not frac and not ip and first >= pre:
             text += "0"  # FM never shows a bare point
-        text += "." + frac
+        text += "." + _fraction(frac_seps, frac, fm)
     return text + sign if sign_at == "end" else text
+
+
+def _fraction(pattern: str, digits: str, fm: bool) -> str:
+    """The fraction's ``digits`` laid out on ``pattern`` (digit positions and ','), up to the
+    first digit position FM left empty; a separator before any digit is a space (FM: none)."""
+    out: list[str] = []
+    shown = 0
+    for c in pattern:
+        if c == ",":
+            out.append("," if shown else "" if fm else " ")
+        elif shown == len(digits):
+            break
+        else:
+            out.append(digits[shown])
+            shown += 1
+    return "".join(out)
 
 
 def _to_char_in_zone(ctx: object, v: object, fmt: object) -> str | None:
