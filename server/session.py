@@ -1738,8 +1738,8 @@ class SqlSession:
             await self.cursors.close(stmt.name)
             return _done(self, "CLOSE CURSOR" if stmt.name is not None else "CLOSE CURSOR ALL")
         if isinstance(stmt, utility.NoOp):
-            if stmt.tag in ("DISCARD ALL", "DISCARD SEQUENCES"):
-                self.sequences.discard()
+            if stmt.tag.startswith("DISCARD"):
+                await self._discard(stmt.tag)
             notices = [Notice("01000", stmt.notice, "WARNING")] if stmt.notice else []
             return _done(self, stmt.tag, notices)
         if isinstance(stmt, utility.CreateRole | utility.AlterRole | utility.DropRole):
@@ -1906,6 +1906,27 @@ class SqlSession:
                 )
             except SqlError as exc:
                 raise _shifted(exc, stmt.body_offset + st.offset) from None
+
+    async def _discard(self, tag: str) -> None:
+        """DISCARD ALL | TEMP | SEQUENCES | PLANS, as Postgres: ALL brings the session back
+        to a new connection's state (what a pooler runs between clients) and is refused in a
+        transaction block; plans are re-made on their own when the catalog changes."""
+        if tag == "DISCARD ALL":
+            if self.block or self.txn is not None:
+                raise SqlError(
+                    ACTIVE_SQL_TRANSACTION, "DISCARD ALL cannot run inside a transaction block"
+                )
+            await self._utility(utility.CloseCursor(None))
+            await self._utility(utility.Reset("all"))
+            await self._utility(utility.Deallocate(None))
+            self.notifications.unlisten(None)
+            await self.notifications.commit()  # no transaction to wait for
+            await self.advisory.unlock_all()
+        if tag in ("DISCARD ALL", "DISCARD TEMP", "DISCARD TEMPORARY"):
+            if self.temp_tables.active:
+                await self.temp_tables.close(self.engine.client)
+        if tag in ("DISCARD ALL", "DISCARD SEQUENCES"):
+            self.sequences.discard()
 
     async def _listen_notify(self, stmt: Any) -> Any:
         if isinstance(stmt, utility.Listen):

@@ -39,6 +39,8 @@ DEFAULTS: dict[str, str] = {
     "default_transaction_isolation": "repeatable read",
     "transaction_isolation": "repeatable read",
     "transaction_read_only": "off",
+    "transaction_deferrable": "off",
+    "default_transaction_deferrable": "off",
     "in_hot_standby": "off",
     "integer_datetimes": "on",
     "intervalstyle": "postgres",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +28,7 @@ from percolator.server.sql.errors import (
     UNDEFINED_TABLE,
     SqlError,
 )
-from percolator.server.sql.functions import define
+from percolator.server.sql.functions import FunctionImpl, define, register
 from percolator.server.sql.types import SqlType, TypeId
 
 if TYPE_CHECKING:
@@ -123,6 +124,16 @@ def relation_name(ctx: Any, oid: int) -> str | None:
     if r.namespace == INFORMATION_SCHEMA_NAMESPACE_OID:
         return f"information_schema.{quote_ident(r.name)}"
     return quote_ident(r.name)
+
+
+@register("pg_typeof")
+def _pg_typeof(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """pg_typeof(x): the regtype of its argument, known when the call is bound."""
+    if len(args) != 1:
+        return None
+    t = args[0]
+    name = OidName(t.oid, t.format())
+    return FunctionImpl(lambda _v: name, T.REGTYPE, strict=False)
 
 
 def oid_to_reg(ctx: Any, t: SqlType, oid: int) -> OidName:

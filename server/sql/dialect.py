@@ -7,6 +7,9 @@ Postgres.
 
 from __future__ import annotations
 
+from typing import Any
+
+from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 
 
@@ -30,7 +33,31 @@ def _keep_array_subscripts() -> None:
     Postgres.INDEX_OFFSET = 0
 
 
+def _keep_interval_strings() -> None:
+    """Keep an interval literal's whole text. sqlglot reads ``interval '-1 day -04:05:06.5'``
+    as ``'-1' DAY`` when the string holds a single number-and-unit pair, dropping the rest
+    (here the time part), so the binder saw minus one day."""
+    parser = Postgres.Parser
+    original = parser._parse_interval_span
+    if getattr(original, "keeps_strings", False):
+        return
+
+    def parse_interval_span(
+        self: Any, this: exp.Expression, parse_function_unit: bool = True
+    ) -> exp.Interval:
+        interval = original(self, this, parse_function_unit=parse_function_unit)
+        text = this.name if this is not None and this.is_string else None
+        if text is not None and exp.INTERVAL_STRING_RE.sub("", text).strip():
+            if interval.this is not None and interval.this.name != text:
+                return exp.Interval(this=exp.Literal.string(text))
+        return interval
+
+    parse_interval_span.keeps_strings = True  # type: ignore[attr-defined]
+    parser._parse_interval_span = parse_interval_span  # type: ignore[method-assign]
+
+
 def adjust() -> None:
     """Apply the adjustments (idempotent)."""
     _keep_postgres_functions()
     _keep_array_subscripts()
+    _keep_interval_strings()

@@ -362,6 +362,21 @@ class ExprBinder:
                     return True
         return False
 
+    def _strong_name(self, node: exp.Expression) -> str | None:
+        """The name ``node`` gives a column when Postgres lets it name an enclosing CASE (a
+        column, a function call, a cast or CASE of one): ``CASE ... ELSE i END`` is ``i``."""
+        while isinstance(node, exp.Paren):
+            node = node.this
+        if isinstance(node, exp.Cast) and not _is_div_call(node):
+            return self._strong_name(node.this)
+        if isinstance(node, exp.Case):
+            default = node.args.get("default")
+            return self._strong_name(default) if default is not None else None
+        if isinstance(node, exp.Column | exp.Func | exp.Anonymous):
+            name = self.column_name(node)
+            return None if name == "?column?" else name
+        return None
+
     def column_name(self, node: exp.Expression) -> str:
         """The name Postgres gives an unaliased select item."""
         if isinstance(node, exp.Column):
@@ -387,7 +402,8 @@ class ExprBinder:
         if isinstance(node, exp.Interval):
             return "interval"
         if isinstance(node, exp.Case):
-            return "case"
+            default = node.args.get("default")
+            return (self._strong_name(default) if default is not None else None) or "case"
         if isinstance(node, exp.Exists):
             return "exists"
         if isinstance(node, exp.Array):

@@ -345,6 +345,7 @@ SCRIPTS: dict[str, Script] = {
             " (2, '2023-12-31', '2023-12-31 23:59:59', '2024-06-15 08:00:00-04'), (3, NULL, NULL, NULL)",
         ],
         cases=[
+            "SELECT interval '-1 day -04:05:06.5', interval '1 day 2 hours', interval '1 day', interval '-2 hours 30 minutes', interval '04:05:06', interval '1 year 2 months 3 days 04:05:06'",
             "SELECT to_timestamp(0), to_timestamp(1700000000.5)",
             "SELECT length(gen_random_uuid()::text), gen_random_uuid() <> gen_random_uuid()",
             "SELECT date '2024-01-31' + 1, date '2024-03-01' - 1, date '2024-03-01' - date '2024-01-01'",
@@ -462,6 +463,8 @@ SCRIPTS: dict[str, Script] = {
             "INSERT INTO cm VALUES (1, 5, 'q')",
         ],
         cases=[
+            "SELECT CASE WHEN id = 1 THEN 10.5 ELSE id END, CASE WHEN id = 1 THEN 'a' END, CASE WHEN true THEN 1 ELSE length('x') END, CASE WHEN true THEN 1 ELSE 2 END, CASE WHEN true THEN 1 ELSE id::text END FROM cm ORDER BY 1",
+            "SELECT pg_typeof(1), pg_typeof('a'::text), pg_typeof(1.5), pg_typeof(NULL::date), pg_typeof(ARRAY[1])",
             "SELECT 1, 'a', 1 + 2, a + 1, -a, NULL FROM cm",
             "SELECT count(*), sum(a), avg(a), min(a), max(a), count(a) FROM cm",
             "SELECT CASE WHEN a > 1 THEN 1 END, coalesce(a, 0), nullif(a, 1) FROM cm",
