@@ -1625,7 +1625,7 @@ class ExprBinder:
                     ),
                     ctx,
                 )
-            return self.bind(node, _AggScope(ctx, self))
+            return self.bind(node, _AggScope(ctx))
         # Rebuild the node with its children bound in aggregate mode: bind a copy whose
         # column/aggregate children are replaced by placeholders.
         return self._bind_composite_in_aggregate(node, ctx)
@@ -1634,20 +1634,25 @@ class ExprBinder:
         placeholders: list[BExpr] = []
         copy = node.copy()
 
-        def replace(n: exp.Expression) -> exp.Expression:
-            if n is copy:
-                return n
-            if (
-                any(n == g for g in ctx.group_nodes)
-                or isinstance(n, exp.Column | exp.Window)
-                or self._is_agg_node(n)
-            ):
-                placeholders.append(self.bind_in_aggregate(n, ctx))
-                return _Bound(len(placeholders) - 1)
-            return n
+        def replace_below(n: exp.Expression) -> None:
+            for child in list(n.iter_expressions()):
+                if isinstance(child, exp.Subquery | exp.Query):
+                    # A subquery keeps its own columns and aggregates; its references to
+                    # the grouped query resolve through the placeholder scope's parent.
+                    continue
+                if (
+                    any(child == g for g in ctx.group_nodes)
+                    or isinstance(child, exp.Column | exp.Window)
+                    or self._is_agg_node(child)
+                ):
+                    placeholders.append(self.bind_in_aggregate(child, ctx))
+                    child.replace(_Bound(len(placeholders) - 1))
+                else:
+                    replace_below(child)
 
-        copy = copy.transform(replace, copy=False) if not isinstance(copy, exp.Column) else copy
-        scope = _PlaceholderScope(placeholders)
+        if not isinstance(copy, exp.Column):
+            replace_below(copy)
+        scope = _PlaceholderScope(placeholders, ctx)
         return self.bind(copy, scope)  # type: ignore[arg-type]
 
     def _is_agg_node(self, n: exp.Expression) -> bool:
@@ -1745,12 +1750,6 @@ class _Bound(exp.Expression):
         self.slot = index
 
 
-class _PlaceholderScope(Scope):
-    def __init__(self, placeholders: list[BExpr]) -> None:
-        super().__init__([])
-        self.placeholders = placeholders
-
-
 def _bind_placeholder(self: ExprBinder, node: _Bound, scope: Scope) -> BExpr:
     assert isinstance(scope, _PlaceholderScope)
     return scope.placeholders[node.slot]
@@ -1760,10 +1759,39 @@ ExprBinder._bind__Bound = _bind_placeholder  # type: ignore[attr-defined]
 
 
 class _AggScope(Scope):
-    """Scope for a subquery inside an aggregated SELECT (its outer refs see input columns)."""
+    """The scope a subquery inside an aggregated SELECT sees its query through. The row it
+    is evaluated against is the grouped one (the groups, then the aggregates), so a reference
+    to the query's column resolves to the group that holds it; an ungrouped column is 42803,
+    as in Postgres."""
 
-    def __init__(self, ctx: AggregateContext, binder: ExprBinder) -> None:
-        super().__init__(ctx.scope.columns, ctx.scope.parent, ctx.scope.relations)
+    def __init__(self, ctx: AggregateContext) -> None:
+        self._input = ctx.scope
+        columns = [
+            ctx.scope.columns[g.index]
+            if isinstance(g, BColumn)
+            else OutCol("", g.type, hidden=True)
+            for g in ctx.groups
+        ]
+        super().__init__(columns, ctx.scope.parent, ctx.scope.relations)
+
+    def _find(self, qualifier: str | None, name: str) -> int | None:
+        found = super()._find(qualifier, name)
+        if found is None and self._input._find(qualifier, name) is not None:
+            shown = f"{qualifier}.{name}" if qualifier else name
+            raise SqlError(
+                GROUPING_ERROR, f'subquery uses ungrouped column "{shown}" from outer query'
+            )
+        return found
+
+
+class _PlaceholderScope(_AggScope):
+    """An aggregated expression's scope: its grouped parts as placeholders (its own column
+    references are all placeholders by then), and for a subquery in it the grouped query as
+    an _AggScope shows it."""
+
+    def __init__(self, placeholders: list[BExpr], ctx: AggregateContext) -> None:
+        super().__init__(ctx)
+        self.placeholders = placeholders
 
 
 def _is_window_function(n: exp.Expression) -> bool:

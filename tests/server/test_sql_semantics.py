@@ -533,6 +533,12 @@ SCRIPTS: dict[str, Script] = {
             "CREATE TABLE agempty (id int PRIMARY KEY, n int, t text)",
         ],
         cases=[
+            "SELECT g, count(*) * 100.0 / (SELECT count(*) FROM ag) AS pct FROM ag GROUP BY g ORDER BY 1",
+            "SELECT g, (SELECT max(b.n) FROM ag b WHERE b.g = a.g) FROM ag a GROUP BY g ORDER BY 1",
+            "SELECT s, g, (SELECT count(*) FROM ag b WHERE b.g = a.g AND b.s = a.s) FROM ag a GROUP BY g, s ORDER BY 1, 2",
+            "SELECT g, (SELECT max(b.n) FROM ag b WHERE b.id = a.id) FROM ag a GROUP BY g",
+            "SELECT g FROM ag a GROUP BY g HAVING (SELECT count(*) FROM ag b WHERE b.g = a.g) > 1",
+            "SELECT g, sum(n) + (SELECT max(b.n) FROM ag b WHERE b.g = a.g), g IN (SELECT g FROM ag WHERE n > 1) FROM ag a GROUP BY g ORDER BY 1",
             "SELECT string_agg(g, ',' ORDER BY n DESC NULLS LAST), array_agg(n ORDER BY g, n), string_agg(g, '' ORDER BY n NULLS FIRST) FROM ag",
             "SELECT g, array_agg(n ORDER BY n DESC), array_agg(n ORDER BY n NULLS FIRST) FROM ag GROUP BY g ORDER BY g",
             "SELECT g, array_agg(DISTINCT n ORDER BY n DESC), string_agg(DISTINCT g, ',' ORDER BY g) FROM ag GROUP BY g ORDER BY g",
