@@ -148,13 +148,47 @@ class AggregateContext:
     group_nodes: list[exp.Expression] = field(default_factory=list)
     aggs: list[AggCall] = field(default_factory=list)
 
+    _canonical: list[exp.Expression] | None = field(default=None, init=False, repr=False)
+
     def add_group(self, node: exp.Expression, e: BExpr) -> None:
         self.group_nodes.append(node)
         self.groups.append(e)
+        self._canonical = None
+
+    def group_of(self, node: exp.Expression) -> int | None:
+        """The group expression ``node`` is (by its columns, not how it names them:
+        ``a % 2`` is ``t.a % 2``), or None."""
+        if self._canonical is None:
+            self._canonical = [_canonical(g, self.scope) for g in self.group_nodes]
+        if isinstance(node, exp.Column) or node.find(exp.Column) is None:
+            return next((i for i, g in enumerate(self.group_nodes) if node == g), None)
+        canonical = _canonical(node, self.scope)
+        for i, g in enumerate(self._canonical):
+            if canonical == g:
+                return i
+        return None
 
     def output_columns(self) -> list[OutCol]:
         cols = [OutCol(f"group{i}", g.type) for i, g in enumerate(self.groups)]
         return cols + [OutCol(a.name, a.type) for a in self.aggs]
+
+
+def _canonical(node: exp.Expression, scope: Scope) -> exp.Expression:
+    """``node`` with each column of ``scope`` written as its position, for comparing two
+    spellings of one expression (a column ``scope`` cannot resolve stays as written)."""
+
+    def resolve(n: exp.Expression) -> exp.Expression:
+        if not isinstance(n, exp.Column) or isinstance(n.this, exp.Star):
+            return n
+        try:
+            found = scope.lookup(n.table or None, n.name)
+        except SqlError:
+            return n
+        if found is None or found[0] != 0:
+            return n
+        return exp.column(f"#{found[1]}")
+
+    return node.transform(resolve)
 
 
 _WINDOW_BASE = 1 << 40
@@ -1591,9 +1625,9 @@ class ExprBinder:
     def bind_in_aggregate(self, node: exp.Expression, ctx: AggregateContext) -> BExpr:
         """Bind an expression over the aggregate's output row: group expressions and
         aggregate calls become column references; other input columns are an error."""
-        for i, g in enumerate(ctx.group_nodes):
-            if node == g:
-                return BColumn(ctx.groups[i].type, i)
+        i = ctx.group_of(node)
+        if i is not None:
+            return BColumn(ctx.groups[i].type, i)
         if isinstance(node, exp.Window):
             return self._window_call(node, lambda n: self.bind_in_aggregate(n, ctx))
         if isinstance(node, exp.Column):
@@ -1641,7 +1675,7 @@ class ExprBinder:
                     # the grouped query resolve through the placeholder scope's parent.
                     continue
                 if (
-                    any(child == g for g in ctx.group_nodes)
+                    ctx.group_of(child) is not None
                     or isinstance(child, exp.Column | exp.Window)
                     or self._is_agg_node(child)
                 ):

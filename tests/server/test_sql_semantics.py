@@ -535,6 +535,10 @@ SCRIPTS: dict[str, Script] = {
         cases=[
             "SELECT g, count(*) * 100.0 / (SELECT count(*) FROM ag) AS pct FROM ag GROUP BY g ORDER BY 1",
             "SELECT g, (SELECT max(b.n) FROM ag b WHERE b.g = a.g) FROM ag a GROUP BY g ORDER BY 1",
+            "SELECT n % 2, count(*) FROM ag a GROUP BY a.n % 2 ORDER BY 1",
+            "SELECT a.n % 2 AS r, count(*) FROM ag a GROUP BY n % 2 HAVING n % 2 IS NOT NULL ORDER BY a.n % 2",
+            "SELECT upper(ag.g) || '!', count(*) FROM ag GROUP BY upper(g) ORDER BY 1",
+            "SELECT n + 1, count(*) FROM ag GROUP BY n % 2",
             "SELECT s, g, (SELECT count(*) FROM ag b WHERE b.g = a.g AND b.s = a.s) FROM ag a GROUP BY g, s ORDER BY 1, 2",
             "SELECT g, (SELECT max(b.n) FROM ag b WHERE b.id = a.id) FROM ag a GROUP BY g",
             "SELECT g FROM ag a GROUP BY g HAVING (SELECT count(*) FROM ag b WHERE b.g = a.g) > 1",
