@@ -410,6 +410,11 @@ def assemble(
         # Like the store's set_gc_safe_point: the deployment's point is the lowest shard's.
         coord.gc_safe_point = min(points)
         coord.gc_safe_point_ms = ts_physical_ms(coord.gc_safe_point)
+        if coord.gc_next_safe_point is not None:
+            # A pass never lowers the point in force: a client's report of an older running
+            # transaction (one that began before the last pass and reported after it) holds
+            # the candidate back, not the point.
+            coord.gc_next_safe_point = max(coord.gc_next_safe_point, coord.gc_safe_point)
     status = ClusterStatus(
         generated_ms=int(time.time() * 1000),
         source=source,

@@ -55,7 +55,8 @@ class CoordinatorStatus:
     gc_safe_point_ms: int | None = None
     """The wall-clock milliseconds encoded in ``gc_safe_point`` (0 until the first GC pass)."""
     gc_next_safe_point: int | None = None
-    """Where the next GC pass would go now (the liveness registry's safe point)."""
+    """Where the next GC pass would go now: the liveness registry's safe point, never below
+    the point in force (GC does not lower it)."""
     live_clients: int | None = None
     """Processes reporting their oldest running transaction (only known in-process)."""
     error: str | None = None
