@@ -2082,7 +2082,9 @@ class SqlSession:
     def _restore_settings(self, values: dict[str, str]) -> None:
         """Settings back to ``values`` (a rollback, a ROLLBACK TO, the end of SET LOCAL)."""
         for key in [k for k in self.settings if k not in values]:
-            del self.settings[key]  # a custom setting first set in what was undone
+            # A custom setting first set in what was undone stays defined, empty, as
+            # Postgres keeps its placeholder.
+            self.settings[key] = ""
         for key, value in values.items():
             if self.settings.get(key) != value:
                 self.settings[key] = value

@@ -424,7 +424,7 @@ class Binder:
                 raise unsupported("FETCH ... PERCENT")
             count = limit.args.get("count")
             lim_node = count if count is not None else exp.Literal.number(1)
-            lim = self.exprs.coerce(self.exprs.bind(lim_node, empty), T.INT8)
+            lim = self._limit_value(lim_node, empty)
         elif limit is not None:
             lim_node = limit.args.get("expression")
             # LIMIT ALL and LIMIT NULL mean no limit.
@@ -433,10 +433,15 @@ class Binder:
                 and not isinstance(lim_node, exp.Null)
                 and not (isinstance(lim_node, exp.Var) and lim_node.name.upper() == "ALL")
             ):
-                lim = self.exprs.coerce(self.exprs.bind(lim_node, empty), T.INT8)
+                lim = self._limit_value(lim_node, empty)
         if offset is not None:
-            off = self.exprs.coerce(self.exprs.bind(offset.args["expression"], empty), T.INT8)
+            off = self._limit_value(offset.args["expression"], empty)
         return LimitRel(rel.columns, rel, lim, off)
+
+    def _limit_value(self, node: exp.Expression, scope: Scope) -> BExpr:
+        """A LIMIT or OFFSET count as bigint, by assignment as Postgres coerces it
+        (``LIMIT 2.5`` is 3)."""
+        return self.exprs.coerce(self.exprs.bind(node, scope), T.INT8, assignment=True)
 
     def _expand_stars(
         self, items: list[exp.Expression], scope: Scope

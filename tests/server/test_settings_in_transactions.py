@@ -64,6 +64,14 @@ SCRIPTS = {
         "SHOW transaction_read_only",
         "COMMIT",
     ],
+    "a custom setting set in a rolled-back transaction": [
+        "BEGIN",
+        "SET myapp.tenant = '42'",
+        "SHOW myapp.tenant",
+        "ROLLBACK",
+        "SHOW myapp.tenant",
+        "SELECT current_setting('myapp.tenant')",
+    ],
     "a failed transaction undoes SET": [
         "SET TimeZone = 'UTC'",
         "BEGIN",

@@ -491,6 +491,9 @@ SCRIPTS: dict[str, Script] = {
             " (5, NULL, 5), (6, 'b', NULL)",
         ],
         cases=[
+            "SELECT x FROM generate_series(1, 5) x ORDER BY x LIMIT 2.5 OFFSET 1.4",
+            "SELECT x FROM generate_series(1, 5) x ORDER BY x LIMIT '2'",
+            "SELECT x FROM generate_series(1, 5) x LIMIT true",
             "SELECT id, v FROM od ORDER BY v, id",
             "SELECT id, v FROM od ORDER BY v DESC, id",
             "SELECT id, v FROM od ORDER BY v NULLS FIRST, id",
