@@ -20,6 +20,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,9 @@ _MAX_SOCKET_DIR_LEN = 80
 
 # Settings the store relies on: per-row advisory locks need a larger lock table than the default,
 # and many concurrent clients need connections. Durability settings are left at their defaults.
+_SHARED_MEMORY_BUSY = "pre-existing shared memory block"
+_SHARED_MEMORY_WAIT_S = 20.0
+
 SERVER_SETTINGS: dict[str, str] = {
     "max_connections": "300",
     "max_locks_per_transaction": "1024",
@@ -203,6 +207,20 @@ class EmbeddedPostgres:
             raise RuntimeError(f"initdb failed in {self.pgdata}:\n{result.stderr}")
 
     def _start_server(self) -> None:
+        """pg_ctl start. Right after a crash of the previous server, its backends may hold the
+        shared memory block a few moments more (Postgres then refuses to start): that case
+        is tried again for up to ``_SHARED_MEMORY_WAIT_S``."""
+        deadline = time.monotonic() + _SHARED_MEMORY_WAIT_S
+        while True:
+            try:
+                self._pg_ctl_start()
+                return
+            except RuntimeError as exc:
+                if _SHARED_MEMORY_BUSY not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)
+
+    def _pg_ctl_start(self) -> None:
         settings = dict(SERVER_SETTINGS)
         settings["unix_socket_directories"] = str(self.socket_dir)
         settings["port"] = str(self.socket_port)
