@@ -212,13 +212,23 @@ class EmbeddedPostgres:
         is tried again for up to ``_SHARED_MEMORY_WAIT_S``."""
         deadline = time.monotonic() + _SHARED_MEMORY_WAIT_S
         while True:
+            log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
             try:
                 self._pg_ctl_start()
                 return
-            except RuntimeError as exc:
-                if _SHARED_MEMORY_BUSY not in str(exc) or time.monotonic() > deadline:
+            except RuntimeError:
+                # Only this attempt's lines: the log keeps those of earlier failures.
+                busy = self._log_since(log_start).find(_SHARED_MEMORY_BUSY.encode()) >= 0
+                if not busy or time.monotonic() > deadline:
                     raise
             time.sleep(0.5)
+
+    def _log_since(self, offset: int) -> bytes:
+        if not self.log_path.exists():
+            return b""
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            return log.read()
 
     def _pg_ctl_start(self) -> None:
         settings = dict(SERVER_SETTINGS)
