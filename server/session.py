@@ -1296,7 +1296,7 @@ class SqlSession:
             transaction_time=self.txn_time,
             statement_time=dt.datetime.now(dt.UTC),
             bootstrap_user=self.engine.config.bootstrap_user,
-            set_setting=lambda name, value: self._set(name, value),
+            set_setting=lambda name, value, local=False: self._set(name, value, local=local),
             client=self.engine.client,
             cursors=self.cursors,
             deferred_constraints=self.deferred_constraints,

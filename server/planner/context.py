@@ -27,7 +27,8 @@ class ExecContext:
     transaction_time: dt.datetime
     statement_time: dt.datetime
     bootstrap_user: str = "postgres"
-    set_setting: Callable[[str, str], None] = lambda name, value: None
+    set_setting: Callable[..., None] = lambda name, value, local=False: None
+    """``set_setting(name, value, local=False)``: SET, or SET LOCAL (set_config's is_local)."""
     client: Any = None
     """The process's TransactionClient (system tables that read the store use it)."""
     cursors: Iterable[Any] = ()

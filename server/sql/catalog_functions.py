@@ -195,7 +195,8 @@ def current_setting(ctx: Any, name: str, missing_ok: bool = False) -> str | None
 
 
 def set_config(ctx: Any, name: str, value: str, is_local: bool) -> str:
-    ctx.set_setting(name.lower(), value)
+    """set_config(name, value, is_local): SET, or SET LOCAL when is_local."""
+    ctx.set_setting(name.lower(), value, local=bool(is_local))
     return value
 
 

@@ -1,6 +1,7 @@
 """SET inside transactions, compared with Postgres statement by statement: a SET is undone by
 ROLLBACK and by ROLLBACK TO a savepoint before it, kept by COMMIT and RELEASE; SET LOCAL lasts
-until the transaction ends; SET TRANSACTION refuses what Postgres refuses (25001)."""
+until the transaction ends (and so does set_config(name, value, true)); SET TRANSACTION
+refuses what Postgres refuses (25001)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,26 @@ SCRIPTS = {
         "SHOW statement_timeout",
         "COMMIT",
         "SHOW statement_timeout",
+    ],
+    "set_config with is_local is SET LOCAL": [
+        "SELECT set_config('application_name', 'a1', true)",
+        "SHOW application_name",
+        "BEGIN",
+        "SELECT set_config('application_name', 'a2', true)",
+        "SHOW application_name",
+        "COMMIT",
+        "SHOW application_name",
+        "BEGIN",
+        "SELECT set_config('application_name', 'a3', false)",
+        "SELECT set_config('myapp.user', '42', true), current_setting('myapp.user')",
+        "COMMIT",
+        "SHOW application_name",
+        "SELECT current_setting('myapp.user', true)",
+        "BEGIN",
+        "SELECT set_config('myapp.user', '43', true)",
+        "SELECT current_setting('myapp.user')",
+        "ROLLBACK",
+        "SELECT current_setting('myapp.user', true)",
     ],
     "savepoints": [
         "SET TimeZone = 'UTC'",
