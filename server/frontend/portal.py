@@ -18,6 +18,7 @@ from percolator.server.sql.errors import (
     PROTOCOL_VIOLATION,
     SqlError,
 )
+from percolator.server.sql.types import TypeId
 from percolator.server.wire.codec import encode_data_row
 from percolator.server.wire.messages import FieldDescription, FormatCode, RowDescription
 
@@ -132,7 +133,7 @@ def row_description(columns: Sequence[ResultColumn], formats: Sequence[int]) -> 
                 c.column_number,
                 c.type.oid,
                 c.type.typlen,
-                c.type.typmod,
+                -1 if c.type.id is TypeId.RECORD else c.type.typmod,  # ours names the fields
                 f,
             )
             for c, f in zip(columns, formats, strict=True)

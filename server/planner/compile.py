@@ -31,6 +31,7 @@ from percolator.server.sql.bound import (
     SubqueryKind,
 )
 from percolator.server.sql.errors import unsupported
+from percolator.server.sql.types import TypeId
 
 Compiled = Callable[[Any, Any], object]
 
@@ -230,6 +231,8 @@ def _in_list(e: BInList) -> Compiled:
 
 def _subquery(e: BSubquery) -> Compiled:
     slot = e.slot
+    if e.kind is SubqueryKind.IN and e.arg is not None and e.arg.type.id is TypeId.RECORD:
+        return _row_in_subquery(e)
     if e.kind is SubqueryKind.IN:
         arg = compile_expr(e.arg)  # type: ignore[arg-type]
         negate = e.negate
@@ -245,6 +248,34 @@ def _subquery(e: BSubquery) -> Compiled:
 
         return in_subquery
     return lambda row, ctx: ctx.subquery_values[slot]
+
+
+def _row_in_subquery(e: BSubquery) -> Compiled:
+    """``(a, b) IN (SELECT ...)`` over records: true when a row is equal field by field;
+    else NULL when a row could be equal but for NULL fields (on either side); else false."""
+    slot = e.slot
+    arg = compile_expr(e.arg)  # type: ignore[arg-type]
+    negate = e.negate
+
+    def in_rows(row: Any, ctx: Any) -> object:
+        values, has_null = ctx.subquery_values[slot]
+        v = arg(row, ctx)
+        complete = None not in v
+        if complete and v in values:
+            return not negate
+        if complete and not has_null:
+            return negate
+        for w in values:
+            if (complete and None not in w) or not _may_equal(v, w):
+                continue
+            return None
+        return negate
+
+    return in_rows
+
+
+def _may_equal(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
 
 
 def _async_call(e: BAsyncCall) -> Compiled:

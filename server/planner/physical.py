@@ -154,10 +154,15 @@ class SubqueryRunner:
         values = set()
         has_null = False
         async for r in self.node.rows(ctx):
-            if r[0] is None:
+            v = r[0]
+            if v is None:
                 has_null = True
+            elif type(v) is tuple and None in v:
+                # A row IN's record with a NULL field: it may make the answer NULL.
+                has_null = True
+                values.add(v)
             else:
-                values.add(r[0])
+                values.add(v)
         return values, has_null
 
 
@@ -888,8 +893,14 @@ class Aggregate(Node):
     aggs: list[tuple[Callable[[], Accumulator], list[Compiled], bool, Compiled | None, bool]]
     """(accumulator factory, argument closures, DISTINCT, FILTER, strict: NULLs ignored)."""
     width: int = 0
+    sets: list[tuple[int, ...]] | None = None
+    """GROUP BY's grouping sets (positions in ``groups``), None for a plain GROUP BY."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
+        if self.sets is not None:
+            async for row in self._grouping_set_rows(self.sets, ctx):
+                yield row
+            return
         groups = self.groups
         states: dict[tuple[object, ...], list[Accumulator]] = {}
         seen: dict[tuple[object, ...], list[set[tuple[object, ...]]]] = {}
@@ -924,8 +935,65 @@ class Aggregate(Node):
             accs = states[_hashable(key)]
             yield key + tuple(a.result() for a in accs)
 
+    async def _grouping_set_rows(self, sets: list[tuple[int, ...]], ctx: Any) -> AsyncIterator[Row]:
+        """GROUP BY with grouping sets: each input row goes to one group of every set. A
+        set's rows have NULL for the groups it leaves out, then the bitmask of those (what
+        GROUPING() reads); an empty set has its one row even without input, like an
+        aggregate without GROUP BY."""
+        width = len(self.groups)
+        masks = [sum(1 << i for i in range(width) if i not in s) for s in sets]
+        states: dict[tuple[object, ...], tuple[list[Accumulator], list[set[Any]]]] = {}
+        order: list[tuple[tuple[object, ...], int]] = []
+        n = 0
+        async for row in self.input.rows(ctx):
+            n += 1
+            await _pause(n)
+            values = [g(row, ctx) for g in self.groups]
+            # Each aggregate's arguments once per row (None: FILTER rejects it), for all sets.
+            inputs: list[list[object] | None] = []
+            for _, args, _, filt, _ in self.aggs:
+                if filt is not None and filt(row, ctx) is not True:
+                    inputs.append(None)
+                else:
+                    inputs.append([a(row, ctx) for a in args])
+            for k, s in enumerate(sets):
+                key = (k, *(values[i] if i in s else None for i in range(width)))
+                hkey = _hashable(key)
+                state = states.get(hkey)
+                if state is None:
+                    state = states[hkey] = (
+                        [factory() for factory, *_ in self.aggs],
+                        [set() for _ in self.aggs],
+                    )
+                    order.append((key, k))
+                accs, seen = state
+                for i, (_, _, distinct, _, strict) in enumerate(self.aggs):
+                    vals = inputs[i]
+                    if vals is None:
+                        continue
+                    if distinct:
+                        if vals and vals[0] is None and strict:
+                            continue
+                        dk = _hashable(tuple(vals))
+                        if dk in seen[i]:
+                            continue
+                        seen[i].add(dk)
+                    accs[i].add(*vals)
+        for key, k in order:
+            accs = states[_hashable(key)][0]
+            yield (*key[1:], masks[k], *(a.result() for a in accs))
+        for k, s in enumerate(sets):
+            if not s and not n:
+                yield (*(None,) * width, masks[k], *(f().result() for f, *_ in self.aggs))
+
     def explain(self) -> list[str]:
-        label = "HashAggregate" if self.groups else "Aggregate"
+        if self.sets is not None:
+            # Postgres hashes the non-empty sets and adds the empty one's row (MixedAggregate).
+            label = "MixedAggregate" if any(not s for s in self.sets) else "HashAggregate"
+            if not any(self.sets):
+                label = "Aggregate"
+        else:
+            label = "HashAggregate" if self.groups else "Aggregate"
         return _explain_tree(label, [], [self.input])
 
 

@@ -215,6 +215,19 @@ class Planner:
                 lock_clause,
                 key_only=key_only,
             )
+        alternatives = _key_alternatives(filters, pk)
+        if alternatives is not None:
+            names = ", ".join(table.columns[p].name for p in pk)
+            return PointGet(
+                codec,
+                table.name,
+                _alternative_keys(codec, pk, alternatives),
+                f"({names}) IN ...",
+                predicate,
+                filter_text,
+                lock_rows,
+                lock_clause,
+            )
         best_index = None
         for ix in table.indexes:
             positions = [table.position(c) for c in ix.column_ids]
@@ -436,7 +449,7 @@ class Planner:
                     a.name not in _NULL_KEEPING_AGGREGATES,
                 )
             )
-        return Aggregate(child, [compile_expr(g) for g in rel.groups], aggs)
+        return Aggregate(child, [compile_expr(g) for g in rel.groups], aggs, sets=rel.sets)
 
     def _plan_WindowRel(self, rel: WindowRel) -> Node:
         child = self.plan(rel.input)
@@ -757,6 +770,42 @@ def _point_keys(
             out.append(codec.key_of_values(combo))
             if len(out) > _MAX_POINT_KEYS:
                 break
+        return out
+
+    return keys
+
+
+def _key_alternatives(filters: list[BExpr], pk: list[int]) -> list[dict[int, BExpr]] | None:
+    """The primary keys a filter ORs together, each disjunct fixing every key column by
+    equality (``(a, b) IN ((1, 2), (3, 4))`` on a composite key); None if no filter does."""
+    if not pk:
+        return None
+    for f in filters:
+        if not isinstance(f, BBool) or f.is_and:
+            continue
+        alternatives = []
+        for d in f.args:
+            eq, _, _ = _analyze(d.args if isinstance(d, BBool) and d.is_and else [d])
+            if not all(p in eq for p in pk):
+                break
+            alternatives.append({p: eq[p] for p in pk})
+        else:
+            return alternatives
+    return None
+
+
+def _alternative_keys(
+    codec: RowCodec, pk: list[int], alternatives: list[dict[int, BExpr]]
+) -> Callable[[Any], list[bytes]]:
+    compiled = [[compile_expr(a[p]) for p in pk] for a in alternatives]
+    types = codec.pk_types
+
+    def keys(ctx: Any) -> list[bytes]:
+        out = []
+        for exprs in compiled:
+            values = [_to_column_type(f((), ctx), t) for f, t in zip(exprs, types, strict=True)]
+            if all(v is not None and v is not _NO_MATCH for v in values):
+                out.append(codec.key_of_values(values))
         return out
 
     return keys

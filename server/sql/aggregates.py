@@ -233,20 +233,28 @@ class _ArrayAgg(Accumulator):
 
 class _JsonAgg(Accumulator):
     """json_agg / jsonb_agg: each value as to_json(b) makes it (json_agg keeps json as
-    written and joins with ", ", as Postgres does)."""
+    written and joins with ", ", and puts an array or a record after the first item on a new
+    line, as Postgres does)."""
 
-    __slots__ = ("items", "jsonb", "t")
+    __slots__ = ("items", "jsonb", "structured", "t")
 
     def __init__(self, t: SqlType, jsonb: bool) -> None:
         self.items: list[Any] = []
         self.t = t
         self.jsonb = jsonb
+        self.structured = t.array or t.id is TypeId.RECORD
 
     def add(self, *values: Any) -> None:
         from percolator.server.sql.json_values import to_json_text, to_jsonb_value
 
         v = values[0]
-        self.items.append(to_jsonb_value(self.t, v) if self.jsonb else to_json_text(self.t, v))
+        if self.jsonb:
+            self.items.append(to_jsonb_value(self.t, v))
+            return
+        text = to_json_text(self.t, v)
+        if self.items:
+            text = (", \n " if self.structured and v is not None else ", ") + text
+        self.items.append(text)
 
     def result(self) -> object:
         if not self.items:
@@ -255,7 +263,7 @@ class _JsonAgg(Accumulator):
             from percolator.server.sql.json_values import format_json_value
 
             return format_json_value(self.items)
-        return "[" + ", ".join(self.items) + "]"
+        return "[" + "".join(self.items) + "]"
 
 
 class _JsonObjectAgg(Accumulator):
@@ -389,6 +397,11 @@ def make_factory(
     """A constructor of fresh accumulators for the aggregate ``name``."""
     if name == "count":
         return _Count
+    if name == "ordered_set_values":
+        # The input of percentile_cont and friends (ordered_set_aggregates.py).
+        from percolator.server.sql.ordered_set_aggregates import SortedValues
+
+        return SortedValues
     if name == "sum":
         dec = bool(arg_types) and arg_types[0].id in (TypeId.INT8, TypeId.NUMERIC)
         plus = _adder(arg_types[0] if arg_types else None)

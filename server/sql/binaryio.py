@@ -254,10 +254,37 @@ def binary_encoder(t: SqlType) -> Callable[[object], bytes]:
     if t.id is TypeId.BPCHAR and t.length is not None:
         pad = text_encoder(t)
         return lambda v: pad(v).encode()
+    if t.id is TypeId.RECORD and t.typmod >= 0:
+        return _record_encoder(t)
     send = _SEND.get(t.id)
     if send is None:
         return _text_bytes_encoder(t)
     return send
+
+
+def _record_encoder(t: SqlType) -> Callable[[object], bytes]:
+    """record_send: the field count, then each field's type OID, length (-1 for NULL) and
+    binary value."""
+    from percolator.server.sql.set_functions import record_fields
+
+    fields = [(ft.oid, binary_encoder(ft)) for _, ft in record_fields(t) or ()]
+    count = _I.pack(len(fields))
+
+    def send(v: object) -> bytes:
+        parts = [count]
+        for (oid, enc), f in zip(fields, v, strict=True):  # type: ignore[call-overload]
+            if f is None:
+                parts.append(_FIELD_HEAD.pack(oid, -1))
+            else:
+                data = enc(f)
+                parts.append(_FIELD_HEAD.pack(oid, len(data)))
+                parts.append(data)
+        return b"".join(parts)
+
+    return send
+
+
+_FIELD_HEAD = struct.Struct(">Ii")
 
 
 def _text_bytes_encoder(t: SqlType) -> Callable[[object], bytes]:

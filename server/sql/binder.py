@@ -10,7 +10,7 @@ list, DISTINCT, ORDER BY, LIMIT, set operations and CTEs.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -19,6 +19,8 @@ from sqlglot import exp
 
 from percolator.server.sql import (
     decorrelate,
+    grouping_sets,
+    json_records,
     recursive_cte,
     sequence_ddl,
     system_tables,
@@ -74,6 +76,7 @@ from percolator.server.sql.errors import (
     INVALID_COLUMN_REFERENCE,
     SYNTAX_ERROR,
     UNDEFINED_COLUMN,
+    UNDEFINED_FUNCTION,
     UNDEFINED_TABLE,
     SqlError,
     unsupported,
@@ -87,7 +90,7 @@ from percolator.server.sql.expr_binder import (
     outer_references,
 )
 from percolator.server.sql.scope import Scope
-from percolator.server.sql.set_functions import record_fields, resolve_set_function
+from percolator.server.sql.set_functions import resolve_set_function
 from percolator.server.sql.types import SqlType
 from percolator.server.sql.window_binder import resolve_named_windows
 from percolator.server.txn.transaction import LockWait, RowLockMode
@@ -146,9 +149,8 @@ class Binder:
         raise unsupported(f"statement {type(node).__name__.upper()}")
 
     def _resolve_unknown_output(self, rel: Rel) -> Rel:
-        """A query's untyped output columns ('a', NULL) are text, as Postgres reports them;
-        composite values (records) go out as their fields' text."""
-        if not any(c.type.id in (T.TypeId.UNKNOWN, T.TypeId.RECORD) for c in rel.columns):
+        """A query's untyped output columns ('a', NULL) are text, as Postgres reports them."""
+        if not any(c.type.id is T.TypeId.UNKNOWN for c in rel.columns):
             return rel
         cols = []
         exprs: list[BExpr] = []
@@ -157,9 +159,6 @@ class Binder:
             if c.type.id is T.TypeId.UNKNOWN:
                 c = replace(c, type=T.TEXT)
                 e = self.exprs.coerce(e, T.TEXT)
-            elif c.type.id is T.TypeId.RECORD and record_fields(c.type) is not None:
-                e = BCall(T.RECORD, "record_out", _record_as_text(c.type), [e])
-                c = replace(c, type=T.RECORD)
             cols.append(c)
             exprs.append(e)
         return ProjectRel(cols, rel, exprs)
@@ -254,7 +253,8 @@ class Binder:
         if isinstance(node, exp.Union | exp.Intersect | exp.Except):
             return self._bind_setop(node, outer)
         if isinstance(node, exp.Values):
-            return self._bind_values(node, outer)
+            rel = self._order_by_output(node, self._bind_values(node, outer))
+            return self._bind_limit(node, rel, outer)
         if isinstance(node, exp.Subquery):
             return self._wrap_order_limit(node, self.bind_query(node.this, outer), outer)
         raise unsupported(f"query {type(node).__name__}")
@@ -360,7 +360,9 @@ class Binder:
                 _check_distinct_on(on_exprs, sort_keys, project_exprs)
         if agg_ctx is not None:
             # Built after ORDER BY, which can add aggregates of its own.
-            rel: Rel = AggregateRel(agg_ctx.output_columns(), q.rel, agg_ctx.groups, agg_ctx.aggs)
+            rel: Rel = AggregateRel(
+                agg_ctx.output_columns(), q.rel, agg_ctx.groups, agg_ctx.aggs, agg_ctx.sets
+            )
             if having_pred is not None:
                 rel = FilterRel(rel.columns, rel, having_pred)
         else:
@@ -484,26 +486,50 @@ class Binder:
         scope: Scope,
     ) -> AggregateContext:
         ctx = AggregateContext(scope)
-        if group is not None:
+        if group is None:
+            return ctx
+        if not grouping_sets.uses_grouping_sets(group):
             for g in group.expressions:
-                node = g
-                if isinstance(g, exp.Literal) and not g.is_string:
-                    pos = int(g.this)
-                    if not 1 <= pos <= len(select_items):
-                        raise SqlError(
-                            INVALID_COLUMN_REFERENCE,
-                            f"GROUP BY position {pos} is not in select list",
-                        )
-                    node = select_items[pos - 1][0]
-                elif isinstance(g, exp.Column) and not g.table:
-                    found = scope.lookup(None, g.name)
-                    if found is None:
-                        for item, alias in select_items:
-                            if alias == g.name:
-                                node = item
-                                break
+                node = self._group_item(g, select_items, scope)
                 ctx.add_group(node, self.exprs.bind(node, scope))
+            return ctx
+
+        def position(g: exp.Expression) -> int:
+            # An expression named in several sets is one group expression.
+            node = self._group_item(g, select_items, scope)
+            e = self.exprs.bind(node, scope)
+            for i, seen in enumerate(ctx.groups):
+                if _same_expr(seen, e):
+                    return i
+            ctx.add_group(node, e)
+            return len(ctx.groups) - 1
+
+        sets = grouping_sets.expand(group, position)
+        if sets != [tuple(range(len(ctx.groups)))]:
+            ctx.sets = sets  # more than one plain GROUP BY (``GROUP BY a, ()`` is ``a``)
         return ctx
+
+    def _group_item(
+        self,
+        g: exp.Expression,
+        select_items: list[tuple[exp.Expression, str | None]],
+        scope: Scope,
+    ) -> exp.Expression:
+        """A GROUP BY expression, with a select-list position or output name (not a column
+        of FROM) replaced by the select item it stands for."""
+        if isinstance(g, exp.Literal) and not g.is_string:
+            pos = int(g.this)
+            if not 1 <= pos <= len(select_items):
+                raise SqlError(
+                    INVALID_COLUMN_REFERENCE,
+                    f"GROUP BY position {pos} is not in select list",
+                )
+            return select_items[pos - 1][0]
+        if isinstance(g, exp.Column) and not g.table and scope.lookup(None, g.name) is None:
+            for item, alias in select_items:
+                if alias == g.name:
+                    return item
+        return g
 
     def _bind_order(
         self,
@@ -771,9 +797,41 @@ class Binder:
     def _bind_function_table(self, node: exp.Table, outer: Scope | None) -> _Query:
         name, args = self.exprs.function_name_args(node.this)
         ordinality = bool(node.args.get("ordinality"))
+        if name in json_records.NAMES:
+            return self._json_records_from(name, args, node, ordinality, outer)
         return self._set_function_from(
             name, args, node.alias, _column_aliases(node), ordinality, outer
         )
+
+    def _json_records_from(
+        self,
+        name: str,
+        arg_nodes: list[exp.Expression],
+        node: exp.Table,
+        ordinality: bool,
+        outer: Scope | None,
+    ) -> _Query:
+        """``json(b)_to_record[set](doc) AS alias(column type, ...)``."""
+        alias = node.args.get("alias")
+        defs = alias.columns if isinstance(alias, exp.TableAlias) else []
+        if not defs or not all(isinstance(d, exp.ColumnDef) and d.args.get("kind") for d in defs):
+            raise json_records.needs_definition_list()
+        if len(arg_nodes) != 1:
+            raise SqlError(UNDEFINED_FUNCTION, f"function {name} takes one argument")
+        if ordinality:
+            raise SqlError(
+                SYNTAX_ERROR, "WITH ORDINALITY cannot be used with a column definition list"
+            )
+        columns = [(d.name, self.exprs.bind_type(d.args["kind"])) for d in defs]
+        doc = self.exprs.bind(arg_nodes[0], Scope([], outer))
+        doc = json_records.argument(name, doc, self.exprs)
+        names = [c for c, _ in columns]
+        types = [t for _, t in columns]
+        relation = node.alias or name
+        cols = [OutCol(n, t, relation=relation) for n, t in zip(names, types, strict=True)]
+        fn = json_records.row_function(name, columns)
+        rel = FunctionRel(cols, name, fn, [doc], False)
+        return _Query(rel, Scope(cols, outer, {relation}))
 
     def _bind_unnest_from(self, node: exp.Unnest, outer: Scope | None) -> _Query:
         """``unnest(...) [WITH ORDINALITY] [AS alias(columns)]``, which sqlglot parses into
@@ -997,6 +1055,12 @@ class Binder:
         }[type(node)]
         cols = [OutCol(c.name, t) for c, t in zip(left.columns, types, strict=True)]
         rel: Rel = SetOpRel(cols, kind, not node.args.get("distinct", True), left, right)
+        return self._bind_limit(node, self._order_by_output(node, rel), outer)
+
+    def _order_by_output(self, node: exp.Expression, rel: Rel) -> Rel:
+        """ORDER BY of a set operation or of VALUES: it names output columns, by position or
+        by name, as nothing else is in scope there."""
+        cols = rel.columns
         order = node.args.get("order")
         if order is not None:
             keys = []
@@ -1022,7 +1086,7 @@ class Binder:
                     SortKey(BColumn(cols[idx].type, idx), bool(o.args.get("desc")), nulls_first)
                 )
             rel = SortRel(cols, rel, keys)
-        return self._bind_limit(node, rel, outer)
+        return rel
 
     def _cast_rel(self, rel: Rel, types: list[SqlType]) -> Rel:
         if all(c.type == t for c, t in zip(rel.columns, types, strict=True)):
@@ -1315,19 +1379,6 @@ _DEFAULT = BConst(T.UNKNOWN, None)
 """Marks a DEFAULT keyword inside VALUES until the target column is known."""
 
 
-def _record_as_text(t: SqlType) -> Callable[[tuple[object, ...]], tuple[object, ...]]:
-    """A record of type ``t`` as the tuple of its fields' text (what record output prints)."""
-    from percolator.server.sql.textio import text_encoder
-
-    fields = record_fields(t) or ()
-    encoders = [text_encoder(ft) for _, ft in fields]
-
-    def as_text(v: tuple[object, ...]) -> tuple[object, ...]:
-        return tuple(None if f is None else enc(f) for enc, f in zip(encoders, v, strict=True))
-
-    return as_text
-
-
 def _hidden_key(table: TableDef, alias: str) -> list[OutCol]:
     """A table without a primary key carries its hidden row id as a last, hidden column
     (like Postgres's ctid), so UPDATE and DELETE can address its rows."""
@@ -1515,8 +1566,6 @@ def _shift(e: BExpr, delta: int) -> BExpr:
 
 def _equi_keys(cond: BExpr, nleft: int) -> list[tuple[BExpr, BExpr]]:
     """``left_expr = right_expr`` conjuncts of a join condition, for a hash join."""
-    from percolator.server.sql.bound import BCall
-
     keys = []
     for c in _conjuncts(cond):
         if not (isinstance(c, BCall) and c.name == "=" and len(c.args) == 2):

@@ -331,11 +331,15 @@ class AggCall:
 
 @dataclass(eq=False)
 class AggregateRel(Rel):
-    """Output: the group expressions' values, then each aggregate's value."""
+    """Output: the group expressions' values, then each aggregate's value. With grouping
+    sets, each set's rows have NULL for the groups the set leaves out, and a bitmask of those
+    (bit i: group i left out) comes between the groups and the aggregates."""
 
     input: Rel
     groups: list[BExpr]
     aggs: list[AggCall]
+    sets: list[tuple[int, ...]] | None = None
+    """The grouping sets, as positions in ``groups``; None for a plain GROUP BY."""
 
     def inputs(self) -> list[Rel]:
         return [self.input]

@@ -126,6 +126,8 @@ def cast_context(src: SqlType, dst: SqlType) -> str | None:
     ctx = _PG_CAST.get((src.id, dst.id))
     if ctx is not None:
         return ctx
+    if src.id is _T.RECORD and src.typmod >= 0 and dst.id in (_T.TEXT, _T.VARCHAR, _T.BPCHAR):
+        return ASSIGNMENT  # record_out of a row whose fields are known
     if src.id in (_T.VOID, _T.RECORD) or dst.id in (_T.VOID, _T.RECORD, _T.UNKNOWN):
         return None
     # Postgres's automatic I/O conversion casts.
@@ -362,7 +364,7 @@ def cast(v: object, src: SqlType, dst: SqlType, *, explicit: bool = True) -> obj
     if s_id is d_id:
         return _typmod(v, dst, explicit)
     if d_id in (_T.TEXT, _T.VARCHAR, _T.BPCHAR, _T.NAME):
-        if s_id in (_T.VOID, _T.RECORD):
+        if s_id is _T.VOID or (s_id is _T.RECORD and src.typmod < 0):
             raise _no_cast(src, dst)
         s = _to_text(v, src)
         if d_id is _T.NAME:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.tokens import TokenType
 
 
 def _keep_postgres_functions() -> None:
@@ -31,6 +32,16 @@ def _keep_array_subscripts() -> None:
     its own 0-based form, and leaves others (``a[2]``) alone; the binder reads every subscript
     as Postgres's 1-based one, so the first kind answered one element early."""
     Postgres.INDEX_OFFSET = 0
+
+
+def _colon_is_not_a_placeholder() -> None:
+    """Read ``:name`` as a colon and a name. sqlglot takes it for a named placeholder (other
+    dialects' bind syntax, not Postgres's), so the slice ``a[:hi]`` lost its colon and became
+    a placeholder, which the binder rejects."""
+    parser = Postgres.Parser
+    parser.PLACEHOLDER_PARSERS = {
+        k: v for k, v in parser.PLACEHOLDER_PARSERS.items() if k is not TokenType.COLON
+    }
 
 
 def _keep_interval_strings() -> None:
@@ -56,8 +67,60 @@ def _keep_interval_strings() -> None:
     parser._parse_interval_span = parse_interval_span  # type: ignore[method-assign]
 
 
+def _prefix_operators() -> None:
+    """Read the prefix operators ``@`` (absolute value), ``|/`` (square root) and ``||/``
+    (cube root) as Postgres does: an operand up to the next operator of lower precedence than
+    ``+`` and ``-`` (``|/ 16 + 9`` is 5; sqlglot took only ``16``), and ``@`` at all (sqlglot
+    reads it as the start of a session variable, ``@ -5`` then fails to parse)."""
+    parser = Postgres.Parser
+    original = parser.PLACEHOLDER_PARSERS[TokenType.PARAMETER]
+    if getattr(original, "prefix_operators", False):
+        return
+
+    def parameter(self: Any) -> exp.Expression | None:
+        # "$1" is a PARAMETER token too; only "@" is the operator.
+        if self._prev.text == "@":
+            return self.expression(exp.Abs(this=self._parse_term()))
+        return original(self)  # type: ignore[no-any-return]
+
+    parameter.prefix_operators = True  # type: ignore[attr-defined]
+    parser.PLACEHOLDER_PARSERS = {**parser.PLACEHOLDER_PARSERS, TokenType.PARAMETER: parameter}
+    parser.UNARY_PARSERS = {
+        **parser.UNARY_PARSERS,
+        TokenType.PIPE_SLASH: lambda self: self.expression(exp.Sqrt(this=self._parse_term())),
+        TokenType.DPIPE_SLASH: lambda self: self.expression(exp.Cbrt(this=self._parse_term())),
+    }
+
+
+def _substring_similar() -> None:
+    """Parse ``substring(x SIMILAR pattern ESCAPE escape)`` (sqlglot knows only the FROM / FOR
+    forms) into substring(x, pattern, escape), the function Postgres calls for it."""
+    parser = Postgres.Parser
+    original = parser._parse_substring
+    if getattr(original, "similar", False):
+        return
+
+    def parse_substring(self: Any) -> exp.Expression:
+        index = self._index
+        this = self._parse_bitwise()
+        if this is not None and self._match_text_seq("SIMILAR"):
+            pattern = self._parse_bitwise()
+            if not self._match_text_seq("ESCAPE"):
+                self.raise_error("Expecting ESCAPE")
+            escape = self._parse_bitwise()
+            return self.expression(exp.Substring(this=this, start=pattern, length=escape))
+        self._retreat(index)
+        return original(self)  # type: ignore[no-any-return]
+
+    parse_substring.similar = True  # type: ignore[attr-defined]
+    parser._parse_substring = parse_substring  # type: ignore[method-assign]
+
+
 def adjust() -> None:
     """Apply the adjustments (idempotent)."""
     _keep_postgres_functions()
     _keep_array_subscripts()
+    _colon_is_not_a_placeholder()
     _keep_interval_strings()
+    _prefix_operators()
+    _substring_similar()

@@ -20,12 +20,17 @@ from sqlglot import exp
 
 from percolator.server.sql import (
     advisory_functions,
+    array_operators,
     casts,
     enums,
     functions,
+    grouping_sets,
     json_functions,
     json_operators,
     operators,
+    ordered_set_aggregates,
+    regex_functions,
+    row_values,
     sequence_functions,
     sleep_functions,
     window_binder,
@@ -147,6 +152,8 @@ class AggregateContext:
     groups: list[BExpr] = field(default_factory=list)
     group_nodes: list[exp.Expression] = field(default_factory=list)
     aggs: list[AggCall] = field(default_factory=list)
+    sets: list[tuple[int, ...]] | None = None
+    """GROUP BY's grouping sets (positions in ``groups``); None for a plain GROUP BY."""
 
     _canonical: list[exp.Expression] | None = field(default=None, init=False, repr=False)
 
@@ -168,8 +175,21 @@ class AggregateContext:
                 return i
         return None
 
+    @property
+    def agg_base(self) -> int:
+        """The position of the first aggregate in the grouped row: after the groups and, with
+        grouping sets, the mask GROUPING() reads (see grouping_sets.py)."""
+        return len(self.groups) + (self.sets is not None)
+
+    def add_aggregate(self, call: AggCall) -> BColumn:
+        """Add an aggregate call; the reference to its value in the grouped row."""
+        self.aggs.append(call)
+        return BColumn(call.type, self.agg_base + len(self.aggs) - 1, call.name)
+
     def output_columns(self) -> list[OutCol]:
         cols = [OutCol(f"group{i}", g.type) for i, g in enumerate(self.groups)]
+        if self.sets is not None:
+            cols.append(OutCol("grouping", T.INT8))
         return cols + [OutCol(a.name, a.type) for a in self.aggs]
 
 
@@ -242,7 +262,8 @@ class SrfContext:
 
 
 _SET_FUNCTIONS = {"generate_series", "unnest", "generate_subscripts", "_pg_expandarray",
-                  "pg_partition_ancestors", *json_functions.SET_FUNCTION_NAMES}  # fmt: skip
+                  "pg_partition_ancestors", *json_functions.SET_FUNCTION_NAMES,
+                  *regex_functions.SET_FUNCTION_NAMES}  # fmt: skip
 
 
 _COMPARISONS: dict[type, str] = {
@@ -289,6 +310,9 @@ _AGGREGATES = {
     exp.JSONObjectAgg: "json_object_agg",
     exp.JSONBObjectAgg: "jsonb_object_agg",
 }
+_GROUPED_ONLY = (exp.WithinGroup, exp.Grouping)
+"""Calls that, like aggregates, make a SELECT grouped and are bound over its grouped row:
+ordered-set aggregates and GROUPING()."""
 _AGG_NAMES = {"count", "sum", "avg", "min", "max", "array_agg", "string_agg", "bool_and",
               "bool_or", "every", "json_agg", "jsonb_agg", "stddev", "variance", "stddev_samp",
               "stddev_pop", "var_samp", "var_pop", "json_object_agg",
@@ -299,6 +323,13 @@ _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.StrPosition: ("strpos", ("this", "substr")),
     exp.TimestampTrunc: ("date_trunc", ("unit", "this", "zone")),
     exp.ArraySize: ("array_length", ("this", "expression")),
+    exp.ArrayAppend: ("array_append", ("this", "expression")),
+    exp.ArrayPrepend: ("array_prepend", ("expression", "this")),  # sqlglot puts the array first
+    exp.ArrayConcat: ("array_cat", ("this", "expressions")),
+    exp.ArrayRemove: ("array_remove", ("this", "expression")),
+    exp.ArrayPosition: ("array_position", ("this", "expression", "zero_based")),  # 3rd: start
+    exp.ArrayToString: ("array_to_string", ("this", "expression", "null")),
+    exp.StringToArray: ("string_to_array", ("this", "expression", "null")),
     exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")),
     exp.Substring: ("substring", ("this", "start", "length")),
     exp.Round: ("round", ("this", "decimals")),
@@ -389,7 +420,7 @@ class ExprBinder:
         for n in node.walk():
             if isinstance(n, exp.Subquery | exp.Select) and n is not node:
                 continue
-            if isinstance(n, tuple(_AGGREGATES)) or (
+            if isinstance(n, (*_AGGREGATES, *_GROUPED_ONLY)) or (
                 isinstance(n, exp.Anonymous) and str(n.this).lower() in _AGG_NAMES
             ):
                 if not _inside_subquery(n, node) and not _is_window_function(n):
@@ -417,9 +448,9 @@ class ExprBinder:
             return node.name
         if isinstance(node, exp.Cast) and not _is_div_call(node):
             inner = node.this
-            if isinstance(inner, exp.Column | exp.Func | exp.Anonymous) and not isinstance(
-                inner, exp.Cast
-            ):
+            if isinstance(
+                inner, exp.Column | exp.Func | exp.Anonymous | exp.WithinGroup
+            ) and not isinstance(inner, exp.Cast):
                 return self.column_name(inner)
             return _type_display_name(node.to)
         if isinstance(node, exp.Paren):
@@ -428,7 +459,7 @@ class ExprBinder:
             return self.column_name(node.expression)
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Identifier):
             return node.expression.name
-        if isinstance(node, exp.Window | exp.Bracket):
+        if isinstance(node, exp.Window | exp.Bracket | exp.WithinGroup):
             return self.column_name(node.this)
         source = _source_name(node)
         if source is not None:
@@ -442,6 +473,8 @@ class ExprBinder:
             return "exists"
         if isinstance(node, exp.Array):
             return "array"
+        if isinstance(node, exp.Tuple):
+            return "row"
         if isinstance(node, exp.Coalesce):
             return "coalesce"
         if isinstance(node, exp.Subquery):
@@ -480,7 +513,10 @@ class ExprBinder:
             # json_extract_path[_text](...), which sqlglot parses into a JSON path node.
             text = isinstance(node, exp.JSONExtractScalar)
             return "json_extract_path" + ("_text" if text else "")
-        if isinstance(node, exp.Func) and not isinstance(node, exp.Binary | exp.Connector):
+        if isinstance(node, exp.Func) and (
+            # Some calls are binary nodes to sqlglot (array_position).
+            type(node) in _FUNCTION_NAMES or not isinstance(node, exp.Binary | exp.Connector)
+        ):
             name, _ = self.function_name_args(node)
             return name
         return "?column?"
@@ -660,16 +696,29 @@ class ExprBinder:
     def _bind_Paren(self, node: exp.Paren, scope: Scope) -> BExpr:
         return self.bind(node.this, scope)
 
+    def _bind_Tuple(self, node: exp.Tuple, scope: Scope) -> BExpr:
+        return row_values.bind_row(self, list(node.expressions), scope)
+
     def _bind_Alias(self, node: exp.Alias, scope: Scope) -> BExpr:
         return self.bind(node.this, scope)
 
     def _bind_Column(self, node: exp.Column, scope: Scope) -> BExpr:
         if isinstance(node.this, exp.Star):
-            raise unsupported("table.* in this position")
+            row = row_values.whole_row(scope, node.table) if node.table else None
+            if row is None:
+                raise unsupported("table.* in this position")
+            return row
         qualifier = node.table or None
         if node.db:
             qualifier = node.table
-        level, index, col = scope.resolve(qualifier, node.name)
+        try:
+            level, index, col = scope.resolve(qualifier, node.name)
+        except SqlError as err:
+            # A FROM item's name where no column has it is the item's whole row.
+            row = row_values.whole_row(scope, node.name) if qualifier is None else None
+            if row is None or err.sqlstate != UNDEFINED_COLUMN:
+                raise
+            return row
         if level == 0:
             return BColumn(col.type, index, col.name)
         return BOuter(col.type, level, index)
@@ -804,6 +853,12 @@ class ExprBinder:
             right_node = quant(this=right_node.expressions[0])
         if isinstance(right_node, exp.Any | exp.All):
             return self._any_all(node, scope, op, right_node)
+        left_row = row_values.row_items(node.this)
+        right_row = row_values.row_items(right_node)
+        if left_row is not None and right_row is not None:
+            return row_values.compare(self, op, left_row, right_row, scope)
+        if left_row is not None and isinstance(right_node, exp.Subquery | exp.Select):
+            raise unsupported("comparison of a row with a subquery")
         left = self.bind(node.this, scope)
         right = self.bind(right_node, scope)
         return self.compare(op, left, right)
@@ -885,7 +940,7 @@ class ExprBinder:
         if len(rel.columns) != 1:
             raise SqlError(SYNTAX_ERROR, "subquery has too many columns")
         rel = self.binder._resolve_unknown_output(rel)
-        return self._subquery(SubqueryKind.ARRAY, rel, rel.columns[0].type.array_of())
+        return self.subquery(SubqueryKind.ARRAY, rel, rel.columns[0].type.array_of())
 
     def _arithmetic(self, node: exp.Expression, scope: Scope, op: str) -> BExpr:
         left = self.bind(node.this, scope)
@@ -960,7 +1015,7 @@ class ExprBinder:
         left = self.bind(node.this, scope)
         right = self.bind(node.expression, scope)
         if left.type.array or right.type.array:
-            return self._array_concat(left, right)
+            return array_operators.bind_concat(self, left, right)
         if TypeId.JSONB in (left.type.id, right.type.id):
             return json_operators.bind_concat(self, left, right)
         ids = {left.type.id, right.type.id}
@@ -974,38 +1029,6 @@ class ExprBinder:
             raise operators.operator_missing("||", left.type, right.type)
         parts = [self._as_text(left), self._as_text(right)]
         return BCall(T.TEXT, "||", operators.concat_text, parts)
-
-    def _array_concat(self, left: BExpr, right: BExpr) -> BExpr:
-        """``array || array``, ``array || element``, ``element || array`` (one-dimensional),
-        NULL-tolerant as Postgres's array_cat / array_append / array_prepend (psql's \\d+
-        concatenates reloptions arrays)."""
-        array_type = left.type if left.type.array else right.type
-        if left.type.array and right.type.array:
-            if right.type != array_type and right.type.id is not TypeId.UNKNOWN:
-                raise SqlError(
-                    UNDEFINED_FUNCTION, f"operator does not exist: {left.type} || {right.type}"
-                )
-            right = self.coerce(right, array_type)
-        elif left.type.array:
-            # An untyped literal is an array, as Postgres resolves ``array || unknown``.
-            unknown = right.type.id is TypeId.UNKNOWN
-            right = self.coerce(right, array_type if unknown else array_type.element)
-        else:
-            unknown = left.type.id is TypeId.UNKNOWN
-            left = self.coerce(left, array_type if unknown else array_type.element)
-        left_array = left.type.array
-        right_array = right.type.array
-
-        def concat(a: object, b: object) -> object:
-            if left_array and right_array:
-                if a is None or b is None:
-                    return b if a is None else a
-                return [*a, *b]  # type: ignore[misc]
-            if left_array:
-                return [*(a or []), b]  # type: ignore[misc]
-            return [a, *(b or [])]  # type: ignore[misc]
-
-        return BCall(array_type, "||", concat, [left, right], strict=False)
 
     def _as_text(self, e: BExpr) -> BExpr:
         if e.type.id in (TypeId.TEXT, TypeId.VARCHAR) and not e.type.array:
@@ -1071,12 +1094,17 @@ class ExprBinder:
         return BBool(T.BOOL, False, [forward, BBool(T.BOOL, True, [low2, high2])])
 
     def _bind_In(self, node: exp.In, scope: Scope) -> BExpr:
-        arg = self.bind(node.this, scope)
         query = node.args.get("query")
-        if query is not None:
-            return self._in_subquery(arg, query, scope, negate=False)
         if node.args.get("unnest"):
             raise unsupported("IN UNNEST")
+        left_row = row_values.row_items(node.this)
+        if left_row is not None:
+            if query is not None:
+                return row_values.in_subquery(self, left_row, query, scope)
+            return row_values.in_list(self, left_row, list(node.expressions), scope)
+        arg = self.bind(node.this, scope)
+        if query is not None:
+            return self._in_subquery(arg, query, scope, negate=False)
         items = [self.bind(i, scope) for i in node.expressions]
         t = self.common_type_of([arg.type] + [i.type for i in items], "IN")
         if arg.type.id is not TypeId.UNKNOWN and all(i.type.id is TypeId.UNKNOWN for i in items):
@@ -1109,13 +1137,13 @@ class ExprBinder:
                 sub,
                 [self.coerce(BColumn(col_t, 0), t, explicit=True)],
             )
-        return self._subquery(SubqueryKind.IN, sub, T.BOOL, arg=arg, negate=negate)
+        return self.subquery(SubqueryKind.IN, sub, T.BOOL, arg=arg, negate=negate)
 
     def _subquery_rel(self, query: exp.Expression, scope: Scope):  # type: ignore[no-untyped-def]
         node = query.this if isinstance(query, exp.Subquery) else query
         return self.binder.bind_query(node, scope)
 
-    def _subquery(
+    def subquery(
         self,
         kind: SubqueryKind,
         rel: Any,
@@ -1130,7 +1158,7 @@ class ExprBinder:
 
     def _bind_Exists(self, node: exp.Exists, scope: Scope) -> BExpr:
         rel = self._subquery_rel(node.this, scope)
-        return self._subquery(SubqueryKind.EXISTS, rel, T.BOOL)
+        return self.subquery(SubqueryKind.EXISTS, rel, T.BOOL)
 
     def _bind_Subquery(self, node: exp.Subquery, scope: Scope) -> BExpr:
         rel = self._subquery_rel(node, scope)
@@ -1139,7 +1167,7 @@ class ExprBinder:
                 SYNTAX_ERROR,
                 "subquery must return only one column",
             )
-        return self._subquery(SubqueryKind.SCALAR, rel, rel.columns[0].type)
+        return self.subquery(SubqueryKind.SCALAR, rel, rel.columns[0].type)
 
     def _bind_Select(self, node: exp.Select, scope: Scope) -> BExpr:
         return self._bind_Subquery(exp.Subquery(this=node), scope)
@@ -1148,11 +1176,13 @@ class ExprBinder:
         items = node.expressions
         if len(items) == 1 and isinstance(items[0], exp.Select | exp.Subquery):
             rel = self._subquery_rel(items[0], scope)
-            return self._subquery(SubqueryKind.ARRAY, rel, rel.columns[0].type.array_of())
+            return self.subquery(SubqueryKind.ARRAY, rel, rel.columns[0].type.array_of())
         bound = [self.bind(i, scope) for i in items]
         elem = self.common_type(bound, "ARRAY") if bound else T.TEXT
         bound = [self.coerce(b, elem) for b in bound]
-        return BCall(elem.array_of(), "array", lambda *v: list(v), bound, strict=False)
+        # Array elements make a multi-dimensional array, which must stay rectangular.
+        build = array_operators.nest if elem.array else (lambda *v: list(v))
+        return BCall(elem.array_of(), "array", build, bound, strict=False)
 
     def _bind_Like(self, node: exp.Expression, scope: Scope) -> BExpr:
         return self._like(node, scope, False)
@@ -1162,6 +1192,8 @@ class ExprBinder:
 
     def _bind_Escape(self, node: exp.Escape, scope: Scope) -> BExpr:
         inner = node.this
+        if isinstance(inner, exp.SimilarTo):
+            return regex_functions.bind_similar(self, inner, scope, node.expression)
         esc = self.bind(node.expression, scope)
         if not isinstance(esc, BConst):
             raise unsupported("a non-constant LIKE ESCAPE")
@@ -1194,7 +1226,13 @@ class ExprBinder:
 
         return BCall(T.BOOL, "like", like, [arg, pattern])
 
+    def _bind_SimilarTo(self, node: exp.SimilarTo, scope: Scope) -> BExpr:
+        return regex_functions.bind_similar(self, node, scope)  # type: ignore[no-any-return]
+
     def _bind_RegexpLike(self, node: exp.Expression, scope: Scope) -> BExpr:
+        if node.args.get("flag") is not None:  # regexp_like(s, pattern, flags)
+            args = [node.this, node.expression, node.args["flag"]]
+            return self.call("regexp_like", [self.bind(a, scope) for a in args])
         return self._regex(node.this, node.expression, scope, False)
 
     def _bind_RegexpILike(self, node: exp.Expression, scope: Scope) -> BExpr:
@@ -1217,7 +1255,7 @@ class ExprBinder:
         raise unsupported(f"operator {op}")
 
     def _regex(self, left: exp.Expression, right: exp.Expression, scope: Scope, ci: bool) -> BExpr:
-        arg = self._as_text(self.coerce(self.bind(left, scope), T.TEXT))
+        arg = regex_functions.regex_operand(self, self.bind(left, scope), "~*" if ci else "~")
         pattern = self.coerce(self.bind(right, scope), T.TEXT)
         flags = re.IGNORECASE if ci else 0
         if isinstance(pattern, BConst) and pattern.value is not None:
@@ -1228,26 +1266,35 @@ class ExprBinder:
         )
 
     def _bind_Bracket(self, node: exp.Bracket, scope: Scope) -> BExpr:
-        """``array[i]``: 1-based, except int2vector and oidvector, which count from 0."""
-        arr = self.bind(node.this, scope)
-        if len(node.expressions) != 1 or isinstance(node.expressions[0], exp.Slice):
-            raise unsupported("array slices and multi-dimensional subscripts")
-        index = self.coerce(self.bind(node.expressions[0], scope), T.INT4)
-        if arr.type.id in (TypeId.INT2VECTOR, TypeId.OIDVECTOR):
-            base, elem = 0, (T.INT2 if arr.type.id is TypeId.INT2VECTOR else T.OID)
-        elif arr.type.array:
-            base, elem = 1, arr.type.element
-        else:
-            raise SqlError(
-                DATATYPE_MISMATCH,
-                f"cannot subscript type {arr.type} because it does not support subscripting",
-            )
+        """Subscripts and slices: ``a[i]``, ``a[i][j]``, ``a[lo:hi]`` (bounds may be left out);
+        sqlglot nests each further subscript as a Bracket around the previous ones."""
+        chain: list[exp.Expression] = []
+        base: exp.Expression = node
+        while isinstance(base, exp.Bracket):
+            if len(base.expressions) != 1:
+                raise SqlError(SYNTAX_ERROR, 'syntax error at or near ","')
+            chain.append(base.expressions[0])
+            base = base.this
+        arr = self.bind(base, scope)
+        subscripts: list[array_operators.Subscript] = []
+        for sub in reversed(chain):
+            if isinstance(sub, exp.Slice):
+                lower, upper = sub.this, sub.expression
+                subscripts.append(
+                    (
+                        None if lower is None else self.bind(lower, scope),
+                        None if upper is None else self.bind(upper, scope),
+                        True,
+                    )
+                )
+            else:
+                subscripts.append((None, self.bind(sub, scope), False))
+        return array_operators.bind_subscript(self, arr, subscripts)
 
-        def subscript(values: list[object], i: int) -> object:
-            j = i - base
-            return values[j] if 0 <= j < len(values) else None
-
-        return BCall(elem, "subscript", subscript, [arr, index])
+    def _bind_ArrayOverlaps(self, node: exp.ArrayOverlaps, scope: Scope) -> BExpr:
+        left = self.bind(node.this, scope)
+        right = self.bind(node.expression, scope)
+        return array_operators.bind_set_operator(self, "&&", left, right)
 
     def _bind_Collate(self, node: exp.Collate, scope: Scope) -> BExpr:
         return self.bind(node.this, scope)
@@ -1441,6 +1488,12 @@ class ExprBinder:
     def _bind_Filter(self, node: exp.Filter, scope: Scope) -> BExpr:
         raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
 
+    def _bind_WithinGroup(self, node: exp.WithinGroup, scope: Scope) -> BExpr:
+        raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
+
+    def _bind_Grouping(self, node: exp.Grouping, scope: Scope) -> BExpr:
+        raise grouping_sets.not_allowed()
+
     def _bind_Window(self, node: exp.Window, scope: Scope) -> BExpr:
         return self._window_call(node, lambda n: self.bind(n, scope))
 
@@ -1479,6 +1532,10 @@ class ExprBinder:
             if isinstance(filter_node, exp.Where):
                 filter_node = filter_node.this
             fn = fn.this
+        if isinstance(fn, exp.WithinGroup):
+            raise ordered_set_aggregates.over_not_supported(fn)
+        if isinstance(fn, exp.Grouping):
+            raise SqlError(SYNTAX_ERROR, 'syntax error at or near "over"')  # as Postgres
         if isinstance(fn, (*window_binder.WINDOW_ONLY, exp.IgnoreNulls, exp.RespectNulls)):
             if filter_node is not None:
                 raise unsupported("FILTER for non-aggregate window functions")
@@ -1546,6 +1603,8 @@ class ExprBinder:
             arg_nodes = [exp.Literal.string(arg_nodes[0].name.lower()), *arg_nodes[1:]]
         if name in _SET_FUNCTIONS:
             return self._set_function(name, arg_nodes, scope)
+        if name == "row":
+            return row_values.bind_row(self, arg_nodes, scope)
         args = [self.bind(a, scope) for a in arg_nodes]
         if name in sequence_functions.NAMES:
             return sequence_functions.bind(self, name, args)
@@ -1692,7 +1751,7 @@ class ExprBinder:
     def _is_agg_node(self, n: exp.Expression) -> bool:
         if isinstance(n, exp.Filter):
             return self._is_agg_node(n.this)
-        return isinstance(n, tuple(_AGGREGATES)) or (
+        return isinstance(n, (*_AGGREGATES, *_GROUPED_ONLY)) or (
             isinstance(n, exp.Anonymous) and str(n.this).lower() in _AGG_NAMES
         )
 
@@ -1713,6 +1772,10 @@ class ExprBinder:
             if isinstance(filter_node, exp.Where):
                 filter_node = filter_node.this
             node = node.this
+        if isinstance(node, exp.WithinGroup):
+            return ordered_set_aggregates.bind(self, node, filter_node, ctx)
+        if isinstance(node, exp.Grouping) and filter_node is None:
+            return grouping_sets.bind_grouping(self, node, ctx)
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in _AGG_NAMES:
             name = str(node.this).lower()
             arg_nodes = list(node.expressions)
@@ -1768,9 +1831,7 @@ class ExprBinder:
             if filter_node is not None
             else None
         )
-        call = AggCall(name, args, distinct, t, filt, order)
-        ctx.aggs.append(call)
-        return BColumn(t, len(ctx.groups) + len(ctx.aggs) - 1, name)
+        return ctx.add_aggregate(AggCall(name, args, distinct, t, filt, order))
 
 
 class _Bound(exp.Expression):
@@ -1968,6 +2029,11 @@ _SOURCE_NAMES: dict[type, dict[int | None, str]] = {
     exp.Mod: {3: "mod"},
     exp.Pow: {3: "pow", 5: "power"},
     exp.Log: {5: "log10"},
+    exp.RegexpLike: {11: "regexp_like"},
+    # The prefix operators @, |/ and ||/ (no position: the parser made them up).
+    exp.Abs: {None: "?column?"},
+    exp.Sqrt: {None: "?column?"},
+    exp.Cbrt: {None: "?column?"},
 }
 
 
@@ -2027,19 +2093,9 @@ def _type_display_name(dtype: exp.DataType) -> str:
     return names.get(text, text)
 
 
-_REGEX_CACHE: dict[tuple[str, int], re.Pattern[str]] = {}
-
-
 def _compile_regex(pattern: str, flags: int) -> re.Pattern[str]:
-    key = (pattern, flags)
-    r = _REGEX_CACHE.get(key)
-    if r is None:
-        try:
-            r = re.compile(pattern, flags)
-        except re.error as err:
-            raise SqlError("2201B", f"invalid regular expression: {err}") from None
-        _REGEX_CACHE[key] = r
-    return r
+    """A Postgres regex (an ARE, translated to Python's dialect) for ``~`` / ``~*``."""
+    return regex_functions.compile_regex(pattern, "i" if flags & re.IGNORECASE else "").regex
 
 
 __all__ = ["AggregateContext", "ExprBinder", "Params"]

@@ -3,10 +3,11 @@
 A resolver returns a :class:`FunctionImpl` (the callable, its result type, whether it is
 strict, whether it needs the execution context as first argument) or None when the argument
 types do not fit. Modules add functions with :func:`register`. This module holds the registry,
-the argument checks and the basic string, math and array functions; the larger families have
-their own modules (imported at the end of this one): ``datetime_functions``, ``numeric_math``,
-``quoting`` and ``to_char``. The catalog functions psql and drivers call (format_type,
-pg_get_expr, ...) live in ``catalog_functions``.
+the argument checks and the basic string and math functions; the larger families have their
+own modules (imported at the end of this one): ``array_functions``, ``datetime_functions``,
+``json_functions``, ``numeric_math``, ``quoting``, ``regex_functions`` and ``to_char``. The
+catalog functions psql and drivers call (format_type, pg_get_expr, ...) live in
+``catalog_functions``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import datetime as dt
 import hashlib
 import math
 import random
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -250,44 +250,6 @@ define(("ascii",), lambda s: ord(s[0]) if s else 0, T.INT4, 1)
 define(("starts_with",), lambda s, p: s.startswith(p), T.BOOL, 2)
 
 
-def _pg_replacement(repl: str) -> str:
-    """A Postgres regexp_replace replacement (\\1 a group, \\& the whole match) in re.sub's
-    syntax."""
-    out = []
-    i = 0
-    while i < len(repl):
-        ch = repl[i]
-        if ch == "\\" and i + 1 < len(repl):
-            nxt = repl[i + 1]
-            if nxt.isdigit():
-                out.append(f"\\g<{nxt}>")
-            elif nxt == "&":
-                out.append("\\g<0>")
-            else:
-                out.append(nxt.replace("\\", "\\\\"))
-            i += 2
-        else:
-            out.append("\\\\" if ch == "\\" else ch)
-            i += 1
-    return "".join(out)
-
-
-def _regexp_replace(source: str, pattern: str, repl: str, flags: str = "") -> str:
-    unknown = set(flags) - set("gi")
-    if unknown:
-        raise SqlError(
-            INVALID_PARAMETER_VALUE, f'invalid regular expression option: "{min(unknown)}"'
-        )
-    try:
-        regex = re.compile(pattern, re.IGNORECASE if "i" in flags else 0)
-    except re.error as err:
-        raise SqlError("2201B", f"invalid regular expression: {err}") from None
-    return regex.sub(_pg_replacement(repl), source, count=0 if "g" in flags else 1)
-
-
-define(("regexp_replace",), _regexp_replace, T.TEXT, (3, 4))
-
-
 def _translate(s: str, src: str, dst: str) -> str:
     table: dict[str, str | None] = {}
     for i, ch in enumerate(src):
@@ -364,6 +326,8 @@ _abs_any = _same_numeric(abs, lambda d: d.copy_abs(), lambda x: abs(float(x)))
 def _abs(args: Sequence[SqlType]) -> FunctionImpl | None:
     """abs(); for integers 22003 where the result does not fit (abs of the minimum value)."""
     impl = _abs_any(args)
+    if impl is not None and args[0].id is TypeId.FLOAT4:
+        return FunctionImpl(impl.fn, T.FLOAT4)  # float4abs: real stays real
     if impl is None or args[0].id not in (TypeId.INT2, TypeId.INT4, TypeId.INT8):
         return impl
     check = check_int(args[0])
@@ -549,64 +513,6 @@ define(
 )
 
 
-@register("array_length")
-def _array_length(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) != 2:
-        return None
-    return FunctionImpl(lambda a, dim: (len(a) or None) if dim == 1 else None, T.INT4)
-
-
-@register("array_upper")
-def _array_upper(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) != 2:
-        return None
-    return FunctionImpl(lambda a, dim: (len(a) or None) if dim == 1 else None, T.INT4)
-
-
-@register("array_lower")
-def _array_lower(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) != 2:
-        return None
-    return FunctionImpl(lambda a, dim: (1 if a else None) if dim == 1 else None, T.INT4)
-
-
-@register("cardinality")
-def _cardinality(args: Sequence[SqlType]) -> FunctionImpl | None:
-    return FunctionImpl(len, T.INT4) if len(args) == 1 else None
-
-
-@register("array_to_string")
-def _array_to_string(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) not in (2, 3):
-        return None
-    from percolator.server.sql.textio import text_out
-
-    elem = args[0].element if args[0].array else T.TEXT
-
-    def join(arr: list[object], sep: str, null: str | None = None) -> str:
-        return sep.join(
-            text_out(elem, v) if v is not None else null
-            for v in arr
-            if v is not None or null is not None  # type: ignore[misc]
-        )
-
-    return FunctionImpl(join, T.TEXT)
-
-
-@register("array_position")
-def _array_position(args: Sequence[SqlType]) -> FunctionImpl | None:
-    if len(args) != 2:
-        return None
-
-    def position(arr: list[object], v: object) -> int | None:
-        try:
-            return arr.index(v) + 1
-        except ValueError:
-            return None
-
-    return FunctionImpl(position, T.INT4)
-
-
 def check_int_range(v: int, name: str = "integer") -> int:
     limits = {"smallint": 1 << 15, "integer": 1 << 31, "bigint": 1 << 63}
     lim = limits[name]
@@ -665,24 +571,6 @@ for _name in ("char_length", "character_length", *_BYTEA_TOO):
     ]
 
 
-def _substring_regex(args: Sequence[SqlType]) -> FunctionImpl | None:
-    """substring(text, pattern): the first match (its first group, if it has one)."""
-    if len(args) != 2 or not (string_or_unknown(args[0]) and string_or_unknown(args[1])):
-        return None
-    import re
-
-    def match(s: str, pattern: str) -> str | None:
-        m = re.search(pattern, s)
-        if m is None:
-            return None
-        return m.group(1) if m.re.groups else m.group(0)
-
-    return FunctionImpl(match, T.TEXT)
-
-
-_REGISTRY["substring"].insert(0, _substring_regex)
-
-
 def _bytea_substr(args: Sequence[SqlType]) -> FunctionImpl | None:
     """substr / substring of a bytea: bytes, not text."""
     if len(args) not in (2, 3) or args[0].array or args[0].id is not TypeId.BYTEA:
@@ -712,9 +600,11 @@ def _div_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
 # functions. They import only this module (never one another), so the import cycle is harmless
 # whichever module is imported first.
 from percolator.server.sql import (  # noqa: E402, F401
+    array_functions,
     datetime_functions,
     json_functions,
     numeric_math,
     quoting,
+    regex_functions,
     to_char,
 )

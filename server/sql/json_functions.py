@@ -32,6 +32,7 @@ from percolator.server.sql.json_values import (
     raw_array,
     raw_object,
     raw_scalar_text,
+    record_json_text,
     to_json_text,
     to_jsonb_value,
 )
@@ -126,6 +127,21 @@ def _to_json_for(name: str) -> None:
 
 _to_json_for("to_json")
 _to_json_for("to_jsonb")
+
+
+@register("row_to_json")
+def _row_to_json(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """row_to_json(record [, pretty]): pretty puts each field after the first on a new line."""
+    if not 1 <= len(args) <= 2 or args[0].id is not TypeId.RECORD or args[0].array:
+        return None
+    t = args[0]
+    if record_json_text(t, ()) is None:
+        return None
+
+    def row_to_json(v: object, pretty: bool = False) -> str:
+        return record_json_text(t, v, ",\n " if pretty else ",") or ""
+
+    return FunctionImpl(row_to_json, T.JSON, args=(t, T.BOOL)[: len(args)])
 
 
 # -- accessors ------------------------------------------------------------------------------

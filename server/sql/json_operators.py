@@ -201,19 +201,6 @@ def _exists_all(doc: str, keys: list[Any]) -> bool:
     return all(k is None or jsonb_exists(doc, k) for k in keys)
 
 
-def _array_contains(a: list[Any], b: list[Any]) -> bool:
-    # Postgres's array @>: every element of b equals some element of a; NULLs match nothing.
-    flat_a = [x for x in _flat(a) if x is not None]
-    return all(x is not None and x in flat_a for x in _flat(b))
-
-
-def _flat(v: list[Any]) -> list[Any]:
-    out: list[Any] = []
-    for x in v:
-        out.extend(_flat(x) if isinstance(x, list) else [x])
-    return out
-
-
 # -- modification ---------------------------------------------------------------------------
 
 
@@ -369,7 +356,9 @@ def bind_operator(b: ExprBinder, node: exp.Expression, scope: Scope) -> BExpr:
         right = b.bind(node.expression, scope)
     lt, rt = left.type, right.type
     if op in ("@>", "<@") and (lt.array or rt.array):
-        return _bind_array_containment(b, op, left, right)
+        from percolator.server.sql.array_operators import bind_set_operator
+
+        return bind_set_operator(b, op, left, right)
     if lt.id is TypeId.UNKNOWN:
         if op in ("->", "->>", "#>", "#>>") or (rt.id is TypeId.UNKNOWN and op in ("@>", "<@")):
             raise _not_unique(op, lt, rt)
@@ -420,18 +409,6 @@ def _text_array(b: ExprBinder, op: str, left: BExpr, right: BExpr) -> BExpr:
     if right.type.array and right.type.id in (TypeId.TEXT, TypeId.VARCHAR):
         return right
     raise operator_missing(op, left.type, right.type)
-
-
-def _bind_array_containment(b: ExprBinder, op: str, left: BExpr, right: BExpr) -> BExpr:
-    if not left.type.array:
-        left = b.coerce(left, right.type)
-    if not right.type.array:
-        right = b.coerce(right, left.type)
-    if left.type.id != right.type.id:
-        raise operator_missing(op, left.type, right.type)
-    if op == "@>":
-        return BCall(T.BOOL, op, _array_contains, [left, right])
-    return BCall(T.BOOL, op, lambda x, y: _array_contains(y, x), [left, right])
 
 
 def bind_concat(b: ExprBinder, left: BExpr, right: BExpr) -> BExpr:

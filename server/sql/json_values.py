@@ -165,16 +165,24 @@ def to_json_text(t: SqlType, v: object) -> str:
     if tid in (TypeId.DATE, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ):
         return _json_str(_datetime_text(t, v))
     if tid is TypeId.RECORD:
-        from percolator.server.sql.set_functions import record_fields
-
-        fields = record_fields(t)
-        if fields is not None:
-            parts = (
-                f"{_json_str(name)}:{to_json_text(ft, fv)}"
-                for (name, ft), fv in zip(fields, v, strict=False)  # type: ignore[call-overload]
-            )
-            return "{" + ",".join(parts) + "}"
+        text = record_json_text(t, v)
+        if text is not None:
+            return text
     return _json_str(text_out(t, v))
+
+
+def record_json_text(t: SqlType, v: object, separator: str = ",") -> str | None:
+    """A record as a json object of its fields (row_to_json); None if its fields are unknown."""
+    from percolator.server.sql.set_functions import record_fields
+
+    fields = record_fields(t)
+    if fields is None:
+        return None
+    parts = (
+        f"{_json_str(name)}:{to_json_text(ft, fv)}"
+        for (name, ft), fv in zip(fields, v, strict=False)  # type: ignore[call-overload]
+    )
+    return "{" + separator.join(parts) + "}"
 
 
 def to_jsonb_value(t: SqlType, v: object) -> Any:

@@ -125,7 +125,13 @@ def lift_literals(sql: str) -> Normalized | None:
             out.append(text)
             prev = text
             continue
-        ordinal = ordinal_clause and kind == "num" and prev in ("BY", ",") and _ends_item(sql, pos)
+        # ``GROUP BY ROLLUP (1, 2)``: a grouping set's elements are ordinals too.
+        ordinal = (
+            ordinal_clause
+            and kind == "num"
+            and (prev in ("BY", ",") or (prev == "(" and depth > ordinal_depth))
+            and _ends_item(sql, pos)
+        )
         if (
             kind == "ident"
             or ordinal

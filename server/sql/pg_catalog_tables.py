@@ -571,6 +571,7 @@ def constraint_by_oid(catalog: Catalog, oid: int) -> ConstraintInfo | None:
 _COMPARISONS: dict[type[exp.Expression], str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=",
     exp.Like: "~~", exp.ILike: "~~*",
+    exp.ArrayContainsAll: "@>", exp.ArrayContainedBy: "<@", exp.ArrayOverlaps: "&&",
 }  # fmt: skip
 _ARITHMETIC: dict[type[exp.Expression], str] = {
     exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.DPipe: "||",
@@ -580,7 +581,7 @@ _KEYWORD_FUNCTIONS: dict[type[exp.Expression], str] = {
     exp.CurrentTime: "CURRENT_TIME", exp.CurrentUser: "CURRENT_USER",
 }  # fmt: skip
 _FUNCTION_NAMES: dict[type[exp.Expression], str] = {
-    exp.Uuid: "gen_random_uuid", exp.Coalesce: "COALESCE",
+    exp.Uuid: "gen_random_uuid", exp.Coalesce: "COALESCE", exp.ArrayConcat: "array_cat",
 }  # fmt: skip
 _STRING_TYPES = (TypeId.TEXT, TypeId.VARCHAR, TypeId.BPCHAR, TypeId.NAME)
 
@@ -749,6 +750,8 @@ class _Deparser:
         else:
             name = _FUNCTION_NAMES.get(type(e)) or e.sql_name().lower()
             args = [v for k in e.arg_types for v in _as_list(e.args.get(k))]
+            if isinstance(e, exp.ArrayPrepend):
+                args.reverse()  # sqlglot holds the array first; array_prepend takes it last
         name = name if name.isupper() else quote_ident(name.lower())
         return f"{name}({', '.join(self._argument(a) for a in args)})"
 

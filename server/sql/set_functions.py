@@ -1,6 +1,7 @@
 """Set-returning functions (in FROM and in select lists): generate_series, unnest,
-generate_subscripts, information_schema._pg_expandarray, pg_partition_ancestors; and the
-record types of functions that return composite rows."""
+generate_subscripts, information_schema._pg_expandarray, pg_partition_ancestors (the json and
+regex ones live with their families); and the record types of functions that return
+composite rows."""
 
 from __future__ import annotations
 
@@ -144,8 +145,10 @@ def resolve_set_function(name: str, args: list[BExpr], binder: Any) -> SetFuncti
     if name == "pg_partition_ancestors" and len(args) == 1:
         arg = binder.coerce(args[0], T.REGCLASS)
         return SetFunctionImpl(_no_rows, [T.REGCLASS], [arg], column="relid")
-    from percolator.server.sql import json_functions
+    from percolator.server.sql import json_functions, regex_functions
 
+    if name in regex_functions.SET_FUNCTION_NAMES:
+        return regex_functions.resolve_set_function(name, args, binder)  # type: ignore[no-any-return]
     return json_functions.resolve_set_function(name, args, binder)  # type: ignore[no-any-return]
 
 

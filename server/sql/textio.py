@@ -355,7 +355,22 @@ def _text_encoder(t: SqlType) -> Callable[[object], str]:
         return _bpchar_encoder(t.length)
     if isinstance(t.id, EnumType):
         return _str_out  # enum_out: the label
+    if t.id is TypeId.RECORD and t.typmod >= 0:
+        return _composite_encoder(t)
     return _OUT[t.id]
+
+
+def _composite_encoder(t: SqlType) -> Callable[[object], str]:
+    """record_out of a record whose field types are known: each field's text, then the row."""
+    from percolator.server.sql.set_functions import record_fields
+
+    encoders = [_text_encoder(ft) for _, ft in record_fields(t) or ()]
+
+    def out(v: object) -> str:
+        fields = zip(encoders, v, strict=True)  # type: ignore[call-overload]
+        return _record_out([None if f is None else enc(f) for enc, f in fields])
+
+    return out
 
 
 _FLOAT_TYPES = frozenset({TypeId.FLOAT4, TypeId.FLOAT8})

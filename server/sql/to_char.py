@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
@@ -925,4 +926,238 @@ def _to_timestamp(args: Sequence[SqlType]) -> FunctionImpl | None:
 def _to_date(args: Sequence[SqlType]) -> FunctionImpl | None:
     if len(args) == 2 and all(string_or_unknown(a) for a in args):
         return FunctionImpl(to_date, T.DATE, args=(T.TEXT, T.TEXT))
+    return None
+
+
+# -- to_number ------------------------------------------------------------------------------
+
+# formatting.c's NUM_keywords, in its search order (a longer keyword before its prefix).
+_NUM_KEYWORDS = (",", ".", "0", "9", "B", "C", "D", "EEEE", "FM", "G", "L", "MI", "PL", "PR",
+                 "RN", "SG", "SP", "S", "TH", "V", "b", "c", "d", "eeee", "fm", "g", "l", "mi",
+                 "pl", "pr", "rn", "sg", "sp", "s", "th", "v")  # fmt: skip
+
+
+@dataclass
+class _NumFormat:
+    """A number format picture (formatting.c's NUMDesc): its nodes (True and a keyword,
+    upper-cased, or False and a literal character) and what NUMDesc_prepare learns."""
+
+    nodes: list[tuple[bool, str]]
+    pre: int = 0  # digit positions before the decimal point
+    post: int = 0  # ... and after it
+    multi: int = 0  # the 9s after V
+    has_v: bool = False
+    decimal: bool = False
+    fill: bool = False
+    lsign: str | None = None  # "pre" / "post": where S reads its sign
+    bracket: bool = False
+    minus: bool = False
+    plus: bool = False
+
+
+def _num_format(fmt: str) -> _NumFormat:
+    """Parse a number format picture, with NUMDesc_prepare's checks (42601)."""
+    nodes: list[tuple[bool, str]] = []
+    i = 0
+    while i < len(fmt):
+        key = next((k for k in _NUM_KEYWORDS if fmt.startswith(k, i)), None)
+        nodes.append((False, fmt[i]) if key is None else (True, key.upper()))
+        i += 1 if key is None else len(key)
+    f = _NumFormat(nodes)
+    eeee = roman = False
+    for is_key, key in nodes:
+        if not is_key:
+            continue
+        if eeee and key != "EEEE":
+            raise SqlError(SYNTAX_ERROR, '"EEEE" must be the last pattern used')
+        if key in ("9", "0"):
+            if f.bracket:
+                raise SqlError(SYNTAX_ERROR, f'"{key}" must be ahead of "PR"')
+            if f.has_v and key == "9":
+                f.multi += 1
+            elif f.decimal:
+                f.post += 1
+            else:
+                f.pre += 1
+        elif key in (".", "D"):
+            if f.decimal:
+                raise SqlError(SYNTAX_ERROR, "multiple decimal points")
+            if f.has_v:
+                raise SqlError(SYNTAX_ERROR, 'cannot use "V" and decimal point together')
+            f.decimal = True
+        elif key == "FM":
+            f.fill = True
+        elif key == "S":
+            if f.lsign is not None:
+                raise SqlError(SYNTAX_ERROR, 'cannot use "S" twice')
+            if f.plus or f.minus or f.bracket:
+                raise SqlError(SYNTAX_ERROR, 'cannot use "S" and "PL"/"MI"/"SG"/"PR" together')
+            f.lsign = "post" if f.decimal else "pre"
+        elif key in ("MI", "PL", "SG"):
+            if f.lsign is not None:
+                raise SqlError(SYNTAX_ERROR, f'cannot use "S" and "{key}" together')
+            f.minus = f.minus or key in ("MI", "SG")
+            f.plus = f.plus or key in ("PL", "SG")
+        elif key == "PR":
+            if f.lsign is not None or f.plus or f.minus:
+                raise SqlError(SYNTAX_ERROR, 'cannot use "PR" and "S"/"PL"/"MI"/"SG" together')
+            f.bracket = True
+        elif key == "RN":
+            if roman:
+                raise SqlError(SYNTAX_ERROR, 'cannot use "RN" twice')
+            roman = True
+        elif key == "V":
+            if f.decimal:
+                raise SqlError(SYNTAX_ERROR, 'cannot use "V" and decimal point together')
+            f.has_v = True
+        elif key == "EEEE":
+            if eeee:
+                raise SqlError(SYNTAX_ERROR, 'cannot use "EEEE" twice')
+            eeee = True
+    if eeee:
+        raise SqlError(FEATURE_NOT_SUPPORTED, '"EEEE" not supported for input')
+    if roman:
+        raise SqlError(FEATURE_NOT_SUPPORTED, '"RN" not supported for input')
+    return f
+
+
+class _NumReader:
+    """formatting.c's NUM_processor reading a number (to_number): it walks the picture and
+    the input together, collecting a sign, digits and a decimal point."""
+
+    def __init__(self, text: str, f: _NumFormat) -> None:
+        self.s = text
+        self.f = f
+        self.pos = 0
+        self.sign = " "
+        self.digits: list[str] = []
+        self.read_pre = 0
+        self.read_post = 0
+        self.read_dec = False
+
+    def at(self, k: int = 0) -> str:
+        i = self.pos + k
+        return self.s[i] if i < len(self.s) else ""
+
+    def done(self) -> bool:
+        return self.pos >= len(self.s)
+
+    def number_part(self, key: str) -> None:
+        """NUM_numpart_from_char: maybe a leading sign, then a digit or the decimal point,
+        then maybe a trailing sign."""
+        if self.done():
+            return
+        if self.at() == " ":
+            self.pos += 1
+            if self.done():
+                return
+        f = self.f
+        if self.sign == " " and key in ("9", "0") and self.read_pre + self.read_post == 0:
+            c = self.at()
+            if f.lsign == "pre":
+                if c in "-+":
+                    self.sign = c
+                    self.pos += 1
+            elif c == "-" or (f.bracket and c == "<"):
+                self.sign = "-"
+                self.pos += 1
+            elif c == "+":
+                self.sign = "+"
+                self.pos += 1
+            if self.done():
+                return
+        c = self.at()
+        read = False
+        if c in string.digits:
+            if self.read_dec and self.read_post == f.post:
+                return
+            self.digits.append(c)
+            if self.read_dec:
+                self.read_post += 1
+            else:
+                self.read_pre += 1
+            read = True
+        elif f.decimal and not self.read_dec and c == ".":
+            self.digits.append(".")
+            self.read_dec = read = True
+        if self.done():
+            return
+        if self.sign == " " and self.read_pre + self.read_post > 0:
+            if f.lsign is not None:
+                nxt = self.at(1)
+                if read and nxt and nxt not in string.digits and nxt in "-+":
+                    self.pos += 1
+                    self.sign = nxt
+            elif not read and (f.plus or f.minus) and self.at() in "-+":
+                self.sign = self.at()
+
+    def eat_non_data(self, n: int) -> None:
+        """Skip up to ``n`` input characters that are not part of a number."""
+        while n > 0 and not self.done() and self.at() not in "0123456789.,+-":
+            self.pos += 1
+            n -= 1
+
+    def run(self) -> str:
+        f = self.f
+        for is_key, key in f.nodes:
+            if self.done():
+                break
+            if not is_key:
+                # Each literal character of the picture skips one input character.
+                self.pos += 1
+                continue
+            if key in ("9", "0", ".", "D"):
+                self.number_part(key)
+            elif key in (",", "G"):
+                # A group separator is skipped where the input has one (FM: never).
+                if f.fill or self.at() != ",":
+                    continue
+            elif key == "L":
+                self.eat_non_data(1)  # the C locale's currency symbol is one character
+                continue
+            elif key == "TH":
+                if not f.decimal:
+                    self.eat_non_data(2)
+                continue
+            elif key in ("MI", "PL", "SG"):
+                wanted = {"MI": "-", "PL": "+", "SG": "-+"}[key]
+                if self.at() in wanted:
+                    self.sign = self.at()
+                else:
+                    self.eat_non_data(1)
+                    continue
+            else:
+                continue
+            self.pos += 1
+        number = "".join(self.digits)
+        if number.endswith("."):
+            number = number[:-1]
+        return self.sign + number
+
+
+def to_number(text: str, fmt: str) -> Decimal | None:
+    """to_number(text, format): the number read by the picture, as numeric with the scale
+    of the fraction digits read (numeric_to_number)."""
+    if not fmt:
+        return None
+    from percolator.server.sql.casts import apply_numeric_typmod
+    from percolator.server.sql.numeric_math import numeric_power
+    from percolator.server.sql.textio import text_in
+
+    f = _num_format(fmt)
+    reader = _NumReader(text, f)
+    number = reader.run()
+    scale = reader.read_post
+    value = text_in(T.NUMERIC, number)
+    assert isinstance(value, Decimal)
+    value = apply_numeric_typmod(value, T.numeric(f.pre + f.multi + scale, scale))
+    if f.has_v:
+        value = value * numeric_power(Decimal(10), Decimal(-f.multi))
+    return value
+
+
+@register("to_number")
+def _to_number(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) == 2 and all(string_or_unknown(a) for a in args):
+        return FunctionImpl(to_number, T.NUMERIC, args=(T.TEXT, T.TEXT))
     return None

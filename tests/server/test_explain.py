@@ -35,6 +35,14 @@ def plan(conn: psycopg.Connection, sql: str) -> str:
         ("SELECT * FROM xa WHERE id BETWEEN 1 AND 5", "Range Scan on xa"),
         ("SELECT * FROM xb WHERE w = 3", "xb_w"),
         ("SELECT * FROM xa WHERE v = 3", "Seq Scan on xa"),
+        ("SELECT * FROM xd WHERE (w, i) = (1, 2)", "Point Get on xd"),
+        (
+            "SELECT * FROM xd WHERE (w, i) IN ((1, 2), (3, 4))",
+            "Point Get on xd (primary key (w, i) IN",
+        ),
+        ("SELECT * FROM xa WHERE id = 1 OR id = 7", "Point Get on xa"),
+        ("SELECT * FROM xd WHERE (w, i) > (1, 2)", "Range Scan on xd (primary key w >="),
+        ("SELECT * FROM xd WHERE (w, i) IN ((1, 2), (3, q))", "Seq Scan on xd"),
     ],
 )
 def test_access_paths(conn: psycopg.Connection, sql: str, expected: str) -> None:
@@ -217,3 +225,21 @@ def test_function_without_reference_to_the_left_is_not_lateral(
     # an ordinary join: here the subquery's one row drives a lookup of xa by key
     text = plan(conn, "SELECT * FROM xa, LATERAL (SELECT 1 AS z) x WHERE x.z = xa.id")
     assert "Nested Loop" not in text and "Join" in text, text
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT v, count(*) FROM xa GROUP BY ROLLUP (v)", "MixedAggregate"),
+        ("SELECT v, id, count(*) FROM xa GROUP BY GROUPING SETS ((v), (id))", "HashAggregate"),
+        ("SELECT count(*) FROM xa GROUP BY GROUPING SETS ((), ())", "Aggregate"),
+        ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY v) FROM xa", "Aggregate"),
+    ],
+)
+def test_grouping_sets_and_ordered_set_aggregates(
+    conn: psycopg.Connection, sql: str, expected: str
+) -> None:
+    """Postgres's labels: the empty grouping set beside hashed ones makes a MixedAggregate."""
+    lines = plan(conn, sql).splitlines()
+    assert lines[0] == expected
+    assert lines[1].strip().startswith("->  Seq Scan on xa")

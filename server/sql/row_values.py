@@ -1,0 +1,169 @@
+"""Row values: ``ROW(a, b)`` / ``(a, b)`` constructors, whole-row references (``t`` naming a
+FROM item), row comparisons (``(a, b) < (1, 2)``) and row ``IN`` lists.
+
+A row value is a tuple whose type is an anonymous record type (:func:`record_type`: its field
+names and types). Comparisons of two row constructors are expanded into their fields'
+comparisons, as Postgres defines them (``(a, b) < (x, y)`` is ``a < x OR (a = x AND b < y)``,
+NULL where a pair that decides is NULL), so the planner sees ordinary column predicates: a
+row equality on the primary key is a point get, a row ``>`` on it a range scan (the first
+field's ``>=`` is added, which the expansion implies).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from percolator.server.sql import operators
+from percolator.server.sql import types as T
+from percolator.server.sql.bound import (
+    BBool,
+    BCall,
+    BColumn,
+    BExpr,
+    BOuter,
+    OutCol,
+    ProjectRel,
+    SubqueryKind,
+)
+from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
+from percolator.server.sql.set_functions import record_type
+from percolator.server.sql.types import TypeId
+
+if TYPE_CHECKING:
+    from percolator.server.sql.expr_binder import ExprBinder
+    from percolator.server.sql.scope import Scope
+
+_ORDERING = {"<": "<", "<=": "<", ">": ">", ">=": ">"}
+
+
+def row_items(node: exp.Expression) -> list[exp.Expression] | None:
+    """The fields of a row constructor (``ROW(a, b)``, ``(a, b)``), or None for any other
+    expression. A parenthesized single value is not a row; ``ROW(a)`` is."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Tuple):
+        return list(node.expressions)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "row":
+        return list(node.expressions)
+    return None
+
+
+def bind_row(binder: ExprBinder, items: list[exp.Expression], scope: Scope) -> BExpr:
+    """``ROW(...)``: a record with fields f1, f2, ... (untyped literals become text)."""
+    fields = []
+    for item in items:
+        e = binder.bind(item, scope)
+        if e.type.id is TypeId.UNKNOWN:
+            e = binder.coerce(e, T.TEXT)
+        fields.append(e)
+    names = [f"f{i + 1}" for i in range(len(fields))]
+    return construct(names, fields)
+
+
+def construct(names: list[str], fields: list[BExpr]) -> BExpr:
+    """A record value made of ``fields`` (never NULL itself, as in Postgres)."""
+    t = record_type(names, [f.type for f in fields])
+    return BCall(t, "row", _as_tuple, fields, strict=False)
+
+
+def _as_tuple(*values: object) -> tuple[object, ...]:
+    return values
+
+
+def whole_row(scope: Scope, name: str) -> BExpr | None:
+    """A FROM item's name used as a value (``SELECT t FROM t``, ``row_to_json(t)``): the
+    record of its columns; None when no visible FROM item has that name."""
+    level = 0
+    current: Scope | None = scope
+    while current is not None:
+        if name in current.relations:
+            indexes = current.star(name)
+            cols = [current.columns[i] for i in indexes]
+            fields: list[BExpr] = [
+                BColumn(c.type, i, c.name) if level == 0 else BOuter(c.type, level, i)
+                for c, i in zip(cols, indexes, strict=True)
+            ]
+            return construct([c.name for c in cols], fields)
+        current = current.parent
+        level += 1
+    return None
+
+
+def compare(
+    binder: ExprBinder,
+    op: str,
+    left: list[exp.Expression],
+    right: list[exp.Expression],
+    scope: Scope,
+) -> BExpr:
+    """``(l1, l2, ...) op (r1, r2, ...)`` expanded into the fields' comparisons."""
+    if len(left) != len(right):
+        raise SqlError(SYNTAX_ERROR, "unequal number of entries in row expressions")
+    if not left:
+        raise unsupported("comparison of empty rows")
+    pairs = [
+        (binder.bind(a, scope), binder.bind(b, scope)) for a, b in zip(left, right, strict=True)
+    ]
+    if op in ("=", "<>"):
+        parts = [binder.compare(op, a, b) for a, b in pairs]
+        return parts[0] if len(parts) == 1 else BBool(T.BOOL, op == "=", parts)
+    if op not in _ORDERING:
+        raise unsupported(f"row comparison with operator {op}")
+    expanded = _lexicographic(binder, op, pairs)
+    if len(pairs) == 1:
+        return expanded
+    # Implied by the expansion; lets the planner bound a key range by the first field.
+    first = binder.compare(op[0] + "=", *pairs[0])
+    return BBool(T.BOOL, True, [first, expanded])
+
+
+def _lexicographic(binder: ExprBinder, op: str, pairs: list[tuple[BExpr, BExpr]]) -> BExpr:
+    """``a op x`` for the last pair; ``a strict x OR (a = x AND rest)`` before it."""
+    a, b = pairs[0]
+    if len(pairs) == 1:
+        return binder.compare(op, a, b)
+    strict = binder.compare(_ORDERING[op], a, b)
+    rest = BBool(T.BOOL, True, [binder.compare("=", a, b), _lexicographic(binder, op, pairs[1:])])
+    return BBool(T.BOOL, False, [strict, rest])
+
+
+def in_list(
+    binder: ExprBinder, left: list[exp.Expression], items: list[exp.Expression], scope: Scope
+) -> BExpr:
+    """``(a, b) IN ((1, 2), (3, 4))``: the OR of the row equalities, Postgres's definition."""
+    rows = []
+    for item in items:
+        fields = row_items(item)
+        if fields is None:
+            raise SqlError(SYNTAX_ERROR, "unequal number of entries in row expressions")
+        rows.append(compare(binder, "=", left, fields, scope))
+    return rows[0] if len(rows) == 1 else BBool(T.BOOL, False, rows)
+
+
+def in_subquery(
+    binder: ExprBinder, left: list[exp.Expression], query: exp.Expression, scope: Scope
+) -> BExpr:
+    """``(a, b) IN (SELECT x, y ...)``: the subquery's rows as records, compared with the
+    left row's record (NULL fields follow the row equality's three-valued logic)."""
+    node = query.this if isinstance(query, exp.Subquery) else query
+    sub = binder.binder.bind_query(node, scope)
+    if len(sub.columns) != len(left):
+        few = len(sub.columns) < len(left)
+        raise SqlError(SYNTAX_ERROR, f"subquery has too {'few' if few else 'many'} columns")
+    args: list[BExpr] = []
+    columns: list[BExpr] = []
+    for item, col in zip(left, sub.columns, strict=True):
+        a = binder.bind(item, scope)
+        if a.type.id is TypeId.UNKNOWN:
+            a = binder.coerce(a, col.type)
+        t = operators.comparison_type(a.type, col.type)
+        if t is None:
+            raise operators.operator_missing("=", a.type, col.type)
+        args.append(binder.coerce(a, t, explicit=True))
+        columns.append(binder.coerce(BColumn(col.type, len(columns)), t, explicit=True))
+    names = [c.name for c in sub.columns]
+    rows = construct(names, columns)
+    sub = ProjectRel([OutCol("row", rows.type)], sub, [rows])
+    return binder.subquery(SubqueryKind.IN, sub, T.BOOL, arg=construct(names, args))
