@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from percolator.server.sql import (
+    array_assignment,
     decorrelate,
     grouping_sets,
     json_records,
     recursive_cte,
+    row_values,
     sequence_ddl,
     system_tables,
     temp_tables,
@@ -73,6 +75,7 @@ from percolator.server.sql.errors import (
     AMBIGUOUS_COLUMN,
     DATATYPE_MISMATCH,
     DUPLICATE_COLUMN,
+    FEATURE_NOT_SUPPORTED,
     INVALID_COLUMN_REFERENCE,
     SYNTAX_ERROR,
     UNDEFINED_COLUMN,
@@ -1242,43 +1245,119 @@ class Binder:
         return OnConflict(True, target, assignments, pred)
 
     def _bind_assignments(
-        self, items: list[exp.Expression], table: TableDef, scope: Scope
+        self, items: list[exp.Expression], table: TableDef, scope: Scope, target_at: int = 0
     ) -> list[tuple[ColumnDef, BExpr]]:
-        out: list[tuple[ColumnDef, BExpr]] = []
-        seen: set[int] = set()
+        """UPDATE's SET list: ``c = v``, ``(a, b) = (x, y)`` / ``ROW(...)`` / ``(SELECT ...)``,
+        and assignments to array elements and slices (``a[2] = v``, several per column).
+        ``target_at`` is where the target's row starts in the scope's row (MERGE joins the
+        source before it)."""
+        values: dict[int, BExpr] = {}
+        subscripted: set[int] = set()
         for eq in items:
             if not isinstance(eq, exp.EQ):
                 raise unsupported(f"assignment {eq.sql(dialect='postgres')}")
-            target = eq.this
-            if isinstance(target, exp.Tuple):
-                raise unsupported("multiple-column assignment (a, b) = (...)")
-            col = table.column(target.name)
-            if col.id in seen:
-                raise SqlError("42601", f'multiple assignments to same column "{col.name}"')
-            seen.add(col.id)
-            value_node = eq.expression
-            if (isinstance(value_node, exp.Var) and value_node.name.upper() == "DEFAULT") or (
-                isinstance(value_node, exp.Column)
-                and value_node.name.upper() == "DEFAULT"
-                and not value_node.table
-                and scope.lookup(None, "default") is None
-            ):
-                if col.serial_sequence is not None:
-                    raise unsupported("SET column = DEFAULT on a serial or identity column")
-                value = self.default_expr(table, col)
-            elif col.identity == "a":
+            for target, value in self._assignment_pairs(eq.this, eq.expression, scope):
+                inner = target.this if isinstance(target, exp.Bracket) else target
+                col = table.column(inner.name)
+                if col.id in values and not (
+                    isinstance(target, exp.Bracket) and col.id in subscripted
+                ):
+                    raise SqlError("42601", f'multiple assignments to same column "{col.name}"')
+                if isinstance(target, exp.Bracket):
+                    current = values.get(col.id)
+                    if current is None:
+                        position = target_at + table.columns.index(col)
+                        current = BColumn(col.type, position, col.name)
+                    values[col.id] = self._element_assignment(col, current, target, value, scope)
+                    subscripted.add(col.id)
+                else:
+                    values[col.id] = self._column_assignment(table, col, value, scope)
+        by_id = {c.id: c for c in table.columns}
+        return [(by_id[cid], value) for cid, value in values.items()]
+
+    def _assignment_pairs(
+        self, target: exp.Expression, value: exp.Expression, scope: Scope
+    ) -> list[tuple[exp.Expression, exp.Expression | BExpr]]:
+        """One SET item as (target column, value) pairs: a multiple-column assignment takes
+        its values from a row constructor or, one field each, from a subquery's row."""
+        if isinstance(target, exp.Paren):
+            targets = [target.this]  # ``(b) = ROW(1)``: a list of one column
+        elif isinstance(target, exp.Tuple):
+            targets = list(target.expressions)
+        else:
+            return [(target, value)]
+        fields = row_values.row_items(value)
+        if fields is not None:
+            if len(fields) != len(targets):
                 raise SqlError(
-                    GENERATED_ALWAYS,
-                    f'column "{col.name}" can only be updated to DEFAULT',
-                    detail=f'Column "{col.name}" is an identity column defined as GENERATED '
-                    "ALWAYS.",
+                    "42601",
+                    "number of columns does not match number of values",
                 )
-            else:
-                value = self.exprs.coerce(
-                    self.exprs.bind(value_node, scope), col.type, assignment=True
-                )
-            out.append((col, value))
-        return out
+            return list(zip(targets, fields, strict=True))
+        if isinstance(value, exp.Subquery | exp.Select):
+            row = row_values.row_subquery(self.exprs, value, len(targets), scope)
+            return list(zip(targets, row, strict=True))
+        raise SqlError(
+            FEATURE_NOT_SUPPORTED,  # Postgres's own SQLSTATE for it
+            "source for a multiple-column UPDATE item must be a sub-SELECT or ROW() expression",
+        )
+
+    def _column_assignment(
+        self, table: TableDef, col: ColumnDef, value: exp.Expression | BExpr, scope: Scope
+    ) -> BExpr:
+        """``col = value``: DEFAULT, or the value cast as an assignment."""
+        if isinstance(value, BExpr):
+            return self.exprs.coerce(value, col.type, assignment=True)
+        if (isinstance(value, exp.Var) and value.name.upper() == "DEFAULT") or (
+            isinstance(value, exp.Column)
+            and value.name.upper() == "DEFAULT"
+            and not value.table
+            and scope.lookup(None, "default") is None
+        ):
+            if col.serial_sequence is not None:
+                raise unsupported("SET column = DEFAULT on a serial or identity column")
+            return self.default_expr(table, col)
+        if col.identity == "a":
+            raise SqlError(
+                GENERATED_ALWAYS,
+                f'column "{col.name}" can only be updated to DEFAULT',
+                detail=f'Column "{col.name}" is an identity column defined as GENERATED '
+                "ALWAYS.",
+            )
+        return self.exprs.coerce(self.exprs.bind(value, scope), col.type, assignment=True)
+
+    def _element_assignment(
+        self,
+        col: ColumnDef,
+        current: BExpr,
+        target: exp.Bracket,
+        value: exp.Expression | BExpr,
+        scope: Scope,
+    ) -> BExpr:
+        """``col[i] = v`` or ``col[lo:hi] = arr`` applied to ``current`` (the column's value
+        or an earlier assignment's result)."""
+        if not col.type.array:
+            raise SqlError(
+                DATATYPE_MISMATCH,
+                f'cannot subscript type {col.type} because it does not support subscripting',
+            )
+        if len(target.expressions) != 1:
+            raise unsupported("assignment to an element of a multi-dimensional array")
+        sub = target.expressions[0]
+        bound = value if isinstance(value, BExpr) else self.exprs.bind(value, scope)
+
+        def index(node: exp.Expression | None) -> BExpr:
+            if node is None:
+                return BConst(T.INT4, None)
+            return self.exprs.coerce(self.exprs.bind(node, scope), T.INT4, assignment=True)
+
+        if isinstance(sub, exp.Slice):
+            source = self.exprs.coerce(bound, col.type, assignment=True)
+            args = [current, index(sub.this), index(sub.expression), source]
+            return BCall(col.type, "array_set_slice", array_assignment.set_slice, args, False)
+        element = self.exprs.coerce(bound, col.type.element, assignment=True)
+        args = [current, index(sub), element]
+        return BCall(col.type, "array_set", array_assignment.set_element, args, strict=False)
 
     def _target_query(self, node: exp.Expression, table: TableDef, alias: str) -> _Query:
         cols = [

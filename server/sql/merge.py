@@ -142,7 +142,8 @@ def _bind_when(
             return MergeAction(matched, "delete", condition)
         raise SqlError(SYNTAX_ERROR, f'syntax error at or near "{then.name.split()[0]}"')
     if isinstance(then, exp.Update) and matched:
-        assignments = binder._bind_assignments(then.expressions, table, joined)
+        width = len(source.columns)
+        assignments = binder._bind_assignments(then.expressions, table, joined, width)
         return MergeAction(matched, "update", condition, assignments=assignments)
     if isinstance(then, exp.Insert) and not matched:
         return _bind_insert(binder, then, table, source, condition, overriding)

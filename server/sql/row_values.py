@@ -11,6 +11,7 @@ field's ``>=`` is added, which the expansion implies).
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -55,11 +56,18 @@ def bind_row(binder: ExprBinder, items: list[exp.Expression], scope: Scope) -> B
     fields = []
     for item in items:
         e = binder.bind(item, scope)
+        if _is_table_star(item) and isinstance(e, BCall) and e.name == "row":
+            fields.extend(e.args)  # ROW(t.*, x) takes t's columns as fields, as Postgres does
+            continue
         if e.type.id is TypeId.UNKNOWN:
             e = binder.coerce(e, T.TEXT)
         fields.append(e)
     names = [f"f{i + 1}" for i in range(len(fields))]
     return construct(names, fields)
+
+
+def _is_table_star(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Column) and isinstance(node.this, exp.Star) and bool(node.table)
 
 
 def construct(names: list[str], fields: list[BExpr]) -> BExpr:
@@ -167,3 +175,26 @@ def in_subquery(
     rows = construct(names, columns)
     sub = ProjectRel([OutCol("row", rows.type)], sub, [rows])
     return binder.subquery(SubqueryKind.IN, sub, T.BOOL, arg=construct(names, args))
+
+
+def row_subquery(
+    binder: ExprBinder, query: exp.Expression, width: int, scope: Scope
+) -> list[BExpr]:
+    """The fields of a subquery's single row (``SET (a, b) = (SELECT x, y ...)``): NULLs
+    when it returns no row, 21000 when it returns more than one."""
+    node = query.this if isinstance(query, exp.Subquery) else query
+    sub = binder.binder.bind_query(node, scope)
+    columns = list(sub.columns)
+    if len(columns) != width:
+        raise SqlError(SYNTAX_ERROR, "number of columns does not match number of values")
+    row = construct([c.name for c in columns], [BColumn(c.type, i) for i, c in enumerate(columns)])
+    as_record = ProjectRel([OutCol("row", row.type)], sub, [row])
+    value = binder.subquery(SubqueryKind.SCALAR, as_record, row.type)
+    return [
+        BCall(c.type, "field", functools.partial(_field, i), [value], strict=False)
+        for i, c in enumerate(columns)
+    ]
+
+
+def _field(i: int, row: tuple[object, ...] | None) -> object:
+    return None if row is None else row[i]
