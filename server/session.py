@@ -70,9 +70,11 @@ from percolator.server.settings import (
     serializable_refused,
 )
 from percolator.server.sql import (
+    alter_commands,
     catalog_store,
     comments,
     ddl,
+    ddl_validate,
     enums,
     introspection,
     observer_ddl,
@@ -1499,12 +1501,13 @@ class SqlSession:
                 return await self._create_table_as(node)
         if self.temp_tables.handles(node):
             done = await self.temp_tables.run_ddl(self, node)
-            return _done(self, done.tag, [Notice("00000", n) for n in done.notices])
+            return _done(self, done.tag, [Notice(ddl.notice_sqlstate(n), n) for n in done.notices])
         txn = await self.transaction(writes=True)
         base = await self._catalog_for_ddl(txn)
         before = base
         binder = Binder(base, Params())
         result = ddl.apply_ddl(base, node, binder.exprs.bind_type)
+        ddl_validate.validate(base, result.catalog)
         after = result.catalog
         known = {s.oid for s in before.sequences.values()}
         for seq in result.catalog.sequences.values():
@@ -1515,7 +1518,7 @@ class SqlSession:
             if after.observers:
                 observer_ddl.check_dependencies(after)
             await self._stage_catalog(txn, before, after)
-        notices = [Notice("00000", n) for n in result.notices]
+        notices = [Notice(ddl.notice_sqlstate(n), n) for n in result.notices]
         return _done(self, result.tag, notices)
 
     async def _create_table_as(self, node: exp.Create) -> Any:
@@ -2345,6 +2348,8 @@ def _parse_one(text: str, offset: int) -> Any:
         node.meta["on_commit_drop"] = True
     # Unquoted identifiers fold to lower case, quoted ones keep theirs (as in Postgres).
     node = normalize_identifiers(node, dialect="postgres")
+    if isinstance(node, exp.Command) and (alter := alter_commands.parse(text)) is not None:
+        node = alter  # ALTER TABLE ... RENAME CONSTRAINT and others sqlglot cannot read
     if isinstance(node, exp.Command):
         word = str(node.this).upper()
         raise SqlError(FEATURE_NOT_SUPPORTED, f"{word} is not supported")

@@ -345,6 +345,10 @@ class Catalog:
             or name in self.views
             or self.index(name) is not None
             or name in self.sequences
+            or any(
+                t.primary_key and (t.pk_name or f"{t.name}_pkey") == name
+                for t in self.tables.values()
+            )
         )
 
     def view_by_id(self, view_id: int) -> ViewDef | None:

@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from percolator.server.sql import foreign_key_ddl, sequence_ddl, views
+from percolator.server.sql import (
+    foreign_key_ddl,
+    like_ddl,
+    relation_kinds,
+    rename_ddl,
+    sequence_ddl,
+    views,
+)
 from percolator.server.sql.catalog import (
     Catalog,
     CheckDef,
@@ -173,6 +180,19 @@ def apply_ddl(catalog: Catalog, node: exp.Expression, bind_type: BindType) -> Dd
     raise unsupported(f"statement {type(node).__name__}")
 
 
+def notice_sqlstate(notice: str) -> str:
+    """The SQLSTATE Postgres gives an IF [NOT] EXISTS notice: the duplicate-object code of
+    what already exists (42P07 a relation, 42701 a column, 42710 another object), 00000 for
+    what does not exist."""
+    if not notice.endswith("already exists, skipping"):
+        return "00000"
+    if notice.startswith("relation "):
+        return DUPLICATE_TABLE
+    if notice.startswith("column "):
+        return DUPLICATE_COLUMN
+    return "42710"
+
+
 def is_ddl(node: exp.Expression) -> bool:
     return isinstance(node, exp.Create | exp.Drop | exp.Alter | exp.TruncateTable)
 
@@ -220,6 +240,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
     checks: list[CheckDef] = []
     sequences: list[SequenceDef] = []
     references: list[tuple[str | None, list[str], exp.Reference]] = []
+    like_indexes: list[tuple[list[str], bool, tuple[bool, ...]]] = []
     next_col = 1
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
@@ -249,6 +270,29 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
             if seq is not None:
                 seq_oid, catalog = catalog.allocate_id()
                 sequences.append(SequenceDef(seq, seq_oid + 16384, name))
+        elif isinstance(item, exp.LikeProperty):
+            like = like_ddl.like(catalog, item)
+            for col in like.columns:
+                if any(c.name == col.name for c in columns):
+                    raise SqlError(
+                        DUPLICATE_COLUMN, f'column "{col.name}" specified more than once'
+                    )
+                seq = f"{name}_{col.name}_seq" if col.identity is not None else None
+                columns.append(dataclasses.replace(col, id=next_col, serial_sequence=seq))
+                next_col += 1
+                if seq is not None:
+                    seq_oid, catalog = catalog.allocate_id()
+                    sequences.append(SequenceDef(seq, seq_oid + 16384, name))
+            if like.primary_key:
+                if pk:
+                    raise SqlError(
+                        INVALID_TABLE_DEFINITION,
+                        f'multiple primary keys for table "{name}" are not allowed',
+                    )
+                pk = [_col_id(columns, c, name) for c in like.primary_key]
+            uniques += [([_col_id(columns, c, name) for c in u], None) for u in like.uniques]
+            checks.extend(like.checks)
+            like_indexes += like.indexes
         elif (fk := _foreign_key_clause(item)) is not None:
             references.append(fk)
         else:
@@ -264,7 +308,8 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
             elif kind == "unique":
                 uniques.append(([_col_id(columns, c, name) for c in cols], cname))
             elif kind == "check":
-                checks.append(CheckDef(cname or f"{name}_check", check_sql or ""))
+                check_sql = check_sql or ""
+                checks.append(CheckDef(cname or _check_stem(name, check_sql), check_sql))
     if not columns:
         raise unsupported("a table with no columns")
     for cid in pk:
@@ -293,6 +338,13 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
         if tuple(sorted(cols)) == tuple(sorted(pk)):
             continue
         table, catalog, _ = _add_index(catalog, table, index_name, cols, True, constraint=True)
+    for cols_named, unique, descending in like_indexes:
+        ids = [_col_id(columns, c, name) for c in cols_named]
+        taken = _relation_names(catalog) | {ix.name for ix in table.indexes}
+        index_name = _free_name(f"{name}_{'_'.join(cols_named)}_idx", taken)
+        table, catalog, _ = _add_index(
+            catalog, table, index_name, ids, unique, descending=descending
+        )
     for cname, cols_named, ref in references:
         fk = foreign_key_ddl.foreign_key(catalog, table, cname, cols_named, ref)
         table = foreign_key_ddl.add(catalog, table, fk)
@@ -336,6 +388,14 @@ def _reject_properties(node: exp.Create) -> None:
             raise unsupported("partitioned tables")
 
 
+def _relation_names(catalog: Catalog) -> set[str]:
+    """Every name a new relation (index) may not take."""
+    names = set(catalog.tables) | set(catalog.views) | set(catalog.sequences)
+    names |= {ix.name for _, ix in catalog.all_indexes()}
+    names |= {rename_ddl.pk_constraint_name(t) for t in catalog.tables.values() if t.primary_key}
+    return names
+
+
 def _unique_name(catalog: Catalog, table: TableDef, cols: list[int]) -> str:
     names = "_".join(table.column_by_id(c).name for c in cols) if table.columns else ""
     base = f"{table.name}_{names}_key"
@@ -347,20 +407,37 @@ def _unique_name(catalog: Catalog, table: TableDef, cols: list[int]) -> str:
     return name
 
 
+def _check_stem(table: str, check_sql: str) -> str:
+    """Postgres's name for an unnamed CHECK constraint: ``<table>_<column>_check`` when the
+    expression reads one column, else ``<table>_check`` (numbered by the caller)."""
+    columns = {c.name for c in exp.maybe_parse(check_sql, dialect="postgres").find_all(exp.Column)}
+    if len(columns) == 1:
+        return f"{table}_{columns.pop()}_check"
+    return f"{table}_check"
+
+
+def _free_name(base: str, taken: Collection[str]) -> str:
+    """``base``, or ``base`` numbered from 1 when it is ``taken``."""
+    name, n = base, 1
+    while name in taken:
+        name = f"{base}{n}"
+        n += 1
+    return name
+
+
 def _name_checks(table: str, checks: list[CheckDef], columns: list[ColumnDef]) -> list[CheckDef]:
+    """The CREATE TABLE's checks, the generated names numbered apart; two given the same name
+    by the statement are refused (42710), as in Postgres."""
+    generated = {f"{table}_check"} | {f"{table}_{c.name}_check" for c in columns}
     out = []
     used: set[str] = set()
     for ck in checks:
-        name = ck.name
-        if name == f"{table}_check" or not name:
-            name = f"{table}_check"
-        base = name
-        n = 1
-        while name in used:
-            name = f"{base}{n}"
-            n += 1
+        name = ck.name or f"{table}_check"
+        if name in used and name not in generated:
+            raise SqlError("42710", f'check constraint "{name}" already exists')
+        name = _free_name(name, used)
         used.add(name)
-        out.append(CheckDef(name, ck.expression))
+        out.append(dataclasses.replace(ck, name=name))
     return out
 
 
@@ -384,10 +461,17 @@ class ColumnSpec:
     """REFERENCES clauses, with their constraint names."""
 
 
+_SYSTEM_COLUMNS = frozenset({"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"})
+
+
 def _column(
     catalog: Catalog, table: str, node: exp.ColumnDef, col_id: int, bind_type: BindType
 ) -> ColumnSpec:
     name = _check_name(node.name)
+    if name in _SYSTEM_COLUMNS:
+        raise SqlError(
+            DUPLICATE_COLUMN, f'column name "{name}" conflicts with a system column name'
+        )
     kind = node.args.get("kind")
     if kind is None:
         raise SqlError(SYNTAX_ERROR, f'column "{name}" has no type')
@@ -603,6 +687,8 @@ def _drop_index(catalog: Catalog, node: exp.Drop) -> DdlResult:
         name = t.name
         found = catalog.index(name)
         if found is None:
+            _refuse_primary_key_index(catalog, name)
+            relation_kinds.check_kind(catalog, name, "index")
             if node.args.get("exists"):
                 notices.append(f'index "{name}" does not exist, skipping')
                 continue
@@ -620,6 +706,18 @@ def _drop_index(catalog: Catalog, node: exp.Drop) -> DdlResult:
     return DdlResult(catalog, "DROP INDEX", notices=notices)
 
 
+def _refuse_primary_key_index(catalog: Catalog, name: str) -> None:
+    """2BP01 for DROP INDEX of a primary key's index, as Postgres says it."""
+    for table in catalog.tables.values():
+        if table.primary_key and rename_ddl.pk_constraint_name(table) == name:
+            raise SqlError(
+                DEPENDENT_OBJECTS_STILL_EXIST,
+                f"cannot drop index {name} because constraint {name} on table {table.name} "
+                "requires it",
+                hint=f"You can drop constraint {name} on table {table.name} instead.",
+            )
+
+
 # -- DROP / TRUNCATE ------------------------------------------------------------------------
 
 
@@ -628,12 +726,7 @@ def _drop_tables(catalog: Catalog, node: exp.Drop) -> DdlResult:
     targets = [_table_name(t) for t in node.expressions or node.args.get("tables") or []]
     for name in targets:
         if name not in catalog.tables:
-            if name in catalog.views:
-                raise SqlError(
-                    WRONG_OBJECT_TYPE,
-                    f'"{name}" is not a table',
-                    hint="Use DROP VIEW to remove a view.",
-                )
+            relation_kinds.check_kind(catalog, name, "table")
             if node.args.get("exists"):
                 notices.append(f'table "{name}" does not exist, skipping')
                 continue
@@ -744,12 +837,16 @@ def _alter_table(catalog: Catalog, node: exp.Alter, bind_type: BindType) -> DdlR
     kind = (node.args.get("kind") or "TABLE").upper()
     name = _table_name(node.this)
     renames = [isinstance(a, exp.AlterRename) for a in node.args.get("actions") or []]
+    if kind == "INDEX" and not (name in catalog.tables or name in catalog.views):
+        return _alter_index(catalog, node, name, renames)
     if kind == "VIEW" or (name in catalog.views and renames == [True]):
         # ALTER TABLE ... RENAME TO renames a view too, as in Postgres.
         notices: list[str] = []
         return DdlResult(views.alter_view(catalog, node, notices), f"ALTER {kind}", [], notices)
-    if kind != "TABLE":
+    if kind not in ("TABLE", "INDEX"):
         raise unsupported(f"ALTER {kind}")
+    if kind == "INDEX" and renames != [True]:
+        raise unsupported("ALTER INDEX other than RENAME TO")
     if name in catalog.sequences and name not in catalog.tables:
         # ALTER TABLE ... RENAME TO renames a sequence too, as in Postgres; nothing else does.
         if renames != [True]:
@@ -768,8 +865,52 @@ def _alter_table(catalog: Catalog, node: exp.Alter, bind_type: BindType) -> DdlR
     notices: list[str] = []
     for action in node.args.get("actions") or []:
         table = catalog.table(name)
+        first = len(actions)
         catalog, name = _alter_action(catalog, table, action, bind_type, actions, notices)
-    return DdlResult(catalog, "ALTER TABLE", actions, notices)
+        if node.args.get("not_valid") and isinstance(action, exp.AddConstraint):
+            # NOT VALID: the existing rows are checked by VALIDATE CONSTRAINT, not now.
+            actions[first:] = [a for a in actions[first:] if not _validates_constraint(a)]
+    return DdlResult(catalog, f"ALTER {kind}", actions, notices)
+
+
+def _validates_constraint(action: DataAction) -> bool:
+    """Whether the action checks existing rows against a CHECK or FOREIGN KEY."""
+    return isinstance(action, ValidateForeignKey) or (
+        isinstance(action, ValidateRows) and action.check is not None
+    )
+
+
+def _alter_index(catalog: Catalog, node: exp.Alter, name: str, renames: list[bool]) -> DdlResult:
+    """ALTER INDEX [IF EXISTS] name RENAME TO new (an index or a primary key's). ALTER
+    INDEX on a table or view renames it, as in Postgres; the caller does that."""
+    if renames != [True]:
+        raise unsupported("ALTER INDEX other than RENAME TO")
+    new = _table_name(node.args["actions"][0].this)
+    renamed = rename_ddl.rename_index(catalog, name, new)
+    if renamed is not None:
+        return DdlResult(renamed, "ALTER INDEX")
+    if name in catalog.sequences:
+        return DdlResult(sequence_ddl.rename(catalog, catalog.sequences[name], new), "ALTER INDEX")
+    if node.args.get("exists"):
+        return DdlResult(
+            catalog, "ALTER INDEX", notices=[f'relation "{name}" does not exist, skipping']
+        )
+    raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
+
+
+def _new_column_checks(table: TableDef, col: ColumnDef, checks: list[CheckDef]) -> list[CheckDef]:
+    """The CHECK constraints of ADD COLUMN: an unnamed one numbered past the table's
+    constraint names, a named one refused (42710) if the table has that name."""
+    taken = foreign_key_ddl.constraint_names(table)
+    out = []
+    for ck in checks:
+        if ck.name == f"{table.name}_{col.name}_check":
+            ck = dataclasses.replace(ck, name=_free_name(ck.name, taken))
+        else:
+            rename_ddl.check_new_constraint_name(table, ck.name)
+        taken.add(ck.name)
+        out.append(ck)
+    return out
 
 
 def _alter_action(
@@ -801,6 +942,7 @@ def _alter_action(
         )
         if is_pk:
             raise unsupported("ADD COLUMN ... PRIMARY KEY")
+        checks = _new_column_checks(table, col, checks)
         table = table.replace(
             columns=(*table.columns, col),
             next_column_id=table.next_column_id + 1,
@@ -876,7 +1018,9 @@ def _alter_action(
     if isinstance(action, exp.RenameColumn):
         old = action.this.name
         new = action.args["to"].name
-        col = table.column(old)
+        col = table.find_column(old)
+        if col is None:
+            raise SqlError(UNDEFINED_COLUMN, f'column "{old}" does not exist')
         if table.find_column(new) is not None:
             raise SqlError(
                 DUPLICATE_COLUMN, f'column "{new}" of relation "{table.name}" already exists'
@@ -892,10 +1036,30 @@ def _alter_action(
             raise SqlError(DUPLICATE_TABLE, f'relation "{new}" already exists')
         # without_table drops the sequences the table owns: they come back owned by ``new``.
         owned = [s for s in catalog.sequences.values() if s.table == table.name]
-        catalog = catalog.without_table(table.name).with_table(table.replace(name=new))
+        # The primary key's index keeps its name, as in Postgres (it is not "<new>_pkey").
+        pk_name = rename_ddl.pk_constraint_name(table) if table.primary_key else None
+        renamed = table.replace(name=new, pk_name=pk_name)
+        catalog = catalog.without_table(table.name).with_table(renamed)
         for s in owned:
             catalog = catalog.with_sequence(dataclasses.replace(s, table=new))
         return views.rename_relation(catalog, table.name, new, {table.id}, set()), new
+    if isinstance(action, rename_ddl.RenameConstraint):
+        old, new = action.this.name, action.args["to"].name
+        return rename_ddl.rename_constraint(catalog, table, old, new), table.name
+    if isinstance(action, rename_ddl.ValidateConstraint):
+        name = action.this.name
+        rename_ddl.validate_constraint(table, name)
+        for ck in table.checks:
+            if ck.name == name:
+                actions.append(ValidateRows(table.name, check=ck))
+        for fk in table.foreign_keys:
+            if fk.name == name:
+                actions.append(ValidateForeignKey(table.name, fk))
+        return catalog, table.name
+    if isinstance(action, rename_ddl.IgnoredAction):
+        if (column := action.args.get("column")) is not None:
+            table.column(column.name)  # 42703 for a missing one
+        return catalog, table.name
     if isinstance(action, exp.AddConstraint):
         for c in action.expressions:
             if (clause := _foreign_key_clause(c)) is not None:
@@ -906,12 +1070,16 @@ def _alter_action(
                 catalog = catalog.with_table(table)
                 continue
             kind, cols, cname, check_sql = _table_constraint(c)
+            if cname is not None:
+                rename_ddl.check_new_constraint(catalog, table, cname, kind != "check")
             if kind == "pk":
                 if table.primary_key:
                     raise SqlError(
                         INVALID_TABLE_DEFINITION,
                         f'multiple primary keys for table "{table.name}" are not allowed',
                     )
+                if cname is None:
+                    cname = _free_name(f"{table.name}_pkey", _relation_names(catalog))
                 ids = [table.column(n).id for n in cols]
                 for cid in ids:
                     if key_type(table.column_by_id(cid).type) is None:
@@ -951,7 +1119,11 @@ def _alter_action(
                 actions.append(BuildIndex(table.name, index))
                 catalog = catalog.with_table(table)
             elif kind == "check":
-                ck = CheckDef(cname or f"{table.name}_check", check_sql or "")
+                taken = foreign_key_ddl.constraint_names(table)
+                ck = CheckDef(
+                    cname or _free_name(_check_stem(table.name, check_sql or ""), taken),
+                    check_sql or "",
+                )
                 table = table.replace(checks=(*table.checks, ck))
                 actions.append(ValidateRows(table.name, check=ck))
                 catalog = catalog.with_table(table)

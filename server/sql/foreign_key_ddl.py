@@ -12,13 +12,14 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from percolator.server.sql.catalog import Catalog, FkAction, ForeignKeyDef, TableDef
+from percolator.server.sql.catalog import Catalog, ColumnDef, FkAction, ForeignKeyDef, TableDef
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
     DEPENDENT_OBJECTS_STILL_EXIST,
     FEATURE_NOT_SUPPORTED,
     INVALID_FOREIGN_KEY,
     SYNTAX_ERROR,
+    UNDEFINED_COLUMN,
     UNDEFINED_TABLE,
     SqlError,
     unsupported,
@@ -55,9 +56,9 @@ def foreign_key(
     parent = table if ref_name == table.name else catalog.tables.get(ref_name)
     if parent is None:
         raise SqlError(UNDEFINED_TABLE, f'relation "{ref_name}" does not exist')
-    columns = [table.column(n) for n in column_names]
+    columns = [_key_column(table, n) for n in column_names]
     if ref_names:
-        ref_columns = [parent.column(n) for n in ref_names]
+        ref_columns = [_key_column(parent, n) for n in ref_names]
     elif parent.primary_key:
         ref_columns = [parent.column_by_id(c) for c in parent.primary_key]
     else:
@@ -153,6 +154,16 @@ def _options(reference: exp.Reference) -> _Options:
         raise SqlError(SYNTAX_ERROR, "constraint declared INITIALLY DEFERRED must be DEFERRABLE")
     # INITIALLY DEFERRED alone implies DEFERRABLE, as in Postgres.
     return _Options(on_delete, on_update, deferrable or initially_deferred, initially_deferred)
+
+
+def _key_column(table: TableDef, name: str) -> ColumnDef:
+    """A column a foreign key names, or 42703 as Postgres words it."""
+    col = table.find_column(name)
+    if col is None:
+        raise SqlError(
+            UNDEFINED_COLUMN, f'column "{name}" referenced in foreign key constraint does not exist'
+        )
+    return col
 
 
 def default_name(table: TableDef, column_names: Sequence[str]) -> str:

@@ -18,6 +18,7 @@ from percolator.server.sql.errors import (
     unsupported,
 )
 from percolator.server.sql.quoting import quote_ident
+from percolator.server.sql.relation_kinds import check_kind as _check_kind
 from percolator.server.sql.sequence_functions import sequence_name
 
 _TYPE_LIMITS = {
@@ -213,6 +214,7 @@ def drop(catalog: Catalog, stmt: DropSequence) -> tuple[Catalog, list[str]]:
     for name in stmt.names:
         seq = sequences.get(name)
         if seq is None:
+            _check_kind(catalog, name, "sequence")
             if stmt.if_exists:
                 notices.append(f'sequence "{name}" does not exist, skipping')
                 continue

@@ -37,6 +37,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.schema import MappingSchema
 
+from percolator.server.sql import relation_kinds
 from percolator.server.sql.bound import BColumn, OutCol, ProjectRel, Rel
 from percolator.server.sql.catalog import Catalog, TableDef, ViewColumn, ViewDef
 from percolator.server.sql.errors import (
@@ -259,12 +260,7 @@ def drop_views(catalog: Catalog, node: exp.Drop, notices: list[str]) -> Catalog:
     for name in targets:
         view = catalog.views.get(name)
         if view is None:
-            if name in catalog.tables:
-                raise SqlError(
-                    WRONG_OBJECT_TYPE,
-                    f'"{name}" is not a view',
-                    hint="Use DROP TABLE to remove a table.",
-                )
+            relation_kinds.check_kind(catalog, name, "view")
             if node.args.get("exists"):
                 notices.append(f'view "{name}" does not exist, skipping')
                 continue
