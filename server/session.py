@@ -67,7 +67,6 @@ from percolator.server.settings import (
     normalize,
     parse_duration_ms,
     reported_name,
-    serializable_refused,
 )
 from percolator.server.sql import (
     alter_commands,
@@ -941,6 +940,12 @@ class SqlSession:
         self.guard_catalog(txn)
         return txn
 
+    def _serializable(self, txn: Transaction) -> None:
+        """SERIALIZABLE is snapshot isolation whose commit checks what it read
+        (txn/read_set.py); a read-only one needs nothing more."""
+        if self.isolation == "serializable" and not self.read_only:
+            txn.track_reads()
+
     def guard_catalog(self, txn: Transaction) -> None:
         """Make ``txn`` check, with its first read, that this session's statements were
         planned with the catalog of its snapshot or a newer one (see _check_catalog)."""
@@ -976,6 +981,7 @@ class SqlSession:
             if not self.block:
                 self.isolation = self.settings["default_transaction_isolation"]
                 self.read_only = self.settings["default_transaction_read_only"] == "on"
+            self._serializable(self.txn)
         elif self.isolation in ("read committed", "read uncommitted"):
             if self.cursors:
                 await self.cursors.settle()  # they read the snapshot of their DECLARE
@@ -1986,8 +1992,6 @@ class SqlSession:
                 "BEGIN",
                 [_warning(ACTIVE_SQL_TRANSACTION, "there is already a transaction in progress")],
             )
-        if modes.isolation is utility.IsolationLevel.SERIALIZABLE:
-            raise serializable_refused()
         self.block = True
         self.failed = False
         self.savepoints = []
@@ -2008,6 +2012,7 @@ class SqlSession:
         if self.txn is None:
             self.txn = await self._new_transaction()
             self.txn_time = dt.datetime.now(dt.UTC)
+            self._serializable(self.txn)
         return self.txn
 
     def _savepoint_index(self, name: str) -> int:
@@ -2018,8 +2023,6 @@ class SqlSession:
 
     def _set_transaction(self, stmt: utility.SetTransaction) -> None:
         modes = stmt.modes
-        if modes.isolation is utility.IsolationLevel.SERIALIZABLE:
-            raise serializable_refused()
         if stmt.session:
             if modes.isolation is not None:
                 self._set("default_transaction_isolation", modes.isolation.value)
@@ -2057,8 +2060,6 @@ class SqlSession:
         key = name.lower()
         if key == "transaction_isolation":
             level = value.lower()
-            if level == "serializable":
-                raise serializable_refused()
             self.isolation = level
             return
         if key == "transaction_read_only":

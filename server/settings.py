@@ -149,8 +149,6 @@ def normalize(name: str, value: str) -> str:
             raise SqlError(
                 INVALID_PARAMETER_VALUE, f'invalid value for parameter "{name}": "{value}"'
             )
-        if level == "serializable":
-            raise serializable_refused()
         return level
     return value
 
@@ -170,16 +168,6 @@ def _extra_float_digits(name: str, value: str) -> str:
             f'{n} is outside the valid range for parameter "{name}" (-15 .. 3)',
         )
     return str(n)
-
-
-def serializable_refused() -> SqlError:
-    return SqlError(
-        FEATURE_NOT_SUPPORTED,
-        "SERIALIZABLE isolation is not supported",
-        detail="Transactions run under snapshot isolation (REPEATABLE READ), "
-        "which allows write skew.",
-        hint="Use REPEATABLE READ and lock the rows you read with SELECT ... FOR UPDATE.",
-    )
 
 
 @functools.lru_cache(maxsize=64)  # read for every statement (statement_timeout)

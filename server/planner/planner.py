@@ -518,7 +518,10 @@ class Planner:
         project = rel.input
         locked = _locked_table_below(project.input) if isinstance(project, ProjectRel) else None
         if locked is None:
-            return Sort(self.plan(rel.input), keys)
+            child = self.plan(rel.input)
+            if _sorted_by_primary_key(rel) and _reads_in_key_order(child):
+                return child  # the scan yields the rows in this order already
+            return Sort(child, keys)
         # FOR UPDATE on a sorted table: lock after the sort, row by row as rows are taken, not
         # every row the scan reads (a job queue's ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED).
         # The projection keeps each row's key, as a last value, for the LockRows above.
@@ -773,6 +776,51 @@ def _point_keys(
         return out
 
     return keys
+
+
+_KEY_ORDERED_TYPES = frozenset(
+    {
+        TypeId.INT2, TypeId.INT4, TypeId.INT8, TypeId.TEXT, TypeId.VARCHAR, TypeId.DATE,
+        TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.UUID, TypeId.BOOL, TypeId.NUMERIC,
+        TypeId.BYTEA,
+    }
+)  # fmt: skip
+"""Key column types whose memcomparable encoding orders as ORDER BY does (keycodec.py)."""
+
+
+def _sorted_by_primary_key(rel: SortRel) -> bool:
+    """Whether ``rel`` sorts a single table's rows ascending by a prefix of its primary key,
+    which is the order its scans and point gets produce them in (keys are memcomparable)."""
+    project = rel.input
+    if not isinstance(project, ProjectRel):
+        return False
+    source = project.input
+    while isinstance(source, FilterRel):
+        source = source.input
+    if not isinstance(source, TableRel) or not source.table.primary_key:
+        return False
+    table = source.table
+    pk = [table.position(c) for c in table.primary_key]
+    if not rel.keys or len(rel.keys) > len(pk):
+        return False
+    for key, position in zip(rel.keys, pk, strict=False):
+        if key.descending or key.nulls_first or not isinstance(key.expr, BColumn):
+            return False
+        e = project.exprs[key.expr.index]
+        if not isinstance(e, BColumn) or e.index != position:
+            return False
+        t = table.columns[position].type
+        if t.array or t.id not in _KEY_ORDERED_TYPES:
+            return False
+    return True
+
+
+def _reads_in_key_order(node: Node) -> bool:
+    """Whether ``node`` yields its table's rows in primary-key order: a scan or a point get,
+    under projections and filters (an index lookup yields them in the index's order)."""
+    while isinstance(node, Project | Filter):
+        node = node.input
+    return isinstance(node, TableScan | PointGet)
 
 
 def _key_alternatives(filters: list[BExpr], pk: list[int]) -> list[dict[int, BExpr]] | None:

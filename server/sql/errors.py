@@ -138,8 +138,9 @@ def from_exception(exc: BaseException) -> SqlError:
         # account (which cell, which timestamps) goes to DETAIL.
         return SqlError(
             SERIALIZATION_FAILURE,
-            "could not serialize access due to concurrent update",
+            getattr(exc, "pg_message", "could not serialize access due to concurrent update"),
             detail=str(exc),
+            hint=getattr(exc, "pg_hint", None),
         )
     if isinstance(sqlstate, str) and len(sqlstate) == 5:
         detail = getattr(exc, "detail", None)

@@ -47,7 +47,7 @@ from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.row_locks import LocalRowLockTable, RowLocks
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.split_points import quantile_points
-from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
+from percolator.server.storage.store import PURGE_ROWS, CellStore, RowRange, StoreStats
 
 _LOCKS_PER_STATEMENT = 1024
 """As the Postgres store's LOCKS_PER_STATEMENT, for counting round trips the same way."""
@@ -422,6 +422,33 @@ class MemoryCellStore(CellStore):
         if after is not None:
             changes = [c for c in changes if c.cursor > after]
         return changes[:limit]
+
+    async def first_change(
+        self,
+        table: str,
+        ranges: Sequence[RowRange],
+        after_ts: int,
+        upto_ts: int,
+        own_start_ts: int,
+    ) -> CellKey | None:
+        self.stats.round_trips["first_change"] += self._shards
+        writes = (WriteKind.PUT, WriteKind.DELETE)
+        for key, cell in sorted(self._cells.items()):
+            if key.table != table or not any(
+                r.start <= key.row and (r.end is None or key.row < r.end) for r in ranges
+            ):
+                continue
+            lock = cell.lock
+            if lock is not None and lock.info.start_ts != own_start_ts and lock.info.kind in writes:
+                return key
+            if any(
+                w.kind in writes
+                and after_ts < w.commit_ts <= upto_ts
+                and w.start_ts != own_start_ts
+                for w in cell.writes
+            ):
+                return key
+        return None
 
     async def oldest_lock(self, table: str) -> LockInfo | None:
         self.stats.round_trips["oldest_lock"] += self._shards

@@ -71,7 +71,7 @@ from percolator.server.storage.schema import MIGRATION_LOCK_KEY, MIGRATIONS, SCH
 from percolator.server.storage.sharding import row_hash, shard_for
 from percolator.server.storage.split_points import merge_split_points
 from percolator.server.storage.statement_batcher import StatementBatcher
-from percolator.server.storage.store import PURGE_ROWS, CellStore, StoreStats
+from percolator.server.storage.store import PURGE_ROWS, CellStore, RowRange, StoreStats
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -369,6 +369,22 @@ SELECT true, NULL, NULL, NULL, {_SAFE_POINT}, NULL, NULL"""
 
 
 _SCAN_CHANGES_SQL = {first: _scan_changes_sql(first) for first in (True, False)}
+
+_FIRST_CHANGE = """
+WITH r AS (SELECT * FROM unnest($2::bytea[], $3::bytea[]) AS r(lo, hi))
+(SELECT l.rkey, l.col FROM percolator_lock l JOIN r ON l.rkey >= r.lo
+    AND (r.hi IS NULL OR l.rkey < r.hi)
+ WHERE l.tbl = $1 AND l.kind IN (1, 2) AND l.start_ts <> $6 LIMIT 1)
+UNION ALL
+(SELECT w.rkey, w.col FROM percolator_write w JOIN r ON w.rkey >= r.lo
+    AND (r.hi IS NULL OR w.rkey < r.hi)
+ WHERE w.tbl = $1 AND w.kind IN (1, 2) AND w.commit_ts > $4 AND w.commit_ts <= $5
+    AND w.start_ts <> $6 LIMIT 1)
+LIMIT 1"""
+"""A SERIALIZABLE commit's check of a table's read ranges: $1 table, $2 / $3 the ranges'
+starts and ends (NULL: the table's end), $4 / $5 the window of commit timestamps, $6 the
+transaction's own start_ts. Recent records are found through ``percolator_write_changes``
+((tbl, commit_ts, ...) for PUT and DELETE records), locks through the lock table's key."""
 
 
 def _scan_sql(first: bool, bounded: bool) -> str:
@@ -1396,6 +1412,29 @@ class PostgresCellStore(CellStore):
         # at `limit` gives the global first `limit`.
         merged = heapq.merge(*changes, key=lambda c: c.cursor)
         return list(itertools.islice(merged, limit))
+
+    async def first_change(
+        self,
+        table: str,
+        ranges: Sequence[RowRange],
+        after_ts: int,
+        upto_ts: int,
+        own_start_ts: int,
+    ) -> CellKey | None:
+        if not ranges:
+            return None
+        starts = [r.start for r in ranges]
+        ends = [r.end for r in ranges]
+        per_shard = await self._on_every_shard(
+            "first_change",
+            lambda conn: conn.fetchrow(
+                _FIRST_CHANGE, table, starts, ends, after_ts, upto_ts, own_start_ts
+            ),
+        )
+        for r in per_shard:
+            if r is not None:
+                return CellKey(table, r["rkey"], r["col"])
+        return None
 
     async def oldest_lock(self, table: str) -> LockInfo | None:
         per_shard = await self._on_every_shard(

@@ -100,6 +100,13 @@ WITH_PRIMARY_CELLS = 1024
 up the commit point for what the background committer does after it."""
 
 
+class RowRange(NamedTuple):
+    """Row keys [start, end) of a table; ``end`` None: to the table's end."""
+
+    start: bytes
+    end: bytes | None
+
+
 class PrimaryCommit(NamedTuple):
     """The outcome of :meth:`CellStore.commit_primary`."""
 
@@ -354,6 +361,22 @@ class CellStore(abc.ABC):
         are locks, not yet records). Raises SnapshotTooOld when after_ts is below the GC safe
         point. One round trip per shard.
         """
+
+    @abc.abstractmethod
+    async def first_change(
+        self,
+        table: str,
+        ranges: Sequence[RowRange],
+        after_ts: int,
+        upto_ts: int,
+        own_start_ts: int,
+    ) -> CellKey | None:
+        """A cell of ``table`` in one of ``ranges`` that another transaction changed or is
+        changing: one it holds a PUT or DELETE lock on, or one with a PUT or DELETE record
+        committed in (after_ts, upto_ts]; None if there is none (a SERIALIZABLE commit's
+        check of what it read). Locks and records of ``own_start_ts`` do not count. One
+        round trip per shard, each one snapshot: a lock that a commit moves to a record in
+        the meantime is seen as one or the other."""
 
     @abc.abstractmethod
     async def oldest_lock(self, table: str) -> LockInfo | None:

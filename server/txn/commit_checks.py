@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from percolator.server.storage.cells import CellKey, CellRead, Mutation, WriteKind
 from percolator.server.storage.errors import SnapshotTooOld
 from percolator.server.storage.store import CellStore
-from percolator.server.txn.errors import WriteConflict
+from percolator.server.txn.errors import SerializationFailure, WriteConflict
+from percolator.server.txn.read_set import ReadSet
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,15 @@ class StillAbsent:
     matches: Callable[[bytes, bytes], bool] | None = None
 
 
-CommitCheck = StillPresent | StillAbsent
+@dataclass(frozen=True)
+class Unchanged:
+    """SERIALIZABLE: nothing in ``reads`` may have been changed by another transaction since
+    start_ts (a committed PUT or DELETE before commit_ts, or a write lock: see read_set.py)."""
+
+    reads: ReadSet
+
+
+CommitCheck = StillPresent | StillAbsent | Unchanged
 
 
 async def run_checks(
@@ -74,6 +83,20 @@ async def run_checks(
     for check in checks:
         if isinstance(check, StillAbsent):
             await _check_absent(store, start_ts, commit_ts, check, own)
+        elif isinstance(check, Unchanged):
+            await _check_unchanged(store, start_ts, commit_ts, check.reads)
+
+
+async def _check_unchanged(store: CellStore, start_ts: int, commit_ts: int, reads: ReadSet) -> None:
+    """Why it is enough, as for the checks above: of two writers that read what the other
+    writes, the one checking later runs after the other's prewrite and finds its lock or,
+    if the other committed first (below our commit_ts), its record."""
+    for table in reads.tables():
+        changed = await store.first_change(
+            table, reads.ranges(table), start_ts, commit_ts, start_ts
+        )
+        if changed is not None:
+            raise SerializationFailure(changed, start_ts, commit_ts)
 
 
 async def _check_absent(

@@ -30,6 +30,24 @@ class WriteConflict(Retryable):
         self.conflict_ts = conflict_ts
 
 
+class SerializationFailure(WriteConflict):
+    """A SERIALIZABLE transaction read something another transaction changed before it could
+    commit (a read-write dependency that could close a cycle)."""
+
+    pg_message = "could not serialize access due to read/write dependencies among transactions"
+    pg_hint = "The transaction might succeed if retried."
+
+    def __init__(self, key: CellKey, start_ts: int, commit_ts: int) -> None:
+        Retryable.__init__(
+            self,
+            f"{describe_key(key)}, read by the transaction with start_ts {start_ts}, was "
+            f"changed by another before its commit at ts {commit_ts}; retry the transaction",
+        )
+        self.key = key
+        self.start_ts = start_ts
+        self.conflict_ts = commit_ts
+
+
 class TransactionAborted(Retryable):
     """The transaction was rolled back by another party (its locks expired) before commit."""
 

@@ -48,7 +48,7 @@ from percolator.server.storage.row_locks import (
     RowLockUnavailable as RowLockUnavailable,  # raised by lock_rows; the SQL layer catches it
 )
 from percolator.server.storage.store import CellStore
-from percolator.server.txn.commit_checks import CommitCheck
+from percolator.server.txn.commit_checks import CommitCheck, Unchanged
 from percolator.server.txn.committer import TwoPhaseCommitter
 from percolator.server.txn.config import TxnConfig
 from percolator.server.txn.errors import (
@@ -60,6 +60,7 @@ from percolator.server.txn.errors import (
     WriteConflict,
 )
 from percolator.server.txn.lock_resolver import LockResolver
+from percolator.server.txn.read_set import ReadSet, ScanClaim
 from percolator.server.txn.secondary_committer import SecondaryCommitter
 from percolator.server.txn.timestamps import TimestampSource
 
@@ -230,12 +231,20 @@ class Transaction:
         """While a statement may be undone: each key's buffered write before it."""
         self._decided_at: int | None = None
         """Inside :meth:`deciding_at`: the snapshot the writes being buffered were decided on."""
+        self.read_set: ReadSet | None = None
+        """What this transaction read, when it is SERIALIZABLE (see :meth:`track_reads`)."""
         self._locked_until: dict[CellKey, int] = {}
         """Row cells with a LOCK record committed after start_ts, found when this transaction
         took their row locks: writes of them are conflict-checked from after it (see
         :meth:`lock_rows`)."""
 
     # -- reads ---------------------------------------------------------------------------------
+
+    def track_reads(self) -> None:
+        """Make this transaction SERIALIZABLE: keep what it reads from the store, and have its
+        commit check, if it writes, that none of it changed since its snapshot (read_set.py).
+        Call before its first read."""
+        self.read_set = ReadSet()
 
     async def get(self, table: str, row: bytes, column: str) -> bytes | None:
         """The value of one cell in this transaction's snapshot (None if absent)."""
@@ -369,6 +378,8 @@ class Transaction:
         :meth:`has_write`). One round trip per shard; a lock on the range counts as a record,
         unresolved (the caller falls back to reading the cells it cares about)."""
         self._check_active()
+        if self.read_set is not None:
+            self.read_set.add_range(table, start, end)
         store = self._s.store
         pages = store.scan_packed(self.read_ts, table, start, end, [column], page_size=16)
         try:
@@ -417,22 +428,32 @@ class Transaction:
     ) -> AsyncIterator[list[Row]]:
         own = self._own_writes_in(table, start, end, columns)
         if own:
+            claim = self._claim_scan(table, start)
             page: list[Row] = []
             async for row in self._scan_merged(table, start, end, columns, own):
+                if claim is not None:
+                    claim.reached(row[0])
                 page.append(row)
                 if len(page) >= page_size:
                     yield page
                     page = []
+            if claim is not None:
+                claim.finished(end)
             if page:
                 yield page
             return
         store = self._s.store
+        claim = self._claim_scan(table, start)
         try:
             async for rows in store.scan_rows(
                 self.read_ts, table, start, end, columns, page_size=page_size, prefetch=prefetch
             ):
+                if claim is not None and rows:
+                    claim.reached(max(r.row for r in rows))
                 found = [(r.row, await self._resolved(r) if r.locks else r.values) for r in rows]
                 yield [row for row in found if row[1]]
+            if claim is not None:
+                claim.finished(end)
         except SnapshotTooOld as exc:
             raise self._too_old(exc) from exc
 
@@ -450,17 +471,26 @@ class Transaction:
                 yield pack_rows(rows, columns)
             return
         store = self._s.store
+        claim = self._claim_scan(table, start)
         try:
             async for page in store.scan_packed(
                 self.read_ts, table, start, end, columns, page_size=page_size, prefetch=prefetch
             ):
+                if claim is not None:
+                    _claim_page(claim, page)
                 if isinstance(page, PackedCells):
                     yield page
                     continue
                 found = [(r.row, await self._resolved(r) if r.locks else r.values) for r in page]
                 yield pack_rows(found, columns)
+            if claim is not None:
+                claim.finished(end)
         except SnapshotTooOld as exc:
             raise self._too_old(exc) from exc
+
+    def _claim_scan(self, table: str, start: bytes | None) -> ScanClaim | None:
+        """The read set's claim for a scan beginning (None when reads are not kept)."""
+        return self.read_set.add_scan(table, start) if self.read_set is not None else None
 
     async def _resolved(self, row: RowRead) -> dict[str, bytes]:
         """The values of a scanned row once the locks on its cells are resolved."""
@@ -556,6 +586,9 @@ class Transaction:
 
     async def _read(self, keys: Sequence[CellKey], tables: Sequence[str] = ()) -> list[CellRead]:
         """Read at start_ts, resolving locks and waiting for live ones up to the timeout."""
+        if self.read_set is not None:
+            for key in keys:
+                self.read_set.add_rows(key.table, (key.row,))
         try:
             guard = self._guard
             if guard is None or self._guard_ts == self.read_ts:
@@ -892,6 +925,9 @@ class Transaction:
             elif self._writes:
                 mutations = list(self._writes.values())
                 self._writes = {}
+                checks = list(self._checks)
+                if self.read_set:
+                    checks.append(Unchanged(self.read_set))
                 committer = TwoPhaseCommitter(
                     self._s.store,
                     self._s.clock,
@@ -901,7 +937,7 @@ class Transaction:
                     self.start_ts,
                     mutations,
                     self._bytes,
-                    self._checks,
+                    checks,
                     secondaries_now=self._contended,
                 )
                 self.commit_ts = await committer.commit()
@@ -984,3 +1020,15 @@ def _check_cell_limits(column: str, value: bytes) -> None:
         raise LimitExceeded(f"column name longer than {MAX_COLUMN_NAME_BYTES} bytes")
     if len(value) > MAX_VALUE_BYTES:
         raise LimitExceeded(f"value of {len(value)} bytes exceeds {MAX_VALUE_BYTES}")
+
+
+def _claim_page(claim: ScanClaim, page: PackedCells | list[RowRead]) -> None:
+    """Extend a scan's claim over a page it fetched (packed, or rows)."""
+    if isinstance(page, PackedCells):
+        last = None
+        for row, _, _ in page.cells():
+            last = row if last is None or row > last else last
+        if last is not None:
+            claim.reached(last)
+    elif page:
+        claim.reached(max(r.row for r in page))

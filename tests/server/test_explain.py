@@ -243,3 +243,25 @@ def test_grouping_sets_and_ordered_set_aggregates(
     lines = plan(conn, sql).splitlines()
     assert lines[0] == expected
     assert lines[1].strip().startswith("->  Seq Scan on xa")
+
+
+@pytest.mark.parametrize(
+    ("sql", "sorted_"),
+    [
+        ("SELECT * FROM xa ORDER BY id LIMIT 5", False),
+        ("SELECT v FROM xa WHERE id > 3 ORDER BY id", False),
+        ("SELECT * FROM xd WHERE w = 1 ORDER BY w, i", False),
+        ("SELECT * FROM xd ORDER BY w", False),
+        ("SELECT * FROM xa WHERE id IN (3, 1) ORDER BY id", False),
+        ("SELECT * FROM xa ORDER BY id DESC LIMIT 5", True),
+        ("SELECT * FROM xd ORDER BY i", True),
+        ("SELECT * FROM xa ORDER BY v", True),
+        ("SELECT * FROM xb WHERE w = 3 ORDER BY id", True),  # index order, not the key's
+    ],
+)
+def test_a_sort_by_the_primary_key_is_the_scan_order(
+    conn: psycopg.Connection, sql: str, sorted_: bool
+) -> None:
+    """Rows come from a scan or a point get in primary-key order (keys are memcomparable):
+    ``ORDER BY id LIMIT n`` reads the first rows instead of sorting the table."""
+    assert ("Sort" in plan(conn, sql)) is sorted_

@@ -281,16 +281,6 @@ def test_repeatable_read_is_the_default_and_keeps_its_snapshot(
         t1.commit()
 
 
-def test_serializable_is_refused_not_weakened(sql_server: SqlServer, table: str) -> None:
-    with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
-        with pytest.raises(errors.FeatureNotSupported, match="SERIALIZABLE"):
-            conn.execute("BEGIN ISOLATION LEVEL SERIALIZABLE")
-        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        with pytest.raises(errors.FeatureNotSupported):
-            conn.execute("SET default_transaction_isolation = 'serializable'")
-        assert conn.execute("SELECT 1").fetchone() == (1,)
-
-
 def test_read_only_transactions_refuse_writes(sql_server: SqlServer, table: str) -> None:
     with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
         conn.execute("BEGIN READ ONLY")
