@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from percolator.server.planner.compile import Compiled, compile_expr
@@ -19,6 +20,7 @@ from percolator.server.sql.aggregates import Accumulator
 from percolator.server.sql.bound import FOR_UPDATE, BSubquery, LockClause, SubqueryKind
 from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
 from percolator.server.sql.keycodec import prefix_successor
+from percolator.server.sql.types import Interval
 from percolator.server.storage.cells import CellKey
 
 T = TypeVar("T")
@@ -883,7 +885,26 @@ def _unmatched_right(left_width: int, right_rows: list[Row], matched: list[bool]
 
 
 def _hashable(key: tuple[object, ...]) -> tuple[object, ...]:
-    return tuple(tuple(k) if isinstance(k, list) else k for k in key)
+    """``key`` as a dict key under which values are equal when Postgres's ``=`` says so."""
+    return tuple(_equality_value(k) if isinstance(k, _NOT_AS_IS) else k for k in key)
+
+
+_NOT_AS_IS = (list, float, Decimal, Interval)
+"""Values whose Python equality (or hashability) differs from Postgres's: arrays are lists,
+NaN is unequal to itself in Python, intervals compare by their fields."""
+_NAN = ("NaN",)
+
+
+def _equality_value(v: object) -> object:
+    if isinstance(v, list):
+        return tuple(_equality_value(x) if isinstance(x, _NOT_AS_IS) else x for x in v)
+    if isinstance(v, float):
+        return _NAN if v != v else v
+    if isinstance(v, Decimal):
+        return _NAN if v.is_nan() else v
+    if isinstance(v, Interval):
+        return (Interval, v.sort_key())  # '1 day' = '24 hours', '1 mon' = '30 days'
+    return v
 
 
 @dataclass

@@ -77,7 +77,9 @@ from percolator.server.planner.window_agg import (
     WindowFunction,
     in_range_datetime,
     in_range_integer,
+    in_range_interval,
     in_range_number,
+    in_range_time,
 )
 from percolator.server.sql import casts
 from percolator.server.sql.aggregates import make_factory
@@ -490,7 +492,14 @@ class Planner:
                     _frame(c.frame, order[0].expr.type if order else None),
                 )
             )
-        return WindowAgg(child, specs, calls)
+        offsets = [
+            b.offset
+            for c in rel.calls
+            if c.frame is not None
+            for b in (c.frame.start, c.frame.end)
+            if b.offset is not None
+        ]
+        return WindowAgg(child, specs, calls, offset_runners=self.runners(offsets))
 
     def _plan_RecursiveUnionRel(self, rel: RecursiveUnionRel) -> Node:
         # The token names this union's working table for the scans in its recursive term.
@@ -971,6 +980,10 @@ def _frame(frame: WindowFrame | None, key: SqlType | None) -> Frame | None:
             in_range = in_range_integer
         elif key.id in (TypeId.DATE, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ):
             in_range = in_range_datetime
+        elif key.id is TypeId.TIME:
+            in_range = in_range_time
+        elif key.id is TypeId.INTERVAL:
+            in_range = in_range_interval
         else:
             in_range = in_range_number
 

@@ -23,7 +23,7 @@ import bisect
 import datetime as dt
 import math
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -132,9 +132,13 @@ class WindowAgg(Node):
     """(partition keys, order keys) of each window."""
     calls: list[WindowFunction]
     width: int = 0
+    offset_runners: list[Any] = field(default_factory=list)
+    """Runners of the (uncorrelated) subqueries in frame offsets."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         # Postgres evaluates frame offsets once, before reading any row.
+        for runner in self.offset_runners:
+            await runner.prepare((), ctx)
         offsets = [_frame_offsets(c.frame, ctx) for c in self.calls]
         rows = [r async for r in self.input.rows(ctx)]
         values: list[list[object]] = [[None] * len(rows) for _ in self.calls]
@@ -190,10 +194,10 @@ class WindowAgg(Node):
         return idx
 
     def explain(self) -> list[str]:
-        return _explain_tree("WindowAgg", [], [self.input])
+        return _explain_tree("WindowAgg", [], self.children())
 
     def children(self) -> list[Node]:
-        return [self.input]
+        return [self.input, *(r.node for r in self.offset_runners if r.node is not None)]
 
 
 def _normalized(values: list[object], keys: list[SortSpec]) -> tuple[object, ...]:
@@ -576,6 +580,30 @@ def in_range_datetime(
         # Past the representable range: the bound is at minus / plus infinity.
         return less != subtract
     return _as_timestamp(value) <= bound if less else _as_timestamp(value) >= bound
+
+
+def in_range_time(
+    value: dt.time, base: dt.time, offset: Interval, subtract: bool, less: bool
+) -> bool:
+    """in_range for time keys: as time + interval does, only the offset's time part counts."""
+    if offset.microseconds < 0:
+        raise _bad_size()
+    bound = _time_micros(base) + (-offset.microseconds if subtract else offset.microseconds)
+    return _time_micros(value) <= bound if less else _time_micros(value) >= bound
+
+
+def _time_micros(t: dt.time) -> int:
+    return ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000 + t.microsecond
+
+
+def in_range_interval(
+    value: Interval, base: Interval, offset: Interval, subtract: bool, less: bool
+) -> bool:
+    """in_range for interval keys, compared as intervals compare (30-day months)."""
+    if offset.sort_key() < 0:
+        raise _bad_size()
+    bound = (base - offset if subtract else base + offset).sort_key()
+    return value.sort_key() <= bound if less else value.sort_key() >= bound
 
 
 def _as_timestamp(v: dt.date) -> dt.datetime:

@@ -12,8 +12,20 @@ from typing import Any
 
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import UNDEFINED_FUNCTION, SqlError
-from percolator.server.sql.operators import float_arithmetic, numeric_add, numeric_div
-from percolator.server.sql.types import SqlType, TypeId
+from percolator.server.sql.operators import (
+    float_arithmetic,
+    interval_mul,
+    numeric_add,
+    numeric_div,
+)
+from percolator.server.sql.types import Interval, SqlType, TypeId
+
+_BITWISE: dict[str, Callable[[int, int], int]] = {
+    "bit_and": operator.and_,
+    "bit_or": operator.or_,
+    "bit_xor": operator.xor,
+}
+"""The integer bitwise aggregates and the operator each folds its values with."""
 
 
 def aggregate_type(name: str, args: list[SqlType]) -> SqlType:
@@ -37,6 +49,8 @@ def aggregate_type(name: str, args: list[SqlType]) -> SqlType:
             return T.NUMERIC
         if a.id in (TypeId.FLOAT4, TypeId.FLOAT8):
             return T.FLOAT8
+        if a.id is TypeId.INTERVAL and not a.array:
+            return T.INTERVAL
     elif name in ("min", "max"):
         if a.id not in (TypeId.JSON, TypeId.JSONB, TypeId.BOOL):
             # Postgres's min and max are declared per type, without a typmod; a varchar
@@ -47,6 +61,9 @@ def aggregate_type(name: str, args: list[SqlType]) -> SqlType:
     elif name in ("bool_and", "bool_or", "every"):
         if a.id is TypeId.BOOL:
             return T.BOOL
+    elif name in _BITWISE:
+        if a.id in (TypeId.INT2, TypeId.INT4, TypeId.INT8) and not a.array:
+            return SqlType(a.id)
     elif name == "string_agg":
         if len(args) == 2:
             return T.BYTEA if a.id is TypeId.BYTEA else T.TEXT
@@ -153,6 +170,21 @@ class _Avg(Accumulator):
         if self.floating:
             return float(self.total) / self.n
         return numeric_div(Decimal(self.total), Decimal(self.n))
+
+
+class _IntervalAvg(_Avg):
+    """avg(interval): the sum divided by the count as ``interval / float8`` divides."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(False, operator.add)
+        self.total = Interval()
+
+    def result(self) -> object:
+        if self.n == 0:
+            return None
+        return interval_mul(self.total, 1.0 / self.n)
 
 
 class _Extreme(Accumulator):
@@ -267,7 +299,8 @@ class _JsonAgg(Accumulator):
 
 
 class _JsonObjectAgg(Accumulator):
-    """json_object_agg / jsonb_object_agg(key, value); a NULL key is 22023."""
+    """json_object_agg / jsonb_object_agg(key, value); a NULL key is 22023 for jsonb and
+    22004 for json, as in Postgres 16."""
 
     __slots__ = ("jsonb", "kt", "pairs", "vt")
 
@@ -280,8 +313,10 @@ class _JsonObjectAgg(Accumulator):
         from percolator.server.sql.textio import text_out
 
         k, v = values[0], values[1]
-        if k is None:
+        if k is None and self.jsonb:
             raise SqlError("22023", "field name must not be null")
+        if k is None:
+            raise SqlError("22004", "null value not allowed for object key")
         key = text_out(self.kt, k)
         self.pairs.append(
             (key, to_jsonb_value(self.vt, v) if self.jsonb else to_json_text(self.vt, v))
@@ -407,6 +442,8 @@ def make_factory(
         plus = _adder(arg_types[0] if arg_types else None)
         return lambda: _Sum(dec, plus)
     if name == "avg":
+        if arg_types[0].id is TypeId.INTERVAL:
+            return _IntervalAvg
         floating = arg_types[0].id in (TypeId.FLOAT4, TypeId.FLOAT8)
         # avg(float4) accumulates in double precision (float4_accum), like avg(float8).
         plus = _adder(T.FLOAT8 if floating else arg_types[0])
@@ -415,6 +452,9 @@ def make_factory(
         return lambda: _Extreme(less)
     if name == "max":
         return lambda: _Extreme(lambda a, b: less(b, a))
+    if name in _BITWISE:
+        # The first value starts the fold, as sum's does; NULLs are skipped.
+        return lambda: _Sum(False, _BITWISE[name])
     if name in ("bool_and", "every"):
         return lambda: _BoolAgg(True)
     if name == "bool_or":

@@ -96,6 +96,10 @@ def bind_subscript(b: ExprBinder, arr: BExpr, subscripts: list[Subscript]) -> BE
     NULL subscript, an element out of range or the wrong number of subscripts; a slice is
     clipped to the array and empty when nothing is left."""
     t = arr.type
+    if t.id is TypeId.JSONB and not t.array:
+        from percolator.server.sql import json_operators
+
+        return json_operators.bind_subscript(b, arr, subscripts)
     vector = t.id in (TypeId.INT2VECTOR, TypeId.OIDVECTOR) and not t.array
     if not (t.array or vector):
         raise SqlError(

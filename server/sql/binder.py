@@ -40,6 +40,7 @@ from percolator.server.sql.bound import (
     BContextCall,
     BExpr,
     BOuter,
+    BParam,
     BSubquery,
     DeleteStmt,
     DistinctRel,
@@ -361,10 +362,26 @@ class Binder:
                     for e in on.expressions
                 ]
                 _check_distinct_on(on_exprs, sort_keys, project_exprs)
+        if node.args.get("locks"):
+            _check_select_locking(
+                node.args["locks"][0],
+                [
+                    ("DISTINCT clause", distinct is not None),
+                    ("GROUP BY clause", group is not None),
+                    ("HAVING clause", having is not None),
+                    ("aggregate functions", agg_ctx is not None and bool(agg_ctx.aggs)),
+                    ("window functions", bool(windows.calls)),
+                    ("set-returning functions in the target list", bool(srfs.calls)),
+                ],
+            )
         if agg_ctx is not None:
             # Built after ORDER BY, which can add aggregates of its own.
             rel: Rel = AggregateRel(
-                agg_ctx.output_columns(), q.rel, agg_ctx.groups, agg_ctx.aggs, agg_ctx.sets
+                agg_ctx.output_columns(),
+                _grouped_source(q.rel, agg_ctx, having is not None or group is not None),
+                agg_ctx.groups,
+                agg_ctx.aggs,
+                agg_ctx.sets,
             )
             if having_pred is not None:
                 rel = FilterRel(rel.columns, rel, having_pred)
@@ -374,9 +391,13 @@ class Binder:
         rel = self._add_set_functions(rel, srfs)
         rel = ProjectRel(out_cols, rel, project_exprs)
         if on_exprs is not None:
-            # DISTINCT ON keeps the first row of each group in ORDER BY order.
-            if sort_keys:
-                rel = SortRel(rel.columns, rel, sort_keys)
+            # DISTINCT ON keeps the first row of each group in ORDER BY order. Postgres sorts
+            # by the DISTINCT ON keys that ORDER BY leaves out too (its rows come out in
+            # their order).
+            sorted_by = [k.expr for k in sort_keys]
+            rest = [e for e in on_exprs if not _among(e, sorted_by, project_exprs)]
+            keys = sort_keys + [SortKey(e, False, None) for e in rest]
+            rel = SortRel(rel.columns, rel, keys)
             rel = DistinctRel(rel.columns, rel, on_exprs)
         else:
             if distinct is not None:
@@ -397,6 +418,7 @@ class Binder:
         """The window functions of a SELECT, computed over ``rel``'s rows."""
         if not windows.calls:
             return rel
+        rel = _precompute_window_subqueries(rel, windows)
         windows.place(len(rel.columns))
         cols = list(rel.columns) + [OutCol(c.name, c.type) for c in windows.calls]
         return WindowRel(cols, rel, windows.specs, windows.calls)
@@ -1466,24 +1488,80 @@ def _hidden_key(table: TableDef, alias: str) -> list[OutCol]:
     return [OutCol("ctid", T.BYTEA, relation=alias, hidden=True)]
 
 
-def _check_distinct_on(on: list[BExpr], keys: list[SortKey], project_exprs: list[BExpr]) -> None:
-    """Postgres: the DISTINCT ON expressions must be the leading ORDER BY expressions."""
+def _check_select_locking(lock: exp.Lock, features: list[tuple[str, bool]]) -> None:
+    """0A000 for FOR UPDATE / FOR SHARE on a SELECT whose rows are not table rows (the first of
+    the ``features`` it has, in Postgres's order of checks)."""
+    for what, present in features:
+        if present:
+            key = " KEY" if lock.args.get("key") else ""
+            if lock.args.get("update") is False:
+                mode = f"FOR{key} SHARE"
+            else:
+                mode = "FOR NO KEY UPDATE" if key else "FOR UPDATE"
+            raise SqlError(FEATURE_NOT_SUPPORTED, f"{mode} is not allowed with {what}")
+
+
+def _grouped_source(rel: Rel, agg_ctx: AggregateContext, clause: bool) -> Rel:
+    """The rows a grouped SELECT aggregates: none of ``rel``'s when the grouping is degenerate
+    (a HAVING or GROUP BY ``clause``, but no aggregate and no grouping column), where Postgres
+    yields its row(s) without scanning (so WHERE is never evaluated)."""
+    if agg_ctx.groups or agg_ctx.aggs or not clause:
+        return rel
+    return ValuesRel([], [[]])
+
+
+def _precompute_window_subqueries(rel: Rel, windows: WindowContext) -> Rel:
+    """``rel`` with the window arguments, FILTERs and PARTITION BY / ORDER BY keys that hold a
+    subquery (or a call that waits) computed as extra columns by a projection, which runs the
+    subqueries: the window operator evaluates plain expressions only."""
+    width = len(rel.columns)
+    extra: list[BExpr] = []
+
+    def column(e: BExpr) -> BExpr:
+        if not any(isinstance(n, BSubquery | BAsyncCall) for n in walk(e)):
+            return e
+        extra.append(e)
+        return BColumn(e.type, width + len(extra) - 1)
+
+    for spec in windows.specs:
+        spec.partition = [column(e) for e in spec.partition]
+        spec.order = [SortKey(column(k.expr), k.descending, k.nulls_first) for k in spec.order]
+    for call in windows.calls:
+        call.args = [column(a) for a in call.args]
+        if call.filter is not None:
+            call.filter = column(call.filter)
+    if not extra:
+        return rel
+    cols = list(rel.columns) + [OutCol("?window?", e.type, hidden=True) for e in extra]
+    passed: list[BExpr] = [BColumn(c.type, i) for i, c in enumerate(rel.columns)]
+    return ProjectRel(cols, rel, passed + extra)
+
+
+def _among(key: BExpr, keys: list[BExpr], project_exprs: list[BExpr]) -> bool:
+    """Whether the ORDER BY / DISTINCT ON key ``key`` (a reference to an output column) is one
+    of ``keys``: the same column, or a column with the same expression."""
 
     def target(e: BExpr) -> BExpr:
         return project_exprs[e.index] if isinstance(e, BColumn) else e
 
-    on_targets = [target(e) for e in on]
+    for k in keys:
+        # Two references to one output column match even when its expression is volatile.
+        if isinstance(key, BColumn) and isinstance(k, BColumn) and key.index == k.index:
+            return True
+        if _same_expr(target(key), target(k)):
+            return True
+    return False
 
-    def in_on(e: BExpr) -> bool:
-        return any(_same_expr(target(e), o) for o in on_targets)
 
+def _check_distinct_on(on: list[BExpr], keys: list[SortKey], project_exprs: list[BExpr]) -> None:
+    """Postgres: the DISTINCT ON expressions must be the leading ORDER BY expressions."""
     leading = 0
-    while leading < len(keys) and in_on(keys[leading].expr):
+    while leading < len(keys) and _among(keys[leading].expr, on, project_exprs):
         leading += 1
     if leading == len(keys):
         return
-    covered = [target(k.expr) for k in keys[:leading]]
-    if all(any(_same_expr(o, c) for c in covered) for o in on_targets):
+    covered = [k.expr for k in keys[:leading]]
+    if all(_among(o, covered, project_exprs) for o in on):
         return
     raise SqlError(
         INVALID_COLUMN_REFERENCE,
@@ -1682,7 +1760,12 @@ def _same_expr(a: BExpr, b: BExpr) -> bool:
         return a.index == b.index  # type: ignore[attr-defined]
     if isinstance(a, BConst):
         return a.value == b.value  # type: ignore[attr-defined]
+    if isinstance(a, BParam):
+        # Lifted literals: the same literal text is the same parameter (normalize.py).
+        return a.index == b.index  # type: ignore[attr-defined]
     ca, cb = a.children(), b.children()
+    if not ca and isinstance(a, BCall | BContextCall):
+        return a.name == b.name  # type: ignore[attr-defined]  # random(), now()
     if not ca or len(ca) != len(cb):
         return False
     if getattr(a, "name", None) != getattr(b, "name", None):

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import ParseError
 from sqlglot.tokens import TokenType
 
 
@@ -19,10 +20,11 @@ def _keep_postgres_functions() -> None:
     EXTRACT (whose result type and column name differ), log10(x) as log(10, x) (numeric, where
     Postgres's log10 of a double is a double), and to_date / to_timestamp(text, text) /
     make_timestamp / make_time as other dialects' functions, rewriting the format's template
-    patterns into strftime codes on the way."""
+    patterns into strftime codes on the way, and var_samp as variance (a column named
+    variance)."""
     parser = Postgres.Parser
     parser.FUNCTION_PARSERS = {k: v for k, v in parser.FUNCTION_PARSERS.items() if k != "DATE_PART"}
-    dropped = ("TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP", "MAKE_TIME", "LOG10")
+    dropped = ("TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP", "MAKE_TIME", "LOG10", "VAR_SAMP")
     parser.FUNCTIONS = {k: v for k, v in parser.FUNCTIONS.items() if k not in dropped}
 
 
@@ -116,6 +118,104 @@ def _substring_similar() -> None:
     parser._parse_substring = parse_substring  # type: ignore[method-assign]
 
 
+def _json_literals_are_casts() -> None:
+    """Read the typed literal ``json '...'`` as the cast it is in Postgres. sqlglot makes it a
+    ParseJSON call, which the binder took for an unknown function parse_json."""
+    parser = Postgres.Parser
+    parser.TYPE_LITERAL_PARSERS = {
+        k: v for k, v in parser.TYPE_LITERAL_PARSERS.items() if k is not exp.DType.JSON
+    }
+
+
+def _json_object_function() -> None:
+    """Read ``json_object(keys [, values])`` (text arrays) as the plain function it is. sqlglot
+    knows only the SQL-standard ``JSON_OBJECT(key : value, ...)`` form (kept for calls that
+    use it), failing on the one-argument call and taking the two-argument one for a pair."""
+    parser = Postgres.Parser
+    original = parser.FUNCTION_PARSERS.get("JSON_OBJECT")
+    if original is None or getattr(original, "plain_call", False):
+        return
+
+    def parse_json_object(self: Any) -> exp.Expression:
+        index = self._index
+        try:
+            args = self._parse_csv(self._parse_lambda)
+            if self._curr is not None and self._curr.token_type is TokenType.R_PAREN:
+                return self.expression(exp.Anonymous(this="json_object", expressions=args))
+        except ParseError:
+            pass
+        self._retreat(index)  # key : value or key VALUE value
+        return original(self)  # type: ignore[no-any-return]
+
+    parse_json_object.plain_call = True  # type: ignore[attr-defined]
+    parser.FUNCTION_PARSERS = {**parser.FUNCTION_PARSERS, "JSON_OBJECT": parse_json_object}
+
+
+def _order_by_using() -> None:
+    """Read ``ORDER BY x USING <`` / ``USING >`` (Postgres's sort by an ordering operator) as
+    ``ORDER BY x ASC`` / ``DESC``, the orders those operators define; sqlglot rejected it."""
+    parser = Postgres.Parser
+    original = parser._parse_ordered
+    if getattr(original, "using", False):
+        return
+
+    def parse_ordered(self: Any, parse_method: Any = None) -> exp.Ordered | None:
+        ordered = original(self, parse_method)
+        if ordered is None or ordered.args.get("desc") is not None:
+            return ordered
+        if not self._match(TokenType.USING):
+            return ordered
+        if not self._match_set((TokenType.LT, TokenType.GT)):
+            self.raise_error("Expecting < or > after USING")
+        desc = self._prev.token_type is TokenType.GT
+        nulls_first = desc  # Postgres's default: NULLs sort as larger than any value
+        if self._match_text_seq("NULLS", "FIRST"):
+            nulls_first = True
+        elif self._match_text_seq("NULLS", "LAST"):
+            nulls_first = False
+        ordered.set("desc", desc)
+        ordered.set("nulls_first", nulls_first)
+        return ordered
+
+    parse_ordered.using = True  # type: ignore[attr-defined]
+    parser._parse_ordered = parse_ordered  # type: ignore[method-assign]
+
+
+def _arrow_is_not_a_lambda() -> None:
+    """Read ``f(j -> 'a')`` as a call on the json operator ``->``. sqlglot takes ``name ->``
+    in a function's arguments for another dialect's lambda, so a json field of a column passed
+    to any function (``jsonb_typeof(doc -> 'a')``) was refused."""
+    parser = Postgres.Parser
+    parser.LAMBDAS = {k: v for k, v in parser.LAMBDAS.items() if k is not TokenType.ARROW}
+
+
+def _parenthesized_window_names() -> None:
+    """Tell ``OVER (w)`` from ``OVER w``, which sqlglot reads alike: the first copies window
+    ``w`` (and cannot copy a frame clause), the second is ``w`` itself. A parenthesized window
+    gets ``meta["parenthesized"]``."""
+    parser = Postgres.Parser
+    original = parser._parse_window
+    if getattr(original, "parenthesized", False):
+        return
+
+    def parse_window(self: Any, this: Any, alias: bool = False) -> exp.Expression | None:
+        nxt = self._next
+        parenthesized = (
+            not alias
+            and self._curr is not None
+            and self._curr.token_type in self.WINDOW_BEFORE_PAREN_TOKENS
+            and nxt is not None
+            and nxt.token_type is TokenType.L_PAREN
+        )
+        window = original(self, this, alias)
+        if parenthesized and isinstance(window, exp.Window):
+            window.meta["parenthesized"] = True
+        return window  # type: ignore[no-any-return]
+
+    parse_window.parenthesized = True  # type: ignore[attr-defined]
+    parser._parse_window = parse_window  # type: ignore[method-assign]
+
+
 def adjust() -> None:
     """Apply the adjustments (idempotent)."""
     _keep_postgres_functions()
@@ -124,3 +224,8 @@ def adjust() -> None:
     _keep_interval_strings()
     _prefix_operators()
     _substring_similar()
+    _json_literals_are_casts()
+    _json_object_function()
+    _arrow_is_not_a_lambda()
+    _order_by_using()
+    _parenthesized_window_names()

@@ -302,10 +302,11 @@ _AGGREGATES = {
     exp.Stddev: "stddev",
     exp.StddevSamp: "stddev_samp",
     exp.StddevPop: "stddev_pop",
-    # sqlglot folds var_samp into Variance too; both names are 8 characters long, so the
-    # position metadata cannot tell them apart and a var_samp column is named variance.
-    exp.Variance: "variance",
+    exp.Variance: "variance",  # var_samp stays an Anonymous call (dialect.py)
     exp.VariancePop: "var_pop",
+    exp.BitwiseAndAgg: "bit_and",
+    exp.BitwiseOrAgg: "bit_or",
+    exp.BitwiseXorAgg: "bit_xor",
     exp.JSONArrayAgg: "json_agg",
     exp.JSONObjectAgg: "json_object_agg",
     exp.JSONBObjectAgg: "jsonb_object_agg",
@@ -316,11 +317,12 @@ ordered-set aggregates and GROUPING()."""
 _AGG_NAMES = {"count", "sum", "avg", "min", "max", "array_agg", "string_agg", "bool_and",
               "bool_or", "every", "json_agg", "jsonb_agg", "stddev", "variance", "stddev_samp",
               "stddev_pop", "var_samp", "var_pop", "json_object_agg",
-              "jsonb_object_agg"}  # fmt: skip
+              "jsonb_object_agg", "bit_and", "bit_or", "bit_xor"}  # fmt: skip
 
 # sqlglot function classes whose Postgres name differs from sql_name(), with argument order.
 _FUNCTION_NAMES: dict[type, tuple[str, tuple[str, ...]]] = {
     exp.StrPosition: ("strpos", ("this", "substr")),
+    exp.JSONBContains: ("jsonb_contains", ("this", "expression")),
     exp.TimestampTrunc: ("date_trunc", ("unit", "this", "zone")),
     exp.ArraySize: ("array_length", ("this", "expression")),
     exp.ArrayAppend: ("array_append", ("this", "expression")),
@@ -448,12 +450,14 @@ class ExprBinder:
             return node.name
         if isinstance(node, exp.Cast) and not _is_div_call(node):
             inner = node.this
+            while isinstance(inner, exp.Paren):  # Postgres's parse tree has no parentheses
+                inner = inner.this
             if isinstance(
-                inner, exp.Column | exp.Func | exp.Anonymous | exp.WithinGroup
+                inner, exp.Column | exp.Func | exp.Anonymous | exp.WithinGroup | exp.Window
             ) and not isinstance(inner, exp.Cast):
                 return self.column_name(inner)
             return _type_display_name(node.to)
-        if isinstance(node, exp.Paren):
+        if isinstance(node, exp.Paren | exp.Collate):
             return self.column_name(node.this)
         if isinstance(node, exp.Dot) and isinstance(node.expression, exp.Func | exp.Anonymous):
             return self.column_name(node.expression)
@@ -507,9 +511,7 @@ class ExprBinder:
             return _AGGREGATES[type(node)]
         if isinstance(node, exp.Filter):
             return self.column_name(node.this)
-        if isinstance(node, exp.JSONExtract | exp.JSONExtractScalar) and (
-            node.args.get("only_json_types") is False
-        ):
+        if json_operators.is_extract_path_call(node):
             # json_extract_path[_text](...), which sqlglot parses into a JSON path node.
             text = isinstance(node, exp.JSONExtractScalar)
             return "json_extract_path" + ("_text" if text else "")
@@ -1541,7 +1543,7 @@ class ExprBinder:
                 raise unsupported("FILTER for non-aggregate window functions")
             return (*window_binder.window_only_function(self, fn, bind_arg), None)
         if not self._is_agg_node(fn):
-            raise unsupported(f"window function {self.column_name(fn)}")
+            raise self._not_a_window_function(fn, bind_arg)
         name, arg_nodes = _aggregate_name_args(fn)
         if arg_nodes and isinstance(arg_nodes[0], exp.Distinct):
             raise unsupported("DISTINCT in window functions")
@@ -1558,6 +1560,22 @@ class ExprBinder:
             else None
         )
         return name, args, t, filt
+
+    def _not_a_window_function(
+        self, fn: exp.Expression, bind_arg: Callable[[exp.Expression], BExpr]
+    ) -> SqlError:
+        """Postgres's error for OVER after a call that is neither a window function nor an
+        aggregate: an unknown function is reported as such (42883), a known one as 42809."""
+        try:
+            bind_arg(fn)
+        except SqlError as e:
+            if e.sqlstate == UNDEFINED_FUNCTION:
+                return e
+        name = self.column_name(fn)
+        return SqlError(
+            WRONG_OBJECT_TYPE,
+            f"OVER specified, but {name} is not a window function nor an aggregate function",
+        )
 
     def _window_spec(
         self,
@@ -1605,6 +1623,11 @@ class ExprBinder:
             return self._set_function(name, arg_nodes, scope)
         if name == "row":
             return row_values.bind_row(self, arg_nodes, scope)
+        if arg_nodes and isinstance(arg_nodes[-1], exp.Variadic):
+            if name not in json_functions.VARIADIC_NAMES:
+                raise unsupported(f"VARIADIC arguments of {name}")
+            args = [self.bind(a, scope) for a in (*arg_nodes[:-1], arg_nodes[-1].this)]
+            return json_functions.bind_variadic(self, name, args)
         args = [self.bind(a, scope) for a in arg_nodes]
         if name in sequence_functions.NAMES:
             return sequence_functions.bind(self, name, args)
@@ -1900,10 +1923,21 @@ def _is_window_function(n: exp.Expression) -> bool:
 def _aggregate_args(node: exp.Expression) -> list[exp.Expression]:
     """The argument nodes of an aggregate node (json_object_agg's pair is in expressions,
     jsonb_object_agg's in this and expression)."""
-    if isinstance(node, exp.JSONObjectAgg):
-        return list(node.expressions)
-    if isinstance(node, exp.JSONBObjectAgg):
-        return [node.this, node.expression]
+    if isinstance(node, exp.JSONObjectAgg | exp.JSONBObjectAgg):
+        pair = (
+            list(node.expressions)
+            if isinstance(node, exp.JSONObjectAgg)
+            else [node.this, node.expression]
+        )
+        if len(pair) == 2 and isinstance(pair[1], exp.Order):
+            # sqlglot hangs the ORDER BY on the value: put it where other aggregates have it.
+            order = pair[1]
+            return [exp.Order(this=pair[0], expressions=order.expressions), order.this]
+        return pair
+    if isinstance(node, exp.Count) and node.this is None:
+        raise SqlError(
+            WRONG_OBJECT_TYPE, "count(*) must be used to call a parameterless aggregate function"
+        )
     return [node.this] if node.this is not None else []
 
 

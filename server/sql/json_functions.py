@@ -8,17 +8,29 @@ through ``functions.register``. jsonpath is refused with 0A000 naming it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from percolator.server.sql import types as T
-from percolator.server.sql.bound import BExpr
-from percolator.server.sql.errors import INVALID_PARAMETER_VALUE, SqlError, unsupported
+from percolator.server.sql.bound import BCall, BConst, BExpr
+from percolator.server.sql.errors import (
+    DATATYPE_MISMATCH,
+    INVALID_PARAMETER_VALUE,
+    NULL_VALUE_NOT_ALLOWED,
+    SqlError,
+    unsupported,
+)
 from percolator.server.sql.functions import FunctionImpl, register
 from percolator.server.sql.json_operators import (
     _MISSING,
+    delete_index,
+    delete_key,
+    delete_keys,
     json_step,
+    jsonb_concat,
     jsonb_contains,
+    jsonb_delete_path,
     jsonb_exists,
     jsonb_step,
     path_index,
@@ -68,7 +80,7 @@ def _build_object(jsonb: bool, types: Sequence[SqlType]) -> Callable[..., str]:
                 obj[key_text(types[i], args[i], i + 1)] = to_jsonb_value(types[i + 1], args[i + 1])
             return format_json_value(obj)
         parts = [
-            f"{_json_str(key_text(types[i], args[i], i + 1))} : "
+            f"{_json_str(key_text(types[i], args[i], i + 1, jsonb=False))} : "
             f"{to_json_text(types[i + 1], args[i + 1])}"
             for i in range(0, len(args), 2)
         ]
@@ -109,6 +121,57 @@ for _name, _jsonb, _array in (
     ("json_build_array", False, True),
 ):
     _constructor(_name, _jsonb, _array)
+
+
+VARIADIC_NAMES = frozenset(
+    {
+        "json_build_object",
+        "jsonb_build_object",
+        "json_build_array",
+        "jsonb_build_array",
+        "json_extract_path",
+        "json_extract_path_text",
+        "jsonb_extract_path",
+        "jsonb_extract_path_text",
+        "jsonb_delete",
+    }
+)
+"""The json functions that take ``VARIADIC array`` as their last argument."""
+
+
+def _flatten(v: list[Any]) -> list[Any]:
+    """A (possibly multidimensional) array's elements in storage order."""
+    return [x for e in v for x in (_flatten(e) if isinstance(e, list) else [e])]
+
+
+def bind_variadic(binder: Any, name: str, args: list[BExpr]) -> BExpr:
+    """``f(..., VARIADIC array)`` for the functions in :data:`VARIADIC_NAMES`: the array's
+    elements (flattened) are the trailing arguments; a NULL array makes the call NULL, as the
+    builders in Postgres return NULL for it."""
+    arr = args[-1]
+    if arr.type.id is TypeId.UNKNOWN:
+        arr = binder.coerce(arr, T.TEXT_ARRAY)
+    if not arr.type.array:
+        raise SqlError(DATATYPE_MISMATCH, "VARIADIC argument must be an array")
+    fixed = args[:-1]
+    if name == "jsonb_delete":
+        if fixed[0].type.id is TypeId.UNKNOWN:
+            fixed = [binder.coerce(fixed[0], T.JSONB)]
+        return BCall(T.JSONB, name, delete_keys, [*fixed, binder.coerce(arr, T.TEXT_ARRAY)])
+    if name.startswith(("json_extract", "jsonb_extract")):
+        arr = binder.coerce(arr, T.TEXT_ARRAY)
+        impl = binder.call(name, [*fixed, BConst(T.TEXT, None)])
+        return BCall(impl.type, name, lambda *v: impl.fn(*v[:-1], *v[-1]), [*fixed, arr])
+    elem = arr.type.element
+    jsonb = name.startswith("jsonb")
+
+    def build(v: list[Any]) -> str:
+        items = _flatten(v)
+        if name.endswith("_array"):
+            return _build_array(jsonb, [elem] * len(items))(*items)
+        return _build_object(jsonb, [elem] * len(items))(*items)
+
+    return BCall(T.JSONB if jsonb else T.JSON, name, build, [arr])
 
 
 def _to_json_for(name: str) -> None:
@@ -200,6 +263,40 @@ def _pretty(v: Any, indent: int = 0) -> str:
     return format_json_value(v)
 
 
+class _RawNumber(str):
+    """A json number kept as written (json_strip_nulls prints numbers as they were)."""
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A json object's (key, value) pairs in order, duplicates kept."""
+
+
+_json_decoder = json.JSONDecoder(
+    object_pairs_hook=_Pairs, parse_float=_RawNumber, parse_int=_RawNumber
+)
+_compact_str = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _compact_json(v: Any) -> str:
+    """A json value with object members whose value is null left out, printed without
+    whitespace and with strings re-escaped, as Postgres's json_strip_nulls prints it."""
+    if isinstance(v, _Pairs):
+        parts = (f"{_compact_str(k)}:{_compact_json(x)}" for k, x in v if x is not None)
+        return "{" + ",".join(parts) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(_compact_json(x) for x in v) + "]"
+    if isinstance(v, _RawNumber):
+        return str(v)
+    if isinstance(v, str):
+        return _compact_str(v)
+    return "null" if v is None else "true" if v else "false"
+
+
+def _json_strip_nulls(doc: str) -> str:
+    return _compact_json(_json_decoder.decode(doc))
+
+
+register("json_strip_nulls")(_unary(TypeId.JSON, _json_strip_nulls, T.JSON))
 register("jsonb_typeof")(_unary(TypeId.JSONB, lambda d: jsonb_kind(parse_json(d)), T.TEXT))
 register("json_typeof")(_unary(TypeId.JSON, json_kind, T.TEXT))
 register("jsonb_array_length")(_unary(TypeId.JSONB, _jsonb_array_length, T.INT4))
@@ -284,6 +381,112 @@ def _jsonb_contains(args: Sequence[SqlType]) -> FunctionImpl | None:
     )
 
 
+@register("jsonb_contained")
+def _jsonb_contained(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """jsonb_contained(a, b): ``a <@ b``."""
+    if len(args) != 2 or not all(_is(a, TypeId.JSONB) for a in args):
+        return None
+    return FunctionImpl(
+        lambda a, b: jsonb_contains(parse_json(b), parse_json(a)), T.BOOL, args=(T.JSONB, T.JSONB)
+    )
+
+
+def _exists_keys(every: bool) -> Callable[[Sequence[SqlType]], FunctionImpl | None]:
+    """jsonb_exists_any / jsonb_exists_all(jsonb, text[]): the ``?|`` / ``?&`` operators."""
+
+    def exists(doc: str, keys: list[Any]) -> bool:
+        found = (jsonb_exists(doc, k) for k in keys if k is not None)
+        return all(found) if every else any(found)
+
+    def resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+        if len(args) != 2 or not _is(args[0], TypeId.JSONB):
+            return None
+        if args[1].id is not TypeId.UNKNOWN and not (args[1].array and args[1].id is TypeId.TEXT):
+            return None
+        return FunctionImpl(exists, T.BOOL, args=(T.JSONB, T.TEXT_ARRAY))
+
+    return resolver
+
+
+register("jsonb_exists_any")(_exists_keys(False))
+register("jsonb_exists_all")(_exists_keys(True))
+
+
+@register("array_to_json")
+def _array_to_json(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """array_to_json(anyarray [, pretty]): pretty puts each top-level element after the first
+    on a new line."""
+    if not 1 <= len(args) <= 2 or not args[0].array:
+        return None
+    t = args[0]
+
+    def array_to_json(v: list[Any], pretty: bool = False) -> str:
+        if not pretty:
+            return to_json_text(t, v)
+        elem = t.element
+        parts = (to_json_text(t if isinstance(e, list) else elem, e) for e in v)
+        return "[" + ",\n ".join(parts) + "]"
+
+    return FunctionImpl(array_to_json, T.JSON, args=(t, T.BOOL)[: len(args)])
+
+
+def _object_error(message: str) -> SqlError:
+    return SqlError("2202E", message)  # array_subscript_error
+
+
+def _object_pairs(keys: list[Any], values: list[Any] | None) -> list[tuple[str, str | None]]:
+    """The (key, value) pairs of json_object(text[]) or json_object(keys, values), with
+    Postgres's checks: one flat array of even length or a two-column matrix; equal flat
+    arrays; no NULL key."""
+    from percolator.server.sql.array_functions import dims  # it imports this module
+
+    if values is None:
+        d = dims(keys)
+        if len(d) > 2:
+            raise _object_error("wrong number of array subscripts")
+        if len(d) == 2:
+            if d[1] != 2:
+                raise _object_error("array must have two columns")
+            flat = [x for row in keys for x in row]
+        else:
+            if len(keys) % 2:
+                raise _object_error("array must have even number of elements")
+            flat = keys
+        pairs = list(zip(flat[::2], flat[1::2], strict=True))
+    else:
+        if len(dims(keys)) > 1 or len(dims(values)) > 1:
+            raise _object_error("wrong number of array subscripts")
+        if len(keys) != len(values):
+            raise _object_error("mismatched array dimensions")
+        pairs = list(zip(keys, values, strict=True))
+    for k, _ in pairs:
+        if k is None:
+            raise SqlError(NULL_VALUE_NOT_ALLOWED, "null value not allowed for object key")
+    return pairs
+
+
+def _json_object_for(jsonb: bool) -> Callable[[Sequence[SqlType]], FunctionImpl | None]:
+    def build(keys: list[Any], values: list[Any] | None = None) -> str:
+        pairs = _object_pairs(keys, values)
+        if jsonb:
+            return format_json_value(dict(pairs))
+        body = ", ".join(f"{_json_str(k)} : {_json_str(v)}" for k, v in pairs)
+        return "{" + body + "}"
+
+    def resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+        if not 1 <= len(args) <= 2:
+            return None
+        if not all(a.id is TypeId.UNKNOWN or (a.array and a.id is TypeId.TEXT) for a in args):
+            return None
+        return FunctionImpl(build, T.JSONB if jsonb else T.JSON, args=(T.TEXT_ARRAY,) * len(args))
+
+    return resolver
+
+
+register("json_object")(_json_object_for(False))
+register("jsonb_object")(_json_object_for(True))
+
+
 # -- editing --------------------------------------------------------------------------------
 
 
@@ -291,7 +494,7 @@ def _set_in(v: Any, path: list[Any], new: Any, create: bool, insert: int | None,
     """jsonb_set (``insert`` None) / jsonb_insert (``insert`` 0 before, 1 after) below ``v``."""
     key = path[0]
     if key is None:
-        raise SqlError(INVALID_PARAMETER_VALUE, f"path element at position {pos} is null")
+        raise SqlError(NULL_VALUE_NOT_ALLOWED, f"path element at position {pos} is null")
     last = len(path) == 1
     if isinstance(v, dict):
         if last:
@@ -355,6 +558,85 @@ def _editor(fn: Callable[..., str]) -> Callable[[Sequence[SqlType]], FunctionImp
 
 register("jsonb_set")(_editor(_jsonb_set))
 register("jsonb_insert")(_editor(_jsonb_insert))
+
+
+_NULL_TREATMENTS = ("delete_key", "return_target", "use_json_null", "raise_exception")
+
+
+def _jsonb_set_lax(
+    doc: str | None,
+    path: list[Any] | None,
+    new: str | None,
+    create: bool | None = True,
+    treatment: str | None = "use_json_null",
+) -> str | None:
+    """jsonb_set_lax: jsonb_set, except that a NULL new value is handled as ``treatment``
+    says (Postgres's checks and SQLSTATEs)."""
+    if treatment is None:
+        raise SqlError(INVALID_PARAMETER_VALUE, _treatment_message())
+    if doc is None or path is None or create is None:
+        return None
+    if new is not None:
+        return _jsonb_set(doc, path, new, create)
+    if treatment == "raise_exception":
+        raise SqlError(
+            NULL_VALUE_NOT_ALLOWED,
+            "JSON value must not be null",
+            detail='Exception was raised because null_value_treatment is "raise_exception".',
+            hint="To avoid, either change the null_value_treatment argument or ensure that an "
+            "SQL NULL is not passed.",
+        )
+    if treatment == "use_json_null":
+        return _jsonb_set(doc, path, "null", create)
+    if treatment == "delete_key":
+        return jsonb_delete_path(doc, path)
+    if treatment == "return_target":
+        return doc
+    raise SqlError(INVALID_PARAMETER_VALUE, _treatment_message())
+
+
+def _treatment_message() -> str:
+    names = ", ".join(f'"{t}"' for t in _NULL_TREATMENTS[:-1])
+    return f'null_value_treatment must be {names}, or "{_NULL_TREATMENTS[-1]}"'
+
+
+@register("jsonb_set_lax")
+def _jsonb_set_lax_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if not 3 <= len(args) <= 5 or not _is(args[0], TypeId.JSONB):
+        return None
+    types = (T.JSONB, T.TEXT_ARRAY, T.JSONB, T.BOOL, T.TEXT)[: len(args)]
+    return FunctionImpl(_jsonb_set_lax, T.JSONB, strict=False, args=types)
+
+
+@register("jsonb_concat")
+def _jsonb_concat(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """jsonb_concat(a, b): the ``||`` operator."""
+    if len(args) != 2 or not all(_is(a, TypeId.JSONB) for a in args):
+        return None
+    return FunctionImpl(jsonb_concat, T.JSONB, args=(T.JSONB, T.JSONB))
+
+
+@register("jsonb_delete")
+def _jsonb_delete(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """jsonb_delete(doc, key | index): the ``-`` operator."""
+    if len(args) != 2 or not _is(args[0], TypeId.JSONB):
+        return None
+    t = args[1]  # the text[] form is declared VARIADIC: reached through bind_variadic
+    if not t.array and t.id in (TypeId.INT2, TypeId.INT4):
+        return FunctionImpl(delete_index, T.JSONB, args=(T.JSONB, T.INT4))
+    if _is(t, TypeId.TEXT) or t.id is TypeId.VARCHAR:
+        return FunctionImpl(delete_key, T.JSONB, args=(T.JSONB, T.TEXT))
+    return None
+
+
+@register("jsonb_delete_path")
+def _jsonb_delete_path(args: Sequence[SqlType]) -> FunctionImpl | None:
+    """jsonb_delete_path(doc, path): the ``#-`` operator."""
+    if len(args) != 2 or not _is(args[0], TypeId.JSONB):
+        return None
+    if args[1].id is not TypeId.UNKNOWN and not (args[1].array and args[1].id is TypeId.TEXT):
+        return None
+    return FunctionImpl(jsonb_delete_path, T.JSONB, args=(T.JSONB, T.TEXT_ARRAY))
 
 
 def _jsonpath(args: Sequence[SqlType]) -> FunctionImpl | None:

@@ -16,12 +16,15 @@ from sqlglot import exp
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import BCall, BConst, BExpr
 from percolator.server.sql.errors import (
+    DATATYPE_MISMATCH,
     INVALID_PARAMETER_VALUE,
     INVALID_TEXT_REPRESENTATION,
+    NULL_VALUE_NOT_ALLOWED,
     SqlError,
     unsupported,
 )
 from percolator.server.sql.json_values import (
+    check_escapes,
     format_json_value,
     parse_json,
     raw_array,
@@ -106,6 +109,7 @@ def _getter(json_type: TypeId, as_text: bool) -> Callable[[str, object], object]
         return get_jsonb
 
     def get_json(doc: str, key: object) -> object:
+        check_escapes(doc)
         part = json_step(doc, key)
         if part is None:
             return None
@@ -134,6 +138,7 @@ def _path_getter(json_type: TypeId, as_text: bool) -> Callable[[str, list[Any]],
         return get_jsonb
 
     def get_json(doc: str, path: list[Any]) -> object:
+        check_escapes(doc)
         part: str | None = doc
         for key in path:
             if key is None or part is None:
@@ -215,7 +220,9 @@ def jsonb_concat(a: str, b: str) -> str:
     return format_json_value(la + lb)
 
 
-def _delete_key(doc: str, key: str) -> str:
+def delete_key(doc: str, key: str) -> str:
+    """``doc - key``: an object without the key, an array without the string elements equal
+    to it."""
     v = parse_json(doc)
     if isinstance(v, dict):
         return format_json_value({k: x for k, x in v.items() if k != key})
@@ -224,7 +231,8 @@ def _delete_key(doc: str, key: str) -> str:
     raise SqlError(INVALID_PARAMETER_VALUE, "cannot delete from scalar")
 
 
-def _delete_keys(doc: str, keys: list[Any]) -> str:
+def delete_keys(doc: str, keys: list[Any]) -> str:
+    """``doc - keys`` (text[]): :func:`delete_key` for each key."""
     v = parse_json(doc)
     drop = {k for k in keys if k is not None}
     if isinstance(v, dict):
@@ -234,7 +242,8 @@ def _delete_keys(doc: str, keys: list[Any]) -> str:
     raise SqlError(INVALID_PARAMETER_VALUE, "cannot delete from scalar")
 
 
-def _delete_index(doc: str, i: int) -> str:
+def delete_index(doc: str, i: int) -> str:
+    """``doc - i``: an array without its element ``i`` (negative counts from the end)."""
     v = parse_json(doc)
     if isinstance(v, dict):
         raise SqlError(INVALID_PARAMETER_VALUE, "cannot delete from object using integer index")
@@ -261,12 +270,14 @@ def jsonb_delete_path(doc: str, path: list[Any]) -> str:
     v = parse_json(doc)
     if not isinstance(v, dict | list):
         raise SqlError(INVALID_PARAMETER_VALUE, "cannot delete path in scalar")
-    if not path:
-        return doc
-    if any(k is None for k in path):
-        raise SqlError(INVALID_PARAMETER_VALUE, "path element at position 1 is null")
+    if not path or not v:
+        return doc  # Postgres returns an empty container before looking at the path
     parent: Any = v
-    for pos, key in enumerate(path[:-1], 1):
+    for pos, key in enumerate(path, 1):
+        if key is None:
+            raise SqlError(NULL_VALUE_NOT_ALLOWED, f"path element at position {pos} is null")
+        if pos == len(path):
+            break
         if isinstance(parent, dict):
             if key not in parent:
                 return doc
@@ -322,13 +333,28 @@ def _bind_extract_path_call(b: ExprBinder, node: exp.Expression, scope: Scope) -
     name = "json_extract_path" + ("_text" if isinstance(node, exp.JSONExtractScalar) else "")
     args = [b.bind(node.this, scope)]
     path = node.expression
+    if isinstance(path, exp.Variadic):
+        from percolator.server.sql.json_functions import bind_variadic
+
+        return bind_variadic(b, name, [*args, b.bind(path.this, scope)])
     if isinstance(path, exp.JSONPath):
         for p in path.expressions:
             if not isinstance(p, exp.JSONPathRoot):
                 args.append(BConst(T.TEXT, str(p.this)))
     else:
         args.append(b.bind(path, scope))
+    args.extend(b.bind(e, scope) for e in node.expressions)
     return b.call(name, args)
+
+
+def is_extract_path_call(node: exp.Expression) -> bool:
+    """Whether a JSONExtract[Scalar] node is a json_extract_path[_text](...) call: sqlglot marks
+    the all-literal form, and keeps the keys after the first in ``expressions`` otherwise."""
+    return isinstance(node, exp.JSONExtract | exp.JSONExtractScalar) and (
+        node.args.get("only_json_types") is False
+        or bool(node.expressions)
+        or isinstance(node.expression, exp.Variadic)
+    )
 
 
 def _not_unique(op: str, lt: SqlType, rt: SqlType) -> SqlError:
@@ -344,9 +370,7 @@ def bind_operator(b: ExprBinder, node: exp.Expression, scope: Scope) -> BExpr:
     """Bind one of the json operator nodes (:data:`NODE_TYPES`)."""
     if isinstance(node, exp.JSONBPathExists):
         raise unsupported("jsonpath (operator @?)")
-    if isinstance(node, exp.JSONExtract | exp.JSONExtractScalar) and (
-        node.args.get("only_json_types") is False
-    ):
+    if is_extract_path_call(node):
         return _bind_extract_path_call(b, node, scope)
     op = _SYMBOLS[type(node)]
     left = b.bind(node.this, scope)
@@ -403,6 +427,40 @@ def bind_operator(b: ExprBinder, node: exp.Expression, scope: Scope) -> BExpr:
     return BCall(T.BOOL, op, _exists_any if op == "?|" else _exists_all, [left, right])
 
 
+def _subscript_key(b: ExprBinder, key: BExpr) -> BExpr:
+    """A jsonb subscript as integer or text, the first its type implicitly casts to (an
+    untyped literal is text), as Postgres's jsonb_subscript_transform; else 42804."""
+    from percolator.server.sql.casts import can_implicitly_cast
+
+    t = key.type
+    if t.id is TypeId.UNKNOWN:
+        return b.coerce(key, T.TEXT)
+    for target in (T.INT4, T.TEXT):
+        if can_implicitly_cast(t, target):
+            return b.coerce(key, target)
+    raise SqlError(
+        DATATYPE_MISMATCH,
+        f"subscript type {t} is not supported",
+        hint="jsonb subscript must be coercible to only one type, integer or text.",
+    )
+
+
+def bind_subscript(b: ExprBinder, doc: BExpr, subscripts: list[Any]) -> BExpr:
+    """``jsonb[key][key]...``: Postgres 14's subscripting, the path ``doc #> keys`` (a NULL
+    key gives NULL); slices are 42804. ``subscripts`` are (lower, upper, is_slice) triples."""
+    keys: list[BExpr] = []
+    for _, key, is_slice in subscripts:
+        if is_slice:
+            raise SqlError(DATATYPE_MISMATCH, "jsonb subscript does not support slices")
+        keys.append(_subscript_key(b, key))
+    get = _path_getter(TypeId.JSONB, False)
+
+    def fetch(doc: str, *path: object) -> object:
+        return get(doc, [str(k) for k in path])
+
+    return BCall(T.JSONB, "subscript", fetch, [doc, *keys])
+
+
 def _text_array(b: ExprBinder, op: str, left: BExpr, right: BExpr) -> BExpr:
     if right.type.id is TypeId.UNKNOWN:
         return b.coerce(right, T.TEXT_ARRAY)
@@ -429,9 +487,9 @@ def bind_minus(b: ExprBinder, left: BExpr, right: BExpr) -> BExpr:
         right = b.coerce(right, T.TEXT)
         rt = T.TEXT
     if rt.array and rt.id in (TypeId.TEXT, TypeId.VARCHAR):
-        return BCall(T.JSONB, "-", _delete_keys, [left, right])
+        return BCall(T.JSONB, "-", delete_keys, [left, right])
     if not rt.array and rt.id in (TypeId.TEXT, TypeId.VARCHAR):
-        return BCall(T.JSONB, "-", _delete_key, [left, right])
+        return BCall(T.JSONB, "-", delete_key, [left, right])
     if not rt.array and rt.id in _INTS:
-        return BCall(T.JSONB, "-", _delete_index, [left, right])
+        return BCall(T.JSONB, "-", delete_index, [left, right])
     raise operator_missing("-", left.type, rt)

@@ -15,11 +15,18 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from percolator.server.sql.errors import INVALID_PARAMETER_VALUE, SqlError
+from percolator.server.sql.errors import (
+    INVALID_PARAMETER_VALUE,
+    INVALID_TEXT_REPRESENTATION,
+    NULL_VALUE_NOT_ALLOWED,
+    UNTRANSLATABLE_CHARACTER,
+    SqlError,
+)
 from percolator.server.sql.textio import format_json_value, parse_json, text_out
 from percolator.server.sql.types import SqlType, TypeId
 
 __all__ = [
+    "check_escapes",
     "format_json_value",
     "json_kind",
     "jsonb_kind",
@@ -107,11 +114,41 @@ def jsonb_kind(v: object) -> str:
     return "null" if v is None else "number"
 
 
+def check_escapes(doc: str) -> None:
+    """What Postgres's json operators check while they de-escape a document's strings (json
+    input does not): 22P02 for a broken surrogate pair, 22P05 for ``\\u0000``."""
+    if "\\u" not in doc:
+        return
+    _check_strings(json.loads(doc))
+
+
+def _check_strings(v: object) -> None:
+    if isinstance(v, str):
+        if "\x00" in v:
+            raise SqlError(UNTRANSLATABLE_CHARACTER, "unsupported Unicode escape sequence")
+        try:
+            v.encode()
+        except UnicodeEncodeError:
+            raise SqlError(
+                INVALID_TEXT_REPRESENTATION, "invalid input syntax for type json"
+            ) from None
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            _check_strings(k)
+            _check_strings(x)
+    elif isinstance(v, list):
+        for x in v:
+            _check_strings(x)
+
+
 def raw_scalar_text(raw: str) -> str | None:
     """``->>`` of a json part: a string's contents, NULL for null, else the text as written."""
     raw = raw.strip(" \t\n\r")
     if raw.startswith('"'):
-        return str(json.loads(raw))
+        text = str(json.loads(raw))
+        if "\x00" in text:
+            raise SqlError(UNTRANSLATABLE_CHARACTER, "unsupported Unicode escape sequence")
+        return text
     return None if raw == "null" else raw
 
 
@@ -158,7 +195,9 @@ def to_json_text(t: SqlType, v: object) -> str:
     if tid is TypeId.BOOL:
         return "true" if v else "false"
     if tid in _NUMBERS:
-        return text_out(t, v)
+        s = text_out(t, v)
+        # numeric's NaN and infinities are not JSON numbers: Postgres writes them as strings.
+        return _json_str(s) if s in ("NaN", "Infinity", "-Infinity") else s
     if tid in (TypeId.FLOAT4, TypeId.FLOAT8):
         s = text_out(t, v)
         return _json_str(s) if s in ("NaN", "Infinity", "-Infinity") else s
@@ -192,7 +231,8 @@ def to_jsonb_value(t: SqlType, v: object) -> Any:
     if t.id in (TypeId.JSON, TypeId.JSONB) and not t.array:
         return parse_json(str(v))
     if t.id in _NUMBERS and not t.array:
-        return Decimal(v)  # type: ignore[arg-type]
+        d = Decimal(v)  # type: ignore[arg-type]
+        return d if d.is_finite() else to_json_text(t, v)[1:-1]
     if t.id is TypeId.BOOL and not t.array:
         return bool(v)
     if t.id in (TypeId.TEXT, TypeId.VARCHAR, TypeId.UNKNOWN, TypeId.NAME) and not t.array:
@@ -200,11 +240,14 @@ def to_jsonb_value(t: SqlType, v: object) -> Any:
     return parse_json(to_json_text(t, v))
 
 
-def key_text(t: SqlType, v: object, position: int) -> str:
-    """An object key given as an argument of json(b)_build_object: its text output; 22004
-    for NULL and 22023 for arrays and json, as in Postgres."""
+def key_text(t: SqlType, v: object, position: int, jsonb: bool = True) -> str:
+    """An object key given as an argument of json(b)_build_object: its text output. A NULL
+    key is 22023 for jsonb and 22004 for json (Postgres 16's two code paths), arrays and json
+    are 22023."""
     if v is None:
-        raise SqlError(INVALID_PARAMETER_VALUE, f"argument {position}: key must not be null")
+        if jsonb:
+            raise SqlError(INVALID_PARAMETER_VALUE, f"argument {position}: key must not be null")
+        raise SqlError(NULL_VALUE_NOT_ALLOWED, "null value not allowed for object key")
     if t.array or t.id in (TypeId.JSON, TypeId.JSONB, TypeId.RECORD):
         raise SqlError(
             INVALID_PARAMETER_VALUE, "key value must be scalar, not array, composite, or json"

@@ -6,8 +6,8 @@ Clients that send every statement as text with its values inlined (psql scripts,
 ``-M simple``, ORMs without server-side binding) would otherwise pay a full parse and bind per
 statement. The rewrite is conservative: it gives up (returns None) on anything it cannot
 tokenize with certainty (comments, dollar quotes, E'' and other prefixed strings, existing
-parameters), and leaves literals whose value shapes the plan where they are: ORDER BY / GROUP BY
-ordinals, type modifiers (``varchar(10)``), typed literals (``date '2024-01-01'``,
+parameters), and leaves literals whose value shapes the plan where they are: ORDER BY / GROUP BY /
+DISTINCT ON ordinals, type modifiers (``varchar(10)``), typed literals (``date '2024-01-01'``,
 ``interval '1 day'``), JSON keys after ``->``, LIKE ESCAPE characters.
 
 A number becomes a parameter of the type its literal would have had (integer, bigint or
@@ -83,6 +83,7 @@ def lift_literals(sql: str) -> Normalized | None:
     depth = 0
     ordinal_clause = False
     ordinal_depth = 0
+    distinct_on = False
     pos = 0
     first = True
     n = len(sql)
@@ -106,6 +107,10 @@ def lift_literals(sql: str) -> Normalized | None:
                 return None  # prefixed strings: escapes and bit strings
             if upper == "BY" and prev in ("ORDER", "GROUP"):
                 ordinal_clause, ordinal_depth = True, depth
+                distinct_on = False
+            elif upper == "ON" and prev == "DISTINCT":
+                # DISTINCT ON (1): an ordinal, as in ORDER BY, up to its closing parenthesis.
+                ordinal_clause, ordinal_depth, distinct_on = True, depth, True
             elif upper in _ORDINAL_CLAUSE_END and depth == ordinal_depth:
                 ordinal_clause = False
             out.append(text)
@@ -120,7 +125,9 @@ def lift_literals(sql: str) -> Normalized | None:
                 if typmod_depth:
                     typmod_depth -= 1
                 depth -= 1
-                if ordinal_clause and depth < ordinal_depth:
+                if ordinal_clause and (
+                    depth < ordinal_depth or (distinct_on and depth == ordinal_depth)
+                ):
                     ordinal_clause = False
             out.append(text)
             prev = text

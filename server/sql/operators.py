@@ -535,6 +535,8 @@ def comparison_type(a: SqlType, b: SqlType) -> SqlType | None:
 def comparison(op: str, t: SqlType) -> Callable[[object, object], object]:
     """The comparison ``op`` on two values already of type t."""
     base = _COMPARE[op]
+    if t.id is TypeId.JSON and not t.array:
+        raise operator_missing(op, t, t)  # json has no comparison operators, only jsonb
     if isinstance(t.id, EnumType) or t.id is TypeId.JSONB:
         # Enums: declaration order, for arrays of enums too. jsonb: by kind, then size, then
         # content, with numbers by value ('1.0' = '1'), not as their text.

@@ -256,12 +256,14 @@ def _offset(
     construct = mode.value.upper()
     e = bind_arg(node)
     for n in walk(e):
-        if isinstance(n, BColumn):
+        if isinstance(n, BColumn) or (isinstance(n, BSubquery) and n.correlated):
+            # A correlated subquery here reads the row (an uncorrelated one runs once, before
+            # the window reads its rows).
             raise SqlError(
                 INVALID_COLUMN_REFERENCE, f"argument of {construct} must not contain variables"
             )
-        if isinstance(n, BOuter | BSubquery):
-            raise unsupported(f"outer references or subqueries in a {construct} offset")
+        if isinstance(n, BOuter):
+            raise unsupported(f"outer references in a {construct} offset")
     if mode is not FrameMode.RANGE:
         # Converted as on assignment (ROWS 1.5 PRECEDING is 2 rows), as Postgres does.
         if e.type.id is TypeId.UNKNOWN or casts.can_assign(e.type, T.INT8):
@@ -301,7 +303,9 @@ def range_offset_type(key: SqlType) -> SqlType | None:
         return T.NUMERIC
     if key.id in (TypeId.FLOAT4, TypeId.FLOAT8):
         return T.FLOAT8
-    if key.id in (TypeId.DATE, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ):
+    if key.id in (TypeId.DATE, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.TIME):
+        return T.INTERVAL
+    if key.id is TypeId.INTERVAL:
         return T.INTERVAL
     return None
 
@@ -327,7 +331,9 @@ def resolve_named_windows(select: exp.Select) -> exp.Select:
             raise SqlError(WINDOWING_ERROR, f'window "{name}" is already defined')
         named[name] = _refined(d, named, bare=False)
     for w in _references(select):
-        bare = not any(w.args.get(k) for k in ("partition_by", "order", "spec"))
+        bare = not w.meta.get("parenthesized") and not any(
+            w.args.get(k) for k in ("partition_by", "order", "spec")
+        )
         resolved = _refined(w, named, bare)
         for k in ("partition_by", "order", "spec"):
             w.set(k, resolved.args.get(k))
