@@ -24,6 +24,7 @@ absent).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -91,10 +92,13 @@ async def _check_unchanged(store: CellStore, start_ts: int, commit_ts: int, read
     """Why it is enough, as for the checks above: of two writers that read what the other
     writes, the one checking later runs after the other's prewrite and finds its lock or,
     if the other committed first (below our commit_ts), its record."""
-    for table in reads.tables():
-        changed = await store.first_change(
-            table, reads.ranges(table), start_ts, commit_ts, start_ts
+    found = await asyncio.gather(
+        *(
+            store.first_change(table, reads.ranges(table), start_ts, commit_ts, start_ts)
+            for table in reads.tables()
         )
+    )
+    for changed in found:
         if changed is not None:
             raise SerializationFailure(changed, start_ts, commit_ts)
 

@@ -95,6 +95,20 @@ def test_update_by_key(sql_server: SqlServer, conn: psycopg.Connection) -> None:
     assert trips == {"read": 1, "prewrite": 1, "commit": 1}
 
 
+def test_serializable_update_checks_what_it_read_once_per_table(
+    sql_server: SqlServer, conn: psycopg.Connection
+) -> None:
+    """A SERIALIZABLE writer's commit asks, per store table it read, whether anything there
+    changed: one statement here (the catalog's version cell, read along, is the catalog
+    guard's business, not a read of the transaction's)."""
+    conn.execute("SET default_transaction_isolation = 'serializable'")
+    try:
+        trips = counted(sql_server, conn, "UPDATE rt SET a = a + 1 WHERE id IN (3, 4)")
+    finally:
+        conn.execute("RESET default_transaction_isolation")
+    assert trips == {"read": 1, "prewrite": 1, "first_change": 1, "commit": 1}
+
+
 def test_read_only_transaction_commits_without_a_round_trip(
     sql_server: SqlServer, conn: psycopg.Connection
 ) -> None:
