@@ -899,7 +899,11 @@ class Binder:
             )
         names[: len(col_aliases)] = col_aliases
         relation = alias or name
-        cols = [OutCol(n, t, relation=relation) for n, t in zip(names, types, strict=True)]
+        scalar = impl.names is None and not ordinality
+        cols = [
+            OutCol(n, t, relation=relation, function_value=scalar)
+            for n, t in zip(names, types, strict=True)
+        ]
         rel = FunctionRel(cols, name, impl.fn, impl.args, ordinality)
         return _Query(rel, Scope(cols, outer, {relation}))
 

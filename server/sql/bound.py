@@ -209,6 +209,9 @@ class OutCol:
     joined_away: bool = False
     """A USING join's duplicate column: hidden from unqualified names and ``*``, but still
     part of its own table's ``t.*``, as in Postgres."""
+    function_value: bool = False
+    """The value of a function in FROM that returns one column (no ORDINALITY): the item's
+    name used as a value means it, not a record of it (``SELECT e FROM unnest(a) e``)."""
 
 
 @dataclass(eq=False)

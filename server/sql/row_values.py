@@ -82,13 +82,17 @@ def _as_tuple(*values: object) -> tuple[object, ...]:
 
 def whole_row(scope: Scope, name: str) -> BExpr | None:
     """A FROM item's name used as a value (``SELECT t FROM t``, ``row_to_json(t)``): the
-    record of its columns; None when no visible FROM item has that name."""
+    record of its columns, or the value of a one-column function (``SELECT e FROM
+    unnest(a) e``); None when no visible FROM item has that name."""
     level = 0
     current: Scope | None = scope
     while current is not None:
         if name in current.relations:
             indexes = current.star(name)
             cols = [current.columns[i] for i in indexes]
+            if len(cols) == 1 and cols[0].function_value:
+                i = indexes[0]
+                return BColumn(cols[0].type, i) if level == 0 else BOuter(cols[0].type, level, i)
             fields: list[BExpr] = [
                 BColumn(c.type, i, c.name) if level == 0 else BOuter(c.type, level, i)
                 for c, i in zip(cols, indexes, strict=True)
