@@ -605,6 +605,33 @@ def _make_timestamptz(args: Sequence[SqlType]) -> FunctionImpl | None:
     )
 
 
+def make_interval(
+    years: int = 0,
+    months: int = 0,
+    weeks: int = 0,
+    days: int = 0,
+    hours: int = 0,
+    mins: int = 0,
+    secs: float = 0.0,
+) -> Interval:
+    """make_interval(years, months, weeks, days, hours, mins, secs), every one defaulting
+    to 0 (``make_interval(days => 3)``)."""
+    if not math.isfinite(secs):
+        raise SqlError(DATETIME_FIELD_OVERFLOW, "interval out of range")
+    micros = (hours * 3600 + mins * 60) * 1_000_000 + round(secs * 1_000_000)
+    return Interval(years * 12 + months, weeks * 7 + days, micros)
+
+
+@register("make_interval")
+def _make_interval(args: Sequence[SqlType]) -> FunctionImpl | None:
+    if len(args) > 7 or not all(a.id in _INT_ARGS for a in args[:6]):
+        return None
+    if len(args) == 7 and not (args[6].id in _INT_ARGS or is_numeric(args[6])):
+        return None
+    params = ((T.INT4,) * 6 + (T.FLOAT8,))[: len(args)]
+    return FunctionImpl(make_interval, T.INTERVAL, args=params)
+
+
 define(("isfinite",), lambda v: True, T.BOOL, 1)
 
 

@@ -20,11 +20,14 @@ def _keep_postgres_functions() -> None:
     EXTRACT (whose result type and column name differ), log10(x) as log(10, x) (numeric, where
     Postgres's log10 of a double is a double), and to_date / to_timestamp(text, text) /
     make_timestamp / make_time as other dialects' functions, rewriting the format's template
-    patterns into strftime codes on the way, and var_samp as variance (a column named
-    variance)."""
+    patterns into strftime codes on the way, make_interval with other dialects' parameters,
+    and var_samp as variance (a column named variance)."""
     parser = Postgres.Parser
     parser.FUNCTION_PARSERS = {k: v for k, v in parser.FUNCTION_PARSERS.items() if k != "DATE_PART"}
-    dropped = ("TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP", "MAKE_TIME", "LOG10", "VAR_SAMP")
+    dropped = (
+        "TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP", "MAKE_TIME", "MAKE_INTERVAL", "LOG10",
+        "VAR_SAMP",
+    )  # fmt: skip
     parser.FUNCTIONS = {k: v for k, v in parser.FUNCTIONS.items() if k not in dropped}
 
 

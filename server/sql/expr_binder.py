@@ -27,6 +27,7 @@ from percolator.server.sql import (
     grouping_sets,
     json_functions,
     json_operators,
+    named_arguments,
     operators,
     ordered_set_aggregates,
     regex_functions,
@@ -1614,6 +1615,7 @@ class ExprBinder:
 
     def _function(self, node: exp.Expression, scope: Scope) -> BExpr:
         name, arg_nodes = self.function_name_args(node)
+        arg_nodes = named_arguments.positional(name, arg_nodes)
         if name in _AGG_NAMES:
             raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
         if name == "date_trunc" and arg_nodes and isinstance(arg_nodes[0], exp.Var):

@@ -141,6 +141,21 @@ SCRIPTS: dict[str, Script] = {
             "SELECT * FROM ae ORDER BY id",
         ],
     ),
+    "named_arguments": Script(
+        cases=[
+            "SELECT make_interval(days => 3)",
+            "SELECT make_interval(1, 2, 3, 4, 5, 6, 7.5)",
+            "SELECT make_interval(hours := 2, mins => 30)",
+            "SELECT make_interval(1, days => 2)",
+            "SELECT make_interval(secs => 1.25), make_interval()",
+            "SELECT make_interval(days => 1, days => 2)",
+            "SELECT make_interval(bogus => 1)",
+            "SELECT make_date(year => 2024, month => 2, day => 29), make_timestamp(2024, 1, 2, 3, 4, sec => 5.5)",
+            "SELECT jsonb_set('{\"a\":1}', '{b}', '2', create_if_missing => false), jsonb_set_lax('{\"a\":1}', '{a}', NULL, null_value_treatment => 'delete_key')",
+            "SELECT jsonb_insert('{\"a\":[1]}', '{a,0}', '0', insert_after => true)",
+            "SELECT abs(x => 1)",
+        ],
+    ),
     "values_order": Script(
         cases=[
             "VALUES (1), (2) ORDER BY 1 DESC",
@@ -1637,10 +1652,7 @@ SCRIPTS: dict[str, Script] = {
                 "SELECT DISTINCT t FROM jm",
                 "DISTINCT / GROUP BY on json should be 42883 (no equality operator); the planner groups its text",
             ),
-            gap(
-                "SELECT jsonb_set_lax('{\"a\":1}', '{a}', NULL, null_value_treatment => 'delete_key')",
-                "named function arguments (=>) are not supported",
-            ),
+            "SELECT jsonb_set_lax('{\"a\":1}', '{a}', NULL, null_value_treatment => 'delete_key')",
         ],
     ),
     "arrays_more": Script(
