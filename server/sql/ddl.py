@@ -501,7 +501,7 @@ def _column(
         elif isinstance(k, exp.UniqueColumnConstraint):
             unique = True
         elif isinstance(k, exp.DefaultColumnConstraint):
-            default = k.this.sql(dialect="postgres")
+            default = expression_text(k.this)
         elif isinstance(k, exp.CheckColumnConstraint):
             checks.append(
                 CheckDef(cname or f"{table}_{name}_check", k.this.sql(dialect="postgres"))
@@ -1148,9 +1148,7 @@ def _alter_action(
             else:
                 changed = dataclasses.replace(col, default=None)
         elif action.args.get("default") is not None:
-            changed = dataclasses.replace(
-                col, default=action.args["default"].sql(dialect="postgres")
-            )
+            changed = dataclasses.replace(col, default=expression_text(action.args["default"]))
         elif (
             action.args.get("allow_null") is False
             or "SET NOT NULL" in action.sql(dialect="postgres").upper()
@@ -1170,3 +1168,16 @@ def _alter_action(
 
 
 __all__ = ["DdlResult", "apply_ddl", "is_ddl"]
+
+
+def expression_text(node: exp.Expression) -> str:
+    """An expression as stored in the catalog (a default): SQL that reads back the same, with
+    ``now()`` kept as written (sqlglot writes it CURRENT_TIMESTAMP, which Postgres shows
+    apart from it, and tools that compare defaults, such as Alembic's autogenerate, see)."""
+
+    def keep_now(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.CurrentTimestamp) and "start" in n.meta:
+            return exp.Anonymous(this="now", expressions=[])
+        return n
+
+    return node.copy().transform(keep_now).sql(dialect="postgres")

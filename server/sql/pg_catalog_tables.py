@@ -665,6 +665,8 @@ class _Deparser:
             return ("true" if e.this else "false"), None
         if isinstance(e, exp.Null):
             return "NULL", None
+        if kind is exp.CurrentTimestamp and "start" in e.meta:
+            return "now()", None  # written as now(), which sqlglot reads as CURRENT_TIMESTAMP
         if kind in _KEYWORD_FUNCTIONS:
             return _KEYWORD_FUNCTIONS[kind], None
         if isinstance(e, exp.Func):

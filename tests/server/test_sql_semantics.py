@@ -156,6 +156,16 @@ SCRIPTS: dict[str, Script] = {
             "SELECT abs(x => 1)",
         ],
     ),
+    "default_text": Script(
+        setup=[
+            "CREATE TABLE dft (id int PRIMARY KEY, a timestamptz DEFAULT now(), b timestamptz DEFAULT CURRENT_TIMESTAMP, c date DEFAULT CURRENT_DATE, d text DEFAULT 'x')",
+            "ALTER TABLE dft ALTER COLUMN d SET DEFAULT now()::text",
+        ],
+        cases=[
+            "SELECT column_name, column_default FROM information_schema.columns WHERE table_name = 'dft' ORDER BY ordinal_position",
+            "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'dft'::regclass ORDER BY a.attnum",
+        ],
+    ),
     "values_order": Script(
         cases=[
             "VALUES (1), (2) ORDER BY 1 DESC",
