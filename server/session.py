@@ -77,6 +77,7 @@ from percolator.server.sql import (
     enums,
     introspection,
     observer_ddl,
+    schemas,
     sequence_ddl,
     temp_tables,
     utility,
@@ -154,6 +155,9 @@ class Plan:
     one's definition changed (a view has no storage of its own to tell)."""
     returning_runners: list[Any] = field(default_factory=list)
     """The subqueries and waiting calls of RETURNING, run for each returned row."""
+    search_path: tuple[str, ...] | None = None
+    """The schemas its unqualified names were resolved through (server/sql/schemas.py): a
+    prepared statement is planned again when they change, as in Postgres."""
 
 
 class ConcurrentDdl(SqlError):
@@ -546,10 +550,11 @@ class SqlSession:
         if statement.empty:
             return PreparedStatement(statement, [], None)
         catalog = self.current_catalog()
+        self._use_search_path()
         if isinstance(statement.payload, LiftedStatement):
             return self._prepare_lifted(statement, statement.payload, catalog)
         key = (statement.sql, tuple(param_oids))
-        shared = self.txn_catalog is None and not self.temp_tables.active
+        shared = self._shares_plans(catalog)
         if shared:
             cached = self.engine.plan_cache.get(key)
             if cached is not None and cached.catalog is catalog:
@@ -564,7 +569,7 @@ class SqlSession:
     ) -> PreparedStatement:
         n = lifted.normalized
         key = ("template", n.template, n.types)
-        shared = self.txn_catalog is None and not self.temp_tables.active
+        shared = self._shares_plans(catalog)
         plan = self.engine.plan_cache.get(key) if shared else None
         if plan is None or plan.catalog is not catalog:
             plan = self._plan(lifted.tree, n.template, [t.oid for t in n.types], catalog)
@@ -573,9 +578,24 @@ class SqlSession:
         # The client sees a statement without parameters; the literals are bound here.
         return PreparedStatement(statement, [], plan.columns, BoundLiterals(plan, n))
 
+    def _use_search_path(self) -> None:
+        """The search path this task resolves names with (server/sql/schemas.py)."""
+        schemas.use_search_path(self.settings.get("search_path", "public"), self.user)
+
+    def _shares_plans(self, catalog: Catalog) -> bool:
+        """Whether this session's plans may go to (and come from) the shared plan cache: not
+        with a transaction's own catalog, temporary tables, or a search path that resolves
+        unqualified names elsewhere than in public."""
+        return (
+            self.txn_catalog is None
+            and not self.temp_tables.active
+            and schemas.is_default_path(catalog)
+        )
+
     async def execute(self, prepared: PreparedStatement, params: Sequence[object]) -> Any:
         if prepared.statement.empty:
             return _done(self, "")
+        self._use_search_path()
         plan, values = self._current_plan(prepared, params)
         if len(values) < len(plan.param_types):
             raise SqlError("42P02", f"there is no parameter ${len(values) + 1}")
@@ -642,14 +662,14 @@ class SqlSession:
         catalog = self.current_catalog()
         if isinstance(payload, BoundLiterals):
             plan = payload.plan
-            if plan.catalog is not None and plan.catalog is not catalog:
+            if plan.catalog is not None and _stale(plan, catalog):
                 lifted = prepared.statement.payload
                 assert isinstance(lifted, LiftedStatement)
                 rebound = self._prepare_lifted(prepared.statement, lifted, catalog).payload
                 plan = rebound.plan  # type: ignore[union-attr]
             return plan, payload.values(plan)
         plan = payload  # type: ignore[assignment]
-        if plan.catalog is not None and plan.catalog is not catalog:
+        if plan.catalog is not None and _stale(plan, catalog):
             oids = [t.oid for t in plan.param_types]
             plan = self._plan(prepared.statement.payload, prepared.statement.sql, oids, catalog)
         return plan, list(params)
@@ -1086,13 +1106,15 @@ class SqlSession:
         if isinstance(payload, exp.Select) and payload.args.get("into") is not None:
             return Plan("ddl", None, _select_into_as_create(payload), writes=True)
         if ddl.is_ddl(payload):
-            return Plan("ddl", None, payload, writes=True)
+            return Plan("ddl", None, payload, writes=True)  # its names resolved when it runs
+        payload = schemas.qualify(payload, catalog)
         params = Params.from_oids(param_oids, catalog)
         binder = Binder(catalog, params)
         bound = binder.bind_statement(payload)
         param_types = params.finish()
         plan = self._plan_bound(bound, binder, catalog, param_types)
         plan.views = frozenset(binder.dependencies.expanded)
+        plan.search_path = tuple(schemas.path(catalog))
         return plan
 
     def _plan_bound(
@@ -1273,7 +1295,7 @@ class SqlSession:
                 extra={"columns": plan.columns},
                 views=plan.views,
             )
-        table = catalog.table(stmt.table or "")
+        table = catalog.table(schemas.resolve(catalog, stmt.table or ""))
         names = list(stmt.columns) if stmt.columns else [c.name for c in table.columns]
         cols = [table.column(n) for n in names]
         return Plan(
@@ -1502,6 +1524,10 @@ class SqlSession:
         return await self._dml_result(plan, ctx, result.rows, f"INSERT 0 {result.count}")
 
     async def _ddl(self, node: exp.Expression) -> Any:
+        """Run DDL, its names resolved through the search path as the catalog is now."""
+        return await self._ddl_resolved(schemas.qualify(node, self.current_catalog()))
+
+    async def _ddl_resolved(self, node: exp.Expression) -> Any:
         if isinstance(node, exp.Create) and node.args.get("expression") is not None:
             if (node.args.get("kind") or "").upper() == "TABLE":
                 return await self._create_table_as(node)
@@ -1565,7 +1591,7 @@ class SqlSession:
             kind="TABLE",
             properties=properties,
         )
-        await self._ddl(create)
+        await self._ddl_resolved(create)
         if no_data:
             return _done(self, "CREATE TABLE AS")
         insert = exp.Insert(
@@ -1727,6 +1753,8 @@ class SqlSession:
             return await self._sequence_ddl(stmt)
         if isinstance(stmt, enums.CreateEnum | enums.AlterEnum | enums.DropType):
             return await self._enum_ddl(stmt)
+        if isinstance(stmt, schemas.CreateSchema | schemas.DropSchema | schemas.RenameSchema):
+            return await self._schema_ddl(stmt)
         if isinstance(stmt, utility.PrepareStatement):
             return self._sql_prepare(stmt)
         if isinstance(stmt, utility.ExecuteStatement):
@@ -1848,6 +1876,15 @@ class SqlSession:
         if after is not base:
             await self._stage_catalog(txn, base, after)
         return _done(self, tag, [Notice("00000", n) for n in notices if n])
+
+    async def _schema_ddl(self, stmt: schemas.SchemaStatement) -> Any:
+        """CREATE / DROP / ALTER SCHEMA, in the transaction like other DDL."""
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        after, notices, tag = schemas.apply(base, stmt, self.user)
+        if after is not base:
+            await self._stage_catalog(txn, base, after)
+        return _done(self, tag, [Notice("00000", n) for n in notices])
 
     async def _comment(self, stmt: comments.CommentOn) -> Any:
         """COMMENT ON: a catalog change in the transaction, like other DDL."""
@@ -2314,6 +2351,14 @@ _OVERRIDING = re.compile(r"\bOVERRIDING\s+(SYSTEM|USER)\s+VALUE\b", re.IGNORECAS
 
 _CURRENT_OF = re.compile(r"\bWHERE\s+CURRENT\s+OF\b", re.IGNORECASE)
 """UPDATE / DELETE ... WHERE CURRENT OF cursor, which sqlglot does not parse."""
+
+
+def _stale(plan: Plan, catalog: Catalog) -> bool:
+    """Whether a prepared statement's plan must be made again: DDL changed the catalog, or
+    the search path now resolves names through other schemas."""
+    if plan.catalog is not catalog:
+        return True
+    return plan.search_path is not None and plan.search_path != tuple(schemas.path(catalog))
 
 
 def _parse_one(text: str, offset: int) -> Any:

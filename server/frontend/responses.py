@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from percolator.server.engine_api import Notice
 from percolator.server.sql.errors import ErrorObject, SqlError
+from percolator.server.sql.schemas import bare, split
 from percolator.server.wire.messages import ErrorField, ErrorResponse, NoticeResponse
 
 ADMIN_SHUTDOWN_MESSAGE = "terminating connection due to administrator command"
@@ -27,11 +28,16 @@ def error_response(error: SqlError, severity: str | None = None) -> ErrorRespons
 def _object_fields(about: ErrorObject | None) -> dict[str, str]:
     if about is None:
         return {}
-    fields = {ErrorField.SCHEMA_NAME: about.schema, ErrorField.TABLE_NAME: about.table}
+    # A table of a schema other than public is named by its catalog key ``schema.table``
+    # (server/sql/schemas.py): the fields split it.
+    schema, table = about.schema, about.table
+    if about.schema == "public" and "." in about.table:
+        schema, table = split(about.table)
+    fields = {ErrorField.SCHEMA_NAME: schema, ErrorField.TABLE_NAME: table}
     if about.column is not None:
         fields[ErrorField.COLUMN_NAME] = about.column
     if about.constraint is not None:
-        fields[ErrorField.CONSTRAINT_NAME] = about.constraint
+        fields[ErrorField.CONSTRAINT_NAME] = bare(about.constraint)
     return {str(k): v for k, v in fields.items()}
 
 

@@ -40,6 +40,7 @@ from percolator.server.sql.errors import (
     ErrorObject,
     SqlError,
 )
+from percolator.server.sql.schemas import bare
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.transaction import RowLockMode
 
@@ -81,7 +82,7 @@ class TableWriter:
             if row[pos] is None:
                 raise SqlError(
                     NOT_NULL_VIOLATION,
-                    f'null value in column "{col.name}" of relation "{self.table.name}" '
+                    f'null value in column "{col.name}" of relation "{bare(self.table.name)}" '
                     "violates not-null constraint",
                     detail=f"Failing row contains {format_row(self.table, row)}.",
                     about=ErrorObject(self.table.name, column=col.name),
@@ -90,7 +91,8 @@ class TableWriter:
             if check(row, ctx) is False:
                 raise SqlError(
                     CHECK_VIOLATION,
-                    f'new row for relation "{self.table.name}" violates check constraint "{name}"',
+                    f'new row for relation "{bare(self.table.name)}" violates check constraint '
+                    f'"{bare(name)}"',
                     detail=f"Failing row contains {format_row(self.table, row)}.",
                     about=ErrorObject(self.table.name, constraint=name),
                 )
@@ -134,7 +136,7 @@ def duplicate_key(
     """The 23505 error for ``row`` colliding on ``constraint``."""
     return SqlError(
         UNIQUE_VIOLATION,
-        f'duplicate key value violates unique constraint "{constraint}"',
+        f'duplicate key value violates unique constraint "{bare(constraint)}"',
         detail=key_detail(table, column_ids, row),
         about=ErrorObject(table.name, constraint=constraint),
     )

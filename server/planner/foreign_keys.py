@@ -34,6 +34,7 @@ from percolator.server.planner.row_locking import lock_for_reference
 from percolator.server.sql.catalog import Catalog, FkAction, ForeignKeyDef, TableDef
 from percolator.server.sql.errors import FOREIGN_KEY_VIOLATION, ErrorObject, SqlError
 from percolator.server.sql.keycodec import prefix_successor
+from percolator.server.sql.schemas import bare
 from percolator.server.storage.cells import CellKey
 from percolator.server.txn.commit_checks import StillAbsent, StillPresent
 
@@ -307,10 +308,10 @@ def _missing_parent(ref: Reference, row: Row) -> SqlError:
     ids = ref.fk.column_ids
     return SqlError(
         FOREIGN_KEY_VIOLATION,
-        f'insert or update on table "{ref.table.name}" violates foreign key constraint '
+        f'insert or update on table "{bare(ref.table.name)}" violates foreign key constraint '
         f'"{ref.fk.name}"',
         detail=f"Key ({_names(ref.table, ids)})=({_texts(ref.table, ids, key)}) is not "
-        f'present in table "{ref.parent.name}".',
+        f'present in table "{bare(ref.parent.name)}".',
         about=ErrorObject(ref.table.name, constraint=ref.fk.name),
     )
 
@@ -466,10 +467,10 @@ def _still_referenced(referrer: Referrer, key: Key) -> SqlError:
     parent = referrer.parent
     return SqlError(
         FOREIGN_KEY_VIOLATION,
-        f'update or delete on table "{parent.name}" violates foreign key constraint '
-        f'"{referrer.fk.name}" on table "{referrer.child.name}"',
+        f'update or delete on table "{bare(parent.name)}" violates foreign key constraint '
+        f'"{referrer.fk.name}" on table "{bare(referrer.child.name)}"',
         detail=f"Key ({_names(parent, parent_ids)})=({_texts(parent, parent_ids, key)}) is "
-        f'still referenced from table "{referrer.child.name}".',
+        f'still referenced from table "{bare(referrer.child.name)}".',
         about=ErrorObject(referrer.child.name, constraint=referrer.fk.name),
     )
 

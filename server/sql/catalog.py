@@ -288,8 +288,24 @@ class ObserverDef:
 
 
 @dataclass(frozen=True)
+class SchemaDef:
+    """A schema made by CREATE SCHEMA (public is implicit: it is in no catalog).
+
+    Objects of a schema other than public are keyed (and named, in :class:`TableDef` and the
+    other definitions) ``schema.name`` (see :mod:`percolator.server.sql.schemas`)."""
+
+    name: str
+    oid: int
+    owner: str
+    comment: str | None = None
+
+
+@dataclass(frozen=True)
 class Catalog:
-    """An immutable snapshot of every definition, and the version it was read at."""
+    """An immutable snapshot of every definition, and the version it was read at.
+
+    Tables, views, sequences and enum types are keyed by name: the bare name in schema
+    public, ``schema.name`` in another (server/sql/schemas.py resolves names to keys)."""
 
     version: int = 0
     next_id: int = 1
@@ -300,6 +316,8 @@ class Catalog:
     views: dict[str, ViewDef] = field(default_factory=dict)
     enums: dict[str, EnumType] = field(default_factory=dict)
     """User-defined enum types by name (server/sql/enums.py)."""
+    schemas: dict[str, SchemaDef] = field(default_factory=dict)
+    """Schemas made by CREATE SCHEMA, by name (server/sql/schemas.py)."""
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -433,6 +451,16 @@ class Catalog:
         enums = {k: v for k, v in self.enums.items() if v.oid != enum.oid}
         enums[enum.type_name] = enum
         return link_enums(dataclasses.replace(self, enums=enums))
+
+    def with_schema(self, schema: SchemaDef) -> Catalog:
+        schemas = dict(self.schemas)
+        schemas[schema.name] = schema
+        return dataclasses.replace(self, schemas=schemas)
+
+    def without_schema(self, name: str) -> Catalog:
+        schemas = dict(self.schemas)
+        del schemas[name]
+        return dataclasses.replace(self, schemas=schemas)
 
     def without_enum(self, name: str) -> Catalog:
         enums = dict(self.enums)
@@ -673,6 +701,14 @@ def observer_from_json(d: dict[str, object]) -> ObserverDef:
     return ObserverDef(**d)  # type: ignore[arg-type]
 
 
+def schema_to_json(s: SchemaDef) -> dict[str, object]:
+    return dataclasses.asdict(s)
+
+
+def schema_from_json(d: dict[str, object]) -> SchemaDef:
+    return SchemaDef(**d)  # type: ignore[arg-type]
+
+
 def sequence_to_json(s: SequenceDef) -> dict[str, object]:
     return dataclasses.asdict(s)
 
@@ -689,6 +725,7 @@ __all__ = [
     "IndexDef",
     "ObserverDef",
     "RoleDef",
+    "SchemaDef",
     "SequenceDef",
     "TableDef",
     "ViewColumn",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from percolator.server.sql import comments
+from percolator.server.sql import comments, schemas
 from percolator.server.sql import types as T
 from percolator.server.sql.catalog import (
     INFORMATION_SCHEMA_NAMESPACE_OID,
@@ -76,9 +76,10 @@ def reg_lookup(ctx: Any, t: SqlType, value: object) -> OidName:
         return oid_to_reg(ctx, t, int(name))
     if t.id is TypeId.REGNAMESPACE:
         key = _unquote(name)
-        if key not in NAMESPACES:
+        found = _namespace_oid(ctx, key)
+        if found < 0:
             raise SqlError("3F000", f'schema "{key}" does not exist')
-        return OidName(NAMESPACES[key], key)
+        return OidName(found, key)
     if t.id is TypeId.REGTYPE:
         found = T.make_type(_unquote(name.removeprefix("pg_catalog.")))
         if found is None:
@@ -103,9 +104,11 @@ def relation_oid(ctx: Any, name: str) -> int | None:
     schema, _, rel = name.rpartition(".")
     rel = _unquote(rel)
     if schema:
-        namespaces = [NAMESPACES.get(_unquote(schema), -1)]
+        namespaces = [_namespace_oid(ctx, _unquote(schema))]
     else:
-        namespaces = [PG_CATALOG_NAMESPACE_OID, PUBLIC_NAMESPACE_OID]
+        namespaces = [PG_CATALOG_NAMESPACE_OID] + [
+            schemas.oid(ctx.catalog, s) or -1 for s in schemas.path(ctx.catalog)
+        ]
     found = {r.namespace: r.oid for r in pgc.relations(ctx.catalog) if r.name == rel}
     for ns in namespaces:
         if ns in found:
@@ -123,7 +126,25 @@ def relation_name(ctx: Any, oid: int) -> str | None:
     # Quoted as regclassout quotes (psql shows a referencing table "Fk Other" as ""Fk Other"").
     if r.namespace == INFORMATION_SCHEMA_NAMESPACE_OID:
         return f"information_schema.{quote_ident(r.name)}"
+    schema = _user_schema(ctx, r.namespace)
+    if schema is not None and not schemas.visible(ctx.catalog, schemas.key(schema, r.name)):
+        return f"{quote_ident(schema)}.{quote_ident(r.name)}"
     return quote_ident(r.name)
+
+
+def _user_schema(ctx: Any, namespace: int) -> str | None:
+    """public or a schema made by CREATE SCHEMA (None for the system and temporary ones)."""
+    if namespace == PUBLIC_NAMESPACE_OID:
+        return "public"
+    return schemas.name_of(ctx.catalog, namespace)
+
+
+def _namespace_oid(ctx: Any, schema: str) -> int:
+    """The OID of a schema by name (-1 if there is none)."""
+    if schema in NAMESPACES:
+        return NAMESPACES[schema]
+    found = schemas.oid(ctx.catalog, schema)
+    return found if found is not None else -1
 
 
 @register("pg_typeof")
@@ -148,6 +169,9 @@ def oid_to_reg(ctx: Any, t: SqlType, oid: int) -> OidName:
         for k, v in NAMESPACES.items():
             if v == oid:
                 return OidName(oid, k)
+        made = schemas.name_of(ctx.catalog, oid)
+        if made is not None:
+            return OidName(oid, made)
     return OidName(oid, str(oid))
 
 
@@ -182,7 +206,13 @@ def format_type(oid: int, typmod: int | None, catalog: Any = None) -> str | None
     t = T.type_by_oid(oid) if catalog is None else _type_by_oid(catalog, oid)
     if t is None:
         return "???"
-    return SqlType(t.id, typmod if typmod is not None else -1, t.array).format()
+    out = SqlType(t.id, typmod if typmod is not None else -1, t.array).format()
+    if catalog is not None and isinstance(t.id, T.EnumType) and "." in t.id.type_name:
+        # A type of the search path prints bare, as Postgres's format_type does.
+        bare = schemas.bare(t.id.type_name)
+        if schemas.resolve_type(catalog, bare) == t.id.type_name:
+            out = out.removeprefix(SqlType(t.id).format().split(".", 1)[0] + ".")
+    return out
 
 
 def current_setting(ctx: Any, name: str, missing_ok: bool = False) -> str | None:
@@ -285,10 +315,12 @@ def pg_get_indexdef(ctx: Any, oid: int, column: int = 0, pretty: bool = False) -
         n + (" DESC" if i < len(ix.descending) and ix.descending[i] else "")
         for i, n in enumerate(names)
     )
-    table = quote_ident(ix.table.name)
-    on = table if pretty else f"public.{table}"
+    schema, bare = schemas.split(ix.table.name)
+    table = quote_ident(bare)
+    on = table if pretty else f"{quote_ident(schema)}.{table}"
     unique = "UNIQUE " if ix.unique else ""
-    return f"CREATE {unique}INDEX {quote_ident(ix.name)} ON {on} USING btree ({keys})"
+    name = quote_ident(schemas.bare(ix.name))
+    return f"CREATE {unique}INDEX {name} ON {on} USING btree ({keys})"
 
 
 def pg_get_constraintdef(ctx: Any, oid: int, pretty: bool = False) -> str | None:
@@ -304,16 +336,25 @@ def pg_get_constraintdef(ctx: Any, oid: int, pretty: bool = False) -> str | None
         return f"CHECK ({text})"
     cols = ", ".join(quote_ident(con.table.columns[n - 1].name) for n in con.attnums)
     if con.foreign is not None:
-        return f"FOREIGN KEY ({cols}) REFERENCES {_references(con.foreign)}"
+        return f"FOREIGN KEY ({cols}) REFERENCES {_references(ctx, con.foreign)}"
     return f"{'PRIMARY KEY' if con.contype == 'p' else 'UNIQUE'} ({cols})"
 
 
-def _references(fk: ForeignKeyInfo) -> str:
+def _relation_text(ctx: Any, key: str) -> str:
+    """A relation as ruleutils.c names it: bare when the search path finds it, else
+    schema-qualified."""
+    schema, bare = schemas.split(key)
+    if schemas.visible(ctx.catalog, key):
+        return quote_ident(bare)
+    return f"{quote_ident(schema)}.{quote_ident(bare)}"
+
+
+def _references(ctx: Any, fk: ForeignKeyInfo) -> str:
     """``parent(id) ON UPDATE CASCADE ON DELETE SET NULL`` as ruleutils.c writes it: the table
-    unqualified (public is on the search path), MATCH SIMPLE and NO ACTION left unsaid."""
+    unqualified when the search path finds it, MATCH SIMPLE and NO ACTION left unsaid."""
     ref = fk.ref_table
     ref_cols = ", ".join(quote_ident(ref.columns[n - 1].name) for n in fk.ref_attnums)
-    text = f"{quote_ident(ref.name)}({ref_cols})"
+    text = f"{_relation_text(ctx, ref.name)}({ref_cols})"
     for word, action in (("UPDATE", fk.on_update), ("DELETE", fk.on_delete)):
         if action is not FkAction.NO_ACTION:
             text += f" ON {word} {action.sql}"
@@ -328,14 +369,14 @@ def pg_get_serial_sequence(ctx: Any, table: str, column: str) -> str | None:
     """'public.t_id_seq' for a serial column, NULL for other columns; 42P01/42703 if the
     table or column does not exist."""
     name = table.strip()
-    schema, _, rel = name.rpartition(".")
-    if schema and _unquote(schema) != "public":
+    t = ctx.catalog.tables.get(schemas.resolve_text(ctx.catalog, name))
+    if t is None:
         raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
-    t = ctx.catalog.table(_unquote(rel))
     col = t.column(column)
     if col.serial_sequence is None:
         return None
-    return f"public.{quote_ident(col.serial_sequence)}"
+    schema, bare = schemas.split(col.serial_sequence)
+    return f"{quote_ident(schema)}.{quote_ident(bare)}"
 
 
 def pg_get_viewdef(ctx: Any, oid: int, pretty: object = False) -> str | None:
@@ -453,12 +494,20 @@ define("pg_backend_pid", lambda ctx: ctx.backend_pid, T.INT4, 0, context=True)
 define("current_setting", current_setting, T.TEXT, (1, 2), context=True, strict=True)
 define("set_config", set_config, T.TEXT, 3, context=True, strict=False)
 define("current_database", lambda ctx: ctx.database, T.NAME, 0, context=True)
-define("current_schema", lambda: "public", T.NAME, 0)
+
+
+def _current_schema(ctx: Any) -> str | None:
+    found = schemas.path(ctx.catalog)
+    return found[0] if found else None
+
+
+define("current_schema", _current_schema, T.NAME, 0, context=True, strict=False)
 define(
     "current_schemas",
-    lambda include: ["pg_catalog", "public"] if include else ["public"],
+    lambda ctx, include: schemas.current_schemas(ctx.catalog, bool(include)),
     SqlType(TypeId.NAME, array=True),
     1,
+    context=True,
 )
 define("current_user", lambda ctx: ctx.user, T.NAME, 0, context=True)
 define("session_user", lambda ctx: ctx.user, T.NAME, 0, context=True)
@@ -471,7 +520,24 @@ def _format_type_sql(ctx: Any, oid: int, typmod: int | None) -> str | None:
 
 define("format_type", _format_type_sql, T.TEXT, 2, strict=False, context=True)
 define("pg_get_userbyid", pg_get_userbyid, T.NAME, 1, context=True)
-define("pg_table_is_visible", lambda oid: True, T.BOOL, 1)
+
+
+def _table_is_visible(ctx: Any, oid: int) -> bool:
+    """Whether the relation is what its bare name resolves to (psql's \\dt lists those)."""
+    from percolator.server.sql import pg_catalog_tables as pgc
+
+    r = pgc.relation_by_oid(ctx.catalog, int(oid))
+    if r is None:
+        return False
+    schema = _user_schema(ctx, r.namespace)
+    if schema is not None:
+        return schemas.visible(ctx.catalog, schemas.key(schema, r.name))
+    # pg_catalog and the session's temporary schema are on every search path; the other
+    # system schemas (information_schema, percolator) are not.
+    return r.namespace == PG_CATALOG_NAMESPACE_OID or r.system is None
+
+
+define("pg_table_is_visible", _table_is_visible, T.BOOL, 1, context=True)
 define("pg_type_is_visible", lambda oid: True, T.BOOL, 1)
 define("pg_function_is_visible", lambda oid: True, T.BOOL, 1)
 define("pg_collation_is_visible", lambda oid: True, T.BOOL, 1)

@@ -7,6 +7,8 @@ Layout (one row per object, JSON documents in the ``d`` column):
 - ``r/<name>``: a role;
 - ``o/<name>``: an observer;
 - ``v/<name>``: a view;
+- ``n/<name>``: a schema made by CREATE SCHEMA (objects of schema s are named ``s.<name>``;
+  a catalog stored before schemas existed has none: everything in it is in public);
 - ``e/<name>``: an enum type (CREATE TYPE ... AS ENUM), its labels and their sort orders;
 - ``s/<name>``: a sequence definition; its counter lives in ``__sequences`` (see
   :mod:`percolator.server.sequences`);
@@ -35,6 +37,8 @@ from percolator.server.sql.catalog import (
     observer_to_json,
     role_from_json,
     role_to_json,
+    schema_from_json,
+    schema_to_json,
     sequence_from_json,
     sequence_to_json,
     table_from_json,
@@ -81,6 +85,7 @@ _KINDS = (
     _Kind(b"o/", "observers", observer_to_json, observer_from_json),
     _Kind(b"v/", "views", view_to_json, view_from_json),
     _Kind(b"e/", "enums", enum_to_json, enum_from_json, key="type_name"),
+    _Kind(b"n/", "schemas", schema_to_json, schema_from_json),
 )
 _BY_PREFIX = {k.prefix: k for k in _KINDS}
 

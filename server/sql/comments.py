@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from percolator.server.sql import schemas
 from percolator.server.sql.catalog import (
     FIRST_USER_OID,
     PUBLIC_NAMESPACE_OID,
@@ -171,11 +172,11 @@ def apply(catalog: Catalog, stmt: CommentOn) -> Catalog:
     if stmt.kind == "COLUMN":
         if len(stmt.name) < 2:
             raise SqlError(SYNTAX_ERROR, "column name must be qualified")
-        relation = _relation_name(stmt.name[:-1])
+        relation = _relation_name(catalog, stmt.name[:-1])
         return _comment_column(catalog, relation, stmt.name[-1], text)
     if stmt.kind == "CONSTRAINT":
-        return _comment_constraint(catalog, _relation_name(stmt.table), stmt.name[0], text)
-    name = _relation_name(stmt.name)
+        return _comment_constraint(catalog, _relation_name(catalog, stmt.table), stmt.name[0], text)
+    name = _relation_name(catalog, stmt.name)
     if stmt.kind == "TABLE":
         table = catalog.tables.get(name)
         if table is None:
@@ -194,16 +195,17 @@ def apply(catalog: Catalog, stmt: CommentOn) -> Catalog:
     return _comment_index(catalog, name, text)
 
 
-def _relation_name(parts: tuple[str, ...]) -> str:
-    """The relation a (schema-qualified) name means: public's only."""
+def _relation_name(catalog: Catalog, parts: tuple[str, ...]) -> str:
+    """The catalog key of the relation a (schema-qualified) name means (through the search
+    path when unqualified: server/sql/schemas.py)."""
     if len(parts) == 1:
-        return parts[0]
+        return schemas.resolve(catalog, parts[0])
     if len(parts) == 2:
-        if parts[0] == "public":
-            return parts[1]
         if parts[0] in ("pg_catalog", "information_schema", "percolator"):
             raise unsupported("COMMENT ON system catalogs")
-        raise SqlError("3F000", f'schema "{parts[0]}" does not exist')
+        if not schemas.exists(catalog, parts[0]):
+            raise SqlError("3F000", f'schema "{parts[0]}" does not exist')
+        return schemas.key(parts[0], parts[1])
     raise SqlError(
         FEATURE_NOT_SUPPORTED,
         f'cross-database references are not implemented: "{".".join(parts)}"',

@@ -19,6 +19,7 @@ from percolator.server.sql import (
     like_ddl,
     relation_kinds,
     rename_ddl,
+    schemas,
     sequence_ddl,
     views,
 )
@@ -297,6 +298,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
             references.append(fk)
         else:
             kind, cols, cname, check_sql = _table_constraint(item)
+            cname = _index_constraint_key(name, kind, cname)
             if kind == "pk":
                 if pk:
                     raise SqlError(
@@ -407,9 +409,19 @@ def _unique_name(catalog: Catalog, table: TableDef, cols: list[int]) -> str:
     return name
 
 
+def _index_constraint_key(table: str, kind: str, cname: str | None) -> str | None:
+    """The name of a PRIMARY KEY or UNIQUE constraint given a name: its index's, which is in
+    the table's schema (a catalog key, server/sql/schemas.py); a check's stays as given."""
+    if cname is None or kind == "check":
+        return cname
+    return schemas.key(schemas.schema_of(table), cname)
+
+
 def _check_stem(table: str, check_sql: str) -> str:
     """Postgres's name for an unnamed CHECK constraint: ``<table>_<column>_check`` when the
-    expression reads one column, else ``<table>_check`` (numbered by the caller)."""
+    expression reads one column, else ``<table>_check`` (numbered by the caller). Constraint
+    names are per table: a table of another schema gives its bare name."""
+    table = schemas.bare(table)
     columns = {c.name for c in exp.maybe_parse(check_sql, dialect="postgres").find_all(exp.Column)}
     if len(columns) == 1:
         return f"{table}_{columns.pop()}_check"
@@ -428,6 +440,7 @@ def _free_name(base: str, taken: Collection[str]) -> str:
 def _name_checks(table: str, checks: list[CheckDef], columns: list[ColumnDef]) -> list[CheckDef]:
     """The CREATE TABLE's checks, the generated names numbered apart; two given the same name
     by the statement are refused (42710), as in Postgres."""
+    table = schemas.bare(table)
     generated = {f"{table}_check"} | {f"{table}_{c.name}_check" for c in columns}
     out = []
     used: set[str] = set()
@@ -504,7 +517,9 @@ def _column(
             default = expression_text(k.this)
         elif isinstance(k, exp.CheckColumnConstraint):
             checks.append(
-                CheckDef(cname or f"{table}_{name}_check", k.this.sql(dialect="postgres"))
+                CheckDef(
+                    cname or f"{schemas.bare(table)}_{name}_check", k.this.sql(dialect="postgres")
+                )
             )
         elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
             identity = _identity(name, sql_type, k)
@@ -690,7 +705,7 @@ def _drop_index(catalog: Catalog, node: exp.Drop) -> DdlResult:
             _refuse_primary_key_index(catalog, name)
             relation_kinds.check_kind(catalog, name, "index")
             if node.args.get("exists"):
-                notices.append(f'index "{name}" does not exist, skipping')
+                notices.append(f'index "{schemas.bare(name)}" does not exist, skipping')
                 continue
             raise SqlError(UNDEFINED_OBJECT, f'index "{name}" does not exist')
         table, index = found
@@ -728,7 +743,7 @@ def _drop_tables(catalog: Catalog, node: exp.Drop) -> DdlResult:
         if name not in catalog.tables:
             relation_kinds.check_kind(catalog, name, "table")
             if node.args.get("exists"):
-                notices.append(f'table "{name}" does not exist, skipping')
+                notices.append(f'table "{schemas.bare(name)}" does not exist, skipping')
                 continue
             raise SqlError(UNDEFINED_TABLE, f'table "{name}" does not exist')
         catalog = views.drop_dependents(
@@ -784,6 +799,10 @@ def _drop_constraint(
     targets = action.expressions or action.args.get("tables") or []
     for target in targets:
         name = target.name
+        # A unique constraint is named by its index, whose key is in the table's schema.
+        keyed = schemas.key(schemas.schema_of(table.name), name)
+        if any(ix.name == keyed and ix.constraint for ix in table.indexes):
+            name = keyed
         if any(fk.name == name for fk in table.foreign_keys):
             table = table.replace(
                 foreign_keys=tuple(f for f in table.foreign_keys if f.name != name)
@@ -803,7 +822,7 @@ def _drop_constraint(
                         hint="Use DROP ... CASCADE to drop the dependent objects too.",
                     )
             table = table.replace(indexes=tuple(ix for ix in table.indexes if ix.name != name))
-        elif table.primary_key and name == (table.pk_name or f"{table.name}_pkey"):
+        elif table.primary_key and keyed == (table.pk_name or f"{table.name}_pkey"):
             raise unsupported("dropping a primary key")
         elif action.args.get("exists"):
             notices.append(
@@ -1070,6 +1089,7 @@ def _alter_action(
                 catalog = catalog.with_table(table)
                 continue
             kind, cols, cname, check_sql = _table_constraint(c)
+            cname = _index_constraint_key(table.name, kind, cname)
             if cname is not None:
                 rename_ddl.check_new_constraint(catalog, table, cname, kind != "check")
             if kind == "pk":

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from percolator.server.sql import functions
+from percolator.server.sql import functions, schemas
 from percolator.server.sql import types as T
 from percolator.server.sql.catalog import FIRST_USER_OID, Catalog
 from percolator.server.sql.errors import (
@@ -340,7 +340,19 @@ def _q(name: str) -> str:
 def apply(
     catalog: Catalog, stmt: EnumStatement, apply_ddl: Callable[[Catalog, str], Any]
 ) -> EnumResult:
-    """The effect of one enum statement on the catalog."""
+    """The effect of one enum statement on the catalog (its names made catalog keys first:
+    server/sql/schemas.py)."""
+    if isinstance(stmt, CreateEnum):
+        stmt = dataclasses.replace(stmt, name=schemas.creation_name(catalog, stmt.name))
+    elif isinstance(stmt, AlterEnum):
+        stmt = dataclasses.replace(stmt, name=schemas.resolve_type(catalog, stmt.name))
+        if stmt.rename_to is not None:
+            schema = schemas.schema_of(stmt.name)
+            renamed = schemas.key(schema, schemas.bare(stmt.rename_to))
+            stmt = dataclasses.replace(stmt, rename_to=renamed)
+    else:
+        names = tuple(schemas.resolve_type(catalog, n) for n in stmt.names)
+        stmt = dataclasses.replace(stmt, names=names)
     if isinstance(stmt, CreateEnum):
         return EnumResult(create(catalog, stmt), "CREATE TYPE", [])
     if isinstance(stmt, AlterEnum):

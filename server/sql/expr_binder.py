@@ -32,6 +32,7 @@ from percolator.server.sql import (
     ordered_set_aggregates,
     regex_functions,
     row_values,
+    schemas,
     sequence_functions,
     sleep_functions,
     window_binder,
@@ -838,7 +839,7 @@ class ExprBinder:
         elif isinstance(kind, exp.Dot | exp.Column | exp.Table):
             name = kind.sql(dialect="postgres").replace('"', "")
         name = name.removeprefix("public.")
-        found = self.binder.catalog.enums.get(name)
+        found = self.binder.catalog.enums.get(schemas.resolve_type(self.binder.catalog, name))
         return None if found is None else SqlType(found, array=array)
 
     def _bind_DataType(self, node: exp.DataType, scope: Scope) -> BExpr:
@@ -1446,7 +1447,8 @@ class ExprBinder:
         return BContextCall(T.NAME, "session_user", lambda ctx: ctx.user, [])
 
     def _bind_CurrentSchema(self, node: exp.Expression, scope: Scope) -> BExpr:
-        return BConst(T.NAME, "public")
+        # The first existing schema of the search path (server/sql/schemas.py).
+        return self._function(exp.Anonymous(this="current_schema", expressions=[]), scope)
 
     def _bind_CurrentCatalog(self, node: exp.Expression, scope: Scope) -> BExpr:
         return BContextCall(T.NAME, "current_catalog", lambda ctx: ctx.database, [])

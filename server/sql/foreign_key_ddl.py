@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from percolator.server.sql import schemas
 from percolator.server.sql.catalog import Catalog, ColumnDef, FkAction, ForeignKeyDef, TableDef
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
@@ -169,7 +170,7 @@ def _key_column(table: TableDef, name: str) -> ColumnDef:
 def default_name(table: TableDef, column_names: Sequence[str]) -> str:
     """Postgres's name for an unnamed constraint: ``<table>_<col>[_<col>...]_fkey``,
     numbered if the table already has a constraint of that name."""
-    base = _truncate(f"{table.name}_{'_'.join(column_names)}", "_fkey")
+    base = _truncate(f"{schemas.bare(table.name)}_{'_'.join(column_names)}", "_fkey")
     taken = constraint_names(table)
     name, n = base, 1
     while name in taken:

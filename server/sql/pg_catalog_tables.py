@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import sqlglot
 from sqlglot import exp
 
-from percolator.server.sql import system_tables, temp_tables, views
+from percolator.server.sql import schemas, system_tables, temp_tables, views
 from percolator.server.sql import types as T
 from percolator.server.sql.backends import is_superuser
 from percolator.server.sql.catalog import (
@@ -280,11 +280,12 @@ def pg_type_of(t: SqlType) -> PgType:
 def enum_pg_types(e: T.EnumType) -> tuple[PgType, PgType]:
     """The pg_type rows of a user-defined enum type and of its array type."""
     base = PgType(
-        e.oid, e.type_name, 4, True, "e", "E", False, "-", 0, e.array_oid, "enum_in",
+        e.oid, schemas.bare(e.type_name), 4, True, "e", "E", False, "-", 0, e.array_oid, "enum_in",
         "enum_out", "enum_recv", "enum_send", "-", "-", "-", "i", "p", 0,
     )  # fmt: skip
     array = PgType(
-        e.array_oid, "_" + e.type_name, -1, False, "b", "A", False, "array_subscript_handler",
+        e.array_oid, "_" + schemas.bare(e.type_name), -1, False, "b", "A", False,
+        "array_subscript_handler",
         e.oid, 0, "array_in", "array_out", "array_recv", "array_send", "-", "-",
         "array_typanalyze", "i", "x", 0,
     )  # fmt: skip
@@ -505,16 +506,23 @@ def _build_relations(catalog: Catalog) -> list[Relation]:
     out = []
     for t in sorted(catalog.tables.values(), key=lambda t: t.id):
         # A session's temporary tables (and their indexes) are in its pg_temp_N schema.
-        ns = temp_tables.namespace_oid(t.id) if temp_tables.is_temp(t) else PUBLIC_NAMESPACE_OID
-        out.append(Relation(t.oid, t.name, ns, "r", table=t))
+        # (an index is in its table's schema: its own key may be bare, see schemas.py).
+        ns = (
+            temp_tables.namespace_oid(t.id)
+            if temp_tables.is_temp(t)
+            else namespace_of(catalog, t.name)
+        )
+        out.append(Relation(t.oid, schemas.bare(t.name), ns, "r", table=t))
         for ix in indexes_of(t):
-            out.append(Relation(ix.oid, ix.name, ns, "i", index=ix))
+            out.append(Relation(ix.oid, schemas.bare(ix.name), ns, "i", index=ix))
     for s in catalog.sequences.values():
         temp = s.oid >= temp_tables.TEMP_ID_BASE
-        ns = temp_tables.namespace_oid(s.oid) if temp else PUBLIC_NAMESPACE_OID
-        out.append(Relation(s.oid, s.name, ns, "S", sequence=s))
+        ns = temp_tables.namespace_oid(s.oid) if temp else namespace_of(catalog, s.name)
+        out.append(Relation(s.oid, schemas.bare(s.name), ns, "S", sequence=s))
     for v in sorted(catalog.views.values(), key=lambda v: v.id):
-        out.append(Relation(v.oid, v.name, PUBLIC_NAMESPACE_OID, "v", view=v))
+        out.append(
+            Relation(v.oid, schemas.bare(v.name), namespace_of(catalog, v.name), "v", view=v)
+        )
     for st in system_tables.all_tables():
         if st.schema == "pg_catalog":
             kind = "v" if st.name in _VIEWS else "r"
@@ -527,6 +535,17 @@ def _build_relations(catalog: Catalog) -> list[Relation]:
             )
             out.append(Relation(st.oid, st.name, namespace, "v", system=st))
     return out
+
+
+def namespace_of(catalog: Catalog, key: str) -> int:
+    """The OID of the schema of the object keyed ``key`` (server/sql/schemas.py)."""
+    found = schemas.oid(catalog, schemas.schema_of(key))
+    return found if found is not None else PUBLIC_NAMESPACE_OID
+
+
+def schema_name_of(key: str) -> str:
+    """information_schema's table_schema (and the like) of the object keyed ``key``."""
+    return schemas.schema_of(key)
 
 
 def relation_by_oid(catalog: Catalog, oid: int) -> Relation | None:
@@ -967,9 +986,15 @@ def _pg_namespace(ctx: Any) -> Iterable[tuple[object, ...]]:
         for t in ctx.catalog.tables.values()
         if temp_tables.is_temp(t)
     }
-    return [(oid, name, owner, None) for oid, name, owner in _NAMESPACES] + [
-        (oid, temp_tables.namespace_name(oid), BOOTSTRAP_ROLE_OID, None) for oid in sorted(temp)
+    made = [
+        (s.oid, s.name, _role_oid(ctx, s.owner), None)
+        for s in sorted(ctx.catalog.schemas.values(), key=lambda s: s.oid)
     ]
+    return (
+        [(oid, name, owner, None) for oid, name, owner in _NAMESPACES]
+        + made
+        + [(oid, temp_tables.namespace_name(oid), BOOTSTRAP_ROLE_OID, None) for oid in sorted(temp)]
+    )
 
 
 @_pg(
@@ -1169,7 +1194,8 @@ def _constraint_rows(catalog: Catalog) -> list[tuple[object, ...]]:
         )
         out.append(
             (
-                c.oid, c.name, PUBLIC_NAMESPACE_OID, c.contype, bool(f and f.deferrable),
+                c.oid, schemas.bare(c.name), namespace_of(catalog, c.table.name), c.contype,
+                bool(f and f.deferrable),
                 bool(f and f.initially_deferred), True, c.table.oid,
                 0, c.conindid, 0, confrelid, updtype, deltype, matchtype, True, 0,
                 c.contype != "c", list(c.attnums), confkey, None, None, None, None, None,
@@ -1200,7 +1226,7 @@ def _pg_type(ctx: Any) -> Iterable[tuple[object, ...]]:
     if catalog is None or not catalog.enums:
         return _TYPE_ROWS
     enum_rows = [
-        _type_row(p, PUBLIC_NAMESPACE_OID)
+        _type_row(p, namespace_of(catalog, e.type_name))
         for e in sorted(catalog.enums.values(), key=lambda e: e.oid)
         for p in enum_pg_types(e)
     ]
@@ -1458,7 +1484,7 @@ def _vartype(value: str) -> str:
 def _pg_views(ctx: Any) -> Iterable[tuple[object, ...]]:
     """The user's views (the system catalogs' own views are not listed)."""
     return [
-        ("public", v.name, ctx.bootstrap_user, views.definition(v))
+        (schemas.schema_of(v.name), schemas.bare(v.name), ctx.bootstrap_user, views.definition(v))
         for v in sorted(ctx.catalog.views.values(), key=lambda v: v.id)
     ]
 
@@ -1472,7 +1498,15 @@ def _pg_views(ctx: Any) -> Iterable[tuple[object, ...]]:
 def _pg_tables(ctx: Any) -> Iterable[tuple[object, ...]]:
     owner = ctx.bootstrap_user
     rows: list[tuple[object, ...]] = [
-        ("public", t.name, owner, None, bool(t.primary_key or t.indexes), False, False, False)
+        (
+            *schemas.split(t.name),
+            owner,
+            None,
+            bool(t.primary_key or t.indexes),
+            False,
+            False,
+            False,
+        )
         for t in _user_tables(ctx.catalog)
     ]
     rows.extend(
@@ -1492,7 +1526,7 @@ def _pg_indexes(ctx: Any) -> Iterable[tuple[object, ...]]:
     from percolator.server.sql.catalog_functions import pg_get_indexdef
 
     return [
-        ("public", t.name, ix.name, None, pg_get_indexdef(ctx, ix.oid))
+        (*schemas.split(t.name), schemas.bare(ix.name), None, pg_get_indexdef(ctx, ix.oid))
         for t in _user_tables(ctx.catalog)
         for ix in indexes_of(t)
     ]
@@ -1538,7 +1572,9 @@ def _pg_sequences(ctx: Any) -> Iterable[tuple[object, ...]]:
         t = _sequence_type(ctx.catalog, s)
         top = _SEQUENCE_MAX.get(t.id, 2**63 - 1)
         regtype = OidName(t.oid, t.format())
-        rows.append(("public", s.name, ctx.bootstrap_user, regtype, 1, 1, top, 1, False, 1, None))
+        rows.append(
+            (*schemas.split(s.name), ctx.bootstrap_user, regtype, 1, 1, top, 1, False, 1, None)
+        )
     return rows
 
 
@@ -1766,6 +1802,9 @@ def _schemata(ctx: Any) -> Iterable[tuple[object, ...]]:
     return [
         (ctx.database, name, pg_get_userbyid(ctx, owner), None, None, None, None)
         for _, name, owner in _NAMESPACES
+    ] + [
+        (ctx.database, s.name, s.owner, None, None, None, None)
+        for s in sorted(ctx.catalog.schemas.values(), key=lambda s: s.oid)
     ]
 
 
@@ -1784,7 +1823,7 @@ def _tables(ctx: Any) -> Iterable[tuple[object, ...]]:
     for r in relations(ctx.catalog):
         if r.kind not in ("r", "v"):
             continue
-        schema = _schema_name(r.namespace)
+        schema = _schema_name(r.namespace, ctx.catalog)
         kind = "BASE TABLE" if r.kind == "r" else "VIEW"
         if temp_tables.namespace_name(r.namespace) is not None:
             kind = "LOCAL TEMPORARY"
@@ -1797,10 +1836,13 @@ def _tables(ctx: Any) -> Iterable[tuple[object, ...]]:
 # fmt: on
 
 
-def _schema_name(namespace: int) -> str:
+def _schema_name(namespace: int, catalog: Catalog) -> str:
     for oid, name, _ in _NAMESPACES:
         if oid == namespace:
             return name
+    made = schemas.name_of(catalog, namespace)
+    if made is not None:
+        return made
     return temp_tables.namespace_name(namespace) or "public"
 
 
@@ -1887,7 +1929,7 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
             updatable = "NO"
         else:
             continue
-        schema = _schema_name(r.namespace)
+        schema = _schema_name(r.namespace, ctx.catalog)
         for i, (name, t, not_null, default) in enumerate(cols):
             precision, radix, scale = _numeric_facts(t)
             max_len, octets = _character_facts(t)
@@ -1898,7 +1940,8 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
                     data_type_name(t), max_len, octets, precision, radix, scale,
                     None if t.array else dt_precision, None, None, None, None, None, None,
                     None, None, None, None, None, db,
-                    "public" if isinstance(t.id, T.EnumType) else "pg_catalog",
+                    schemas.schema_of(t.id.type_name) if isinstance(t.id, T.EnumType)
+                    else "pg_catalog",
                     pg_type_of(t).typname,
                     None, None, None, None, str(i + 1), "NO",
                     *_identity_facts(r.table.columns[i] if r.table is not None else None),
@@ -1942,11 +1985,10 @@ def _table_constraints(ctx: Any) -> Iterable[tuple[object, ...]]:
         out.append(
             (
                 db,
-                "public",
-                c.name,
+                schemas.schema_of(c.table.name),
+                schemas.bare(c.name),
                 db,
-                "public",
-                c.table.name,
+                *schemas.split(c.table.name),
                 kind,
                 deferrable,
                 deferred,
@@ -1958,10 +2000,9 @@ def _table_constraints(ctx: Any) -> Iterable[tuple[object, ...]]:
     for t in _user_tables(ctx.catalog):
         for i, col in enumerate(t.columns):
             if col.not_null:
-                name = f"{PUBLIC_NAMESPACE_OID}_{t.oid}_{i + 1}_not_null"
-                out.append(
-                    (db, "public", name, db, "public", t.name, "CHECK", "NO", "NO", "YES", None)
-                )
+                name = f"{namespace_of(ctx.catalog, t.name)}_{t.oid}_{i + 1}_not_null"
+                schema, bare = schemas.split(t.name)
+                out.append((db, schema, name, db, schema, bare, "CHECK", "NO", "NO", "YES", None))
     return out
 
 
@@ -1981,7 +2022,10 @@ def _key_column_usage(ctx: Any) -> Iterable[tuple[object, ...]]:
         for k, n in enumerate(c.attnums):
             column = c.table.columns[n - 1].name
             position = _position_in_unique(c.foreign, k) if c.foreign is not None else None
-            out.append((db, "public", c.name, db, "public", c.table.name, column, k + 1, position))
+            schema, bare = schemas.split(c.table.name)
+            out.append(
+                (db, schema, schemas.bare(c.name), db, schema, bare, column, k + 1, position)
+            )
     return out
 
 
@@ -2015,11 +2059,15 @@ def _referential_constraints(ctx: Any) -> Iterable[tuple[object, ...]]:
         if c.foreign is None:
             continue
         unique = unique_constraint_of(ctx.catalog, c.foreign.ref_index)
-        where = (db, "public", unique.name) if unique is not None else (None, None, None)
+        where = (
+            (db, schemas.schema_of(unique.table.name), schemas.bare(unique.name))
+            if unique is not None
+            else (None, None, None)
+        )
         out.append(
             (
-                db, "public", c.name, *where, _MATCH_OPTIONS["s"], c.foreign.on_update.sql,
-                c.foreign.on_delete.sql,
+                db, schemas.schema_of(c.table.name), schemas.bare(c.name), *where,
+                _MATCH_OPTIONS["s"], c.foreign.on_update.sql, c.foreign.on_delete.sql,
             )
         )  # fmt: skip
     return out
@@ -2042,7 +2090,12 @@ def _constraint_column_usage(ctx: Any) -> Iterable[tuple[object, ...]]:
             table, attnums = c.foreign.ref_table, c.foreign.ref_attnums
         # Postgres joins pg_attribute, so columns come in table order, each once.
         for n in sorted(set(attnums)):
-            out.append((db, "public", table.name, table.columns[n - 1].name, db, "public", c.name))
+            out.append(
+                (
+                    db, *schemas.split(table.name), table.columns[n - 1].name, db,
+                    schemas.schema_of(c.table.name), schemas.bare(c.name),
+                )
+            )  # fmt: skip
     return out
 
 
@@ -2062,8 +2115,8 @@ def _info_sequences(ctx: Any) -> Iterable[tuple[object, ...]]:
         t = _sequence_type(ctx.catalog, s)
         top = str(_SEQUENCE_MAX.get(t.id, 2**63 - 1))
         out.append(
-            (ctx.database, "public", s.name, t.id.pg_name, _BINARY_PRECISION.get(t.id, 64), 2, 0,
-             "1", "1", top, "1", "NO")
+            (ctx.database, *schemas.split(s.name), t.id.pg_name,
+             _BINARY_PRECISION.get(t.id, 64), 2, 0, "1", "1", top, "1", "NO")
         )
     return out
 # fmt: on
@@ -2079,7 +2132,7 @@ _info(
     is_trigger_insertable_into character varying(3)""",
 )(
     lambda ctx: [
-        (ctx.database, "public", v.name, views.definition(v), "NONE", "NO", "NO", "NO", "NO",
+        (ctx.database, *schemas.split(v.name), views.definition(v), "NONE", "NO", "NO", "NO", "NO",
          "NO")
         for v in sorted(ctx.catalog.views.values(), key=lambda v: v.id)
     ]

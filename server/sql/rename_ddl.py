@@ -12,6 +12,7 @@ import dataclasses
 
 from sqlglot import exp
 
+from percolator.server.sql import schemas
 from percolator.server.sql.catalog import Catalog, TableDef
 from percolator.server.sql.errors import (
     DUPLICATE_TABLE,
@@ -74,6 +75,11 @@ def _constraints(table: TableDef) -> set[str]:
 
 def rename_constraint(catalog: Catalog, table: TableDef, old: str, new: str) -> Catalog:
     """ALTER TABLE ... RENAME CONSTRAINT old TO new."""
+    # A constraint implemented by an index is named by the index's key, in the table's
+    # schema (server/sql/schemas.py); checks and foreign keys keep bare names.
+    schema = schemas.schema_of(table.name)
+    if schemas.key(schema, old) in _constraints(table):
+        old = schemas.key(schema, old)
     if old not in _constraints(table):
         raise SqlError(
             UNDEFINED_OBJECT, f'constraint "{old}" for table "{table.name}" does not exist'
@@ -81,6 +87,8 @@ def rename_constraint(catalog: Catalog, table: TableDef, old: str, new: str) -> 
     indexed = (table.primary_key and old == pk_constraint_name(table)) or any(
         ix.name == old and ix.constraint for ix in table.indexes
     )
+    if indexed:
+        new = schemas.key(schema, new)
     check_new_constraint(catalog, table, new, bool(indexed))
     return catalog.with_table(_renamed(table, old, new))
 

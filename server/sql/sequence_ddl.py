@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from percolator.server.sql import schemas
 from percolator.server.sql.catalog import Catalog, ColumnDef, SequenceDef, TableDef
 from percolator.server.sql.errors import (
     DUPLICATE_TABLE,
@@ -157,6 +158,7 @@ def _number(r: Any) -> int:
 
 def create(catalog: Catalog, stmt: CreateSequence, counter_suffix: str) -> tuple[Catalog, str]:
     """The catalog with the new sequence, and a notice (IF NOT EXISTS) or ""."""
+    stmt = dataclasses.replace(stmt, name=schemas.creation_name(catalog, stmt.name))
     if stmt.name in catalog.sequences or catalog.relation_exists(stmt.name):
         if stmt.if_not_exists:
             return catalog, f'relation "{stmt.name}" already exists, skipping'
@@ -170,6 +172,13 @@ def create(catalog: Catalog, stmt: CreateSequence, counter_suffix: str) -> tuple
 def alter(catalog: Catalog, stmt: AlterSequence) -> tuple[Catalog, SequenceDef | None, str]:
     """The catalog with the sequence changed, the sequence (None if it does not exist and
     IF EXISTS said so) and a notice or ""."""
+    stmt = dataclasses.replace(stmt, name=schemas.resolve(catalog, stmt.name))
+    if stmt.rename_to is not None:
+        renamed = stmt.rename_to
+        if "." in renamed and schemas.schema_of(renamed) != schemas.schema_of(stmt.name):
+            raise SqlError("0A000", "cannot move a sequence to another schema by RENAME")
+        renamed = schemas.key(schemas.schema_of(stmt.name), schemas.bare(renamed))
+        stmt = dataclasses.replace(stmt, rename_to=renamed)
     seq = catalog.sequences.get(stmt.name)
     if seq is None:
         if stmt.if_exists:
@@ -212,6 +221,7 @@ def drop(catalog: Catalog, stmt: DropSequence) -> tuple[Catalog, list[str]]:
     notices = []
     sequences = dict(catalog.sequences)
     for name in stmt.names:
+        name = schemas.resolve(catalog, name)
         seq = sequences.get(name)
         if seq is None:
             _check_kind(catalog, name, "sequence")

@@ -19,9 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from percolator.server.sql import schemas
 from percolator.server.sql import types as T
 from percolator.server.sql.bound import BContextCall, BExpr
-from percolator.server.sql.catalog import SequenceDef
+from percolator.server.sql.catalog import Catalog, SequenceDef
 from percolator.server.sql.errors import UNDEFINED_FUNCTION, UNDEFINED_TABLE, SqlError
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ async def _setval(ctx: Any, ref: object, value: object, is_called: object = True
 def _currval(ctx: Any, ref: object) -> int | None:
     if ref is None:
         return None
-    name = sequence_name(ref)
+    name = sequence_name(ref, ctx.catalog)
     seq = ctx.catalog.sequences.get(name) if name is not None else None
     # A sequence another server created since our catalog's last poll: this session drew
     # from it already if currval is defined (nextval looked it up).
@@ -123,7 +124,7 @@ def _currval(ctx: Any, ref: object) -> int | None:
 async def _sequence(ctx: Any, ref: object) -> SequenceDef:
     """The sequence a nextval() argument names, in the statement's catalog, else (created by
     another server since this one last polled) in the store's."""
-    name = sequence_name(ref)
+    name = sequence_name(ref, ctx.catalog)
     seq = ctx.catalog.sequences.get(name) if name is not None else None
     if seq is None and name is not None:
         seq = await ctx.sequences.find(name)
@@ -132,13 +133,14 @@ async def _sequence(ctx: Any, ref: object) -> SequenceDef:
     return seq
 
 
-def sequence_name(ref: object) -> str | None:
-    """The name a nextval() argument gives: 'name', 'public.name', '"Name"' (as regclass
-    reads them); None for another schema."""
+def sequence_name(ref: object, catalog: Catalog | None = None) -> str | None:
+    """The catalog key a nextval() argument names: 'name', 'public.name', '"Name"',
+    's.name' (as regclass reads them); an unqualified name through the search path when the
+    catalog is given (else public)."""
     text = str(ref).strip()
-    schema, _, name = text.rpartition(".")
-    if schema not in ("", "public"):
-        return None
-    if name.startswith('"') and name.endswith('"'):
-        return name[1:-1].replace('""', '"')
-    return name.lower()
+    if catalog is not None:
+        return schemas.resolve_text(catalog, text)
+    parts = schemas.split_text(text)
+    if len(parts) == 1:
+        return parts[0]
+    return schemas.key(parts[-2], parts[-1])

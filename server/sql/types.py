@@ -110,6 +110,11 @@ class TypeId(Enum):
         return self.value[4]
 
 
+def _quote_name(name: str) -> str:
+    plain = re.fullmatch(r"[a-z_][a-z0-9_$]*", name) is not None
+    return name if plain else '"' + name.replace('"', '""') + '"'
+
+
 @dataclass(frozen=True)
 class EnumType:
     """A user-defined enum type (``CREATE TYPE mood AS ENUM (...)``), also its catalog entry.
@@ -137,9 +142,9 @@ class EnumType:
 
     @property
     def pg_name(self) -> str:
-        """The name as format_type prints it (quoted when it needs to be)."""
-        plain = re.fullmatch(r"[a-z_][a-z0-9_$]*", self.type_name) is not None
-        return self.type_name if plain else '"' + self.type_name.replace('"', '""') + '"'
+        """The name as format_type prints it (quoted when it needs to be; a type of another
+        schema than public is keyed ``schema.name``, each part quoted on its own)."""
+        return ".".join(_quote_name(part) for part in self.type_name.split(".", 1))
 
     @property
     def typlen(self) -> int:

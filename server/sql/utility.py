@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from percolator.server.sql import comments, enums, sequence_ddl
+from percolator.server.sql import comments, enums, schemas, sequence_ddl
 from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
 
 _TOKEN = re.compile(
@@ -343,6 +343,7 @@ UtilityStatement = (
     | DropObserver
     | AlterObserver
     | DeclareCursor
+    | schemas.SchemaStatement
     | FetchCursor
     | CloseCursor
     | SetConstraints
@@ -405,12 +406,12 @@ class _Reader:
         return self.peek() is None
 
     def public_name(self) -> str:
-        """A name, possibly qualified by schema public (3F000 for another schema)."""
+        """A name, possibly qualified: its catalog key if qualified (``public.x`` is ``x``,
+        ``s.x`` stays; server/sql/schemas.py), else as written (resolved when run)."""
         name = self.name()
         if "." in name:
             schema, _, name = name.rpartition(".")
-            if schema != "public":
-                raise SqlError("3F000", f'schema "{schema}" does not exist')
+            return schemas.key(schema, name)
         return name
 
     def end(self) -> None:
@@ -875,13 +876,15 @@ def _create(r: _Reader) -> UtilityStatement | None:
     if r.at("CREATE", "DATABASE"):
         raise unsupported("CREATE DATABASE (a deployment has one database)")
     if r.at("CREATE", "SCHEMA"):
-        raise unsupported("CREATE SCHEMA (tables live in schema public)")
+        return schemas.parse_create(r)
     if r.at("CREATE", "EXTENSION"):
         raise unsupported("CREATE EXTENSION")
     return None
 
 
 def _alter(r: _Reader) -> UtilityStatement | None:
+    if r.at("ALTER", "SCHEMA"):
+        return schemas.parse_alter(r)
     if r.at("ALTER", "SEQUENCE"):
         return sequence_ddl.parse_alter(r)
     if r.at("ALTER", "TYPE"):
@@ -929,7 +932,9 @@ def _drop(r: _Reader) -> UtilityStatement | None:
             names.append(r.name())
         r.end()
         return DropRole(tuple(names), if_exists)
-    if r.at("DROP", "DATABASE") or r.at("DROP", "SCHEMA"):
+    if r.at("DROP", "SCHEMA"):
+        return schemas.parse_drop(r)
+    if r.at("DROP", "DATABASE"):
         raise unsupported(f"DROP {r.peek(1).upper}")  # type: ignore[union-attr]
     return None
 
@@ -985,11 +990,7 @@ def _copy(r: _Reader) -> UtilityStatement:
                 end = t
         query = r.sql[start.pos + 1 : end.pos]
     else:
-        table = r.name()
-        if "." in table:
-            schema, _, table = table.rpartition(".")
-            if schema not in ("public",):
-                r.error(f'schema "{schema}" does not exist')
+        table = r.public_name()
         if r.accept("("):
             cols = [r.name()]
             while r.accept(","):

@@ -37,7 +37,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.schema import MappingSchema
 
-from percolator.server.sql import relation_kinds
+from percolator.server.sql import relation_kinds, schemas
 from percolator.server.sql.bound import BColumn, OutCol, ProjectRel, Rel
 from percolator.server.sql.catalog import Catalog, TableDef, ViewColumn, ViewDef
 from percolator.server.sql.errors import (
@@ -262,7 +262,7 @@ def drop_views(catalog: Catalog, node: exp.Drop, notices: list[str]) -> Catalog:
         if view is None:
             relation_kinds.check_kind(catalog, name, "view")
             if node.args.get("exists"):
-                notices.append(f'view "{name}" does not exist, skipping')
+                notices.append(f'view "{schemas.bare(name)}" does not exist, skipping')
                 continue
             raise SqlError(UNDEFINED_TABLE, f'view "{name}" does not exist')
         catalog = drop_dependents(
@@ -476,6 +476,11 @@ def definition(view: ViewDef) -> str:
         if isinstance(inner, exp.Column) and inner.name == alias.alias:
             alias.replace(inner)
     for table in tree.find_all(exp.Table):
+        if "." in table.name and not table.db:
+            # A table of another schema is stored by its key (server/sql/schemas.py).
+            schema, bare = schemas.split(table.name)
+            table.set("this", exp.to_identifier(bare))
+            table.set("db", exp.to_identifier(schema))
         a = table.args.get("alias")
         if a is not None and not a.columns and a.name == table.name:
             table.set("alias", None)

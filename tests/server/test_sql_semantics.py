@@ -158,12 +158,12 @@ SCRIPTS: dict[str, Script] = {
     ),
     "default_text": Script(
         setup=[
-            "CREATE TABLE dft (id int PRIMARY KEY, a timestamptz DEFAULT now(), b timestamptz DEFAULT CURRENT_TIMESTAMP, c date DEFAULT CURRENT_DATE, d text DEFAULT 'x')",
-            "ALTER TABLE dft ALTER COLUMN d SET DEFAULT now()::text",
+            "CREATE TABLE dft_text (id int PRIMARY KEY, a timestamptz DEFAULT now(), b timestamptz DEFAULT CURRENT_TIMESTAMP, c date DEFAULT CURRENT_DATE, d text DEFAULT 'x')",
+            "ALTER TABLE dft_text ALTER COLUMN d SET DEFAULT now()::text",
         ],
         cases=[
-            "SELECT column_name, column_default FROM information_schema.columns WHERE table_name = 'dft' ORDER BY ordinal_position",
-            "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'dft'::regclass ORDER BY a.attnum",
+            "SELECT column_name, column_default FROM information_schema.columns WHERE table_name = 'dft_text' ORDER BY ordinal_position",
+            "SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'dft_text'::regclass ORDER BY a.attnum",
         ],
     ),
     "values_order": Script(
