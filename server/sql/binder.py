@@ -1347,8 +1347,7 @@ class Binder:
             raise SqlError(
                 GENERATED_ALWAYS,
                 f'column "{col.name}" can only be updated to DEFAULT',
-                detail=f'Column "{col.name}" is an identity column defined as GENERATED '
-                "ALWAYS.",
+                detail=f'Column "{col.name}" is an identity column defined as GENERATED ALWAYS.',
             )
         return self.exprs.coerce(self.exprs.bind(value, scope), col.type, assignment=True)
 
@@ -1365,7 +1364,7 @@ class Binder:
         if not col.type.array:
             raise SqlError(
                 DATATYPE_MISMATCH,
-                f'cannot subscript type {col.type} because it does not support subscripting',
+                f"cannot subscript type {col.type} because it does not support subscripting",
             )
         if len(target.expressions) != 1:
             raise unsupported("assignment to an element of a multi-dimensional array")

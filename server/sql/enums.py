@@ -97,14 +97,7 @@ def parse_create(r: Any) -> CreateEnum:
 def parse_drop(r: Any) -> DropType:
     """``DROP TYPE [IF EXISTS] name [, ...] [CASCADE | RESTRICT]``."""
     r.expect("DROP", "TYPE")
-    if_exists = r.accept("IF", "EXISTS")
-    names = [r.public_name()]
-    while r.accept(","):
-        names.append(r.public_name())
-    cascade = r.accept("CASCADE")
-    if not cascade:
-        r.accept("RESTRICT")
-    r.end()
+    names, if_exists, cascade = r.drop_list(r.public_name)
     return DropType(tuple(names), if_exists, cascade)
 
 

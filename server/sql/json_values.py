@@ -22,7 +22,12 @@ from percolator.server.sql.errors import (
     UNTRANSLATABLE_CHARACTER,
     SqlError,
 )
-from percolator.server.sql.textio import format_json_value, parse_json, text_out
+from percolator.server.sql.textio import (
+    check_json_strings,
+    format_json_value,
+    parse_json,
+    text_out,
+)
 from percolator.server.sql.types import SqlType, TypeId
 
 __all__ = [
@@ -119,26 +124,10 @@ def check_escapes(doc: str) -> None:
     input does not): 22P02 for a broken surrogate pair, 22P05 for ``\\u0000``."""
     if "\\u" not in doc:
         return
-    _check_strings(json.loads(doc))
-
-
-def _check_strings(v: object) -> None:
-    if isinstance(v, str):
-        if "\x00" in v:
-            raise SqlError(UNTRANSLATABLE_CHARACTER, "unsupported Unicode escape sequence")
-        try:
-            v.encode()
-        except UnicodeEncodeError:
-            raise SqlError(
-                INVALID_TEXT_REPRESENTATION, "invalid input syntax for type json"
-            ) from None
-    elif isinstance(v, dict):
-        for k, x in v.items():
-            _check_strings(k)
-            _check_strings(x)
-    elif isinstance(v, list):
-        for x in v:
-            _check_strings(x)
+    try:
+        check_json_strings(json.loads(doc))
+    except ValueError:
+        raise SqlError(INVALID_TEXT_REPRESENTATION, "invalid input syntax for type json") from None
 
 
 def raw_scalar_text(raw: str) -> str | None:

@@ -443,14 +443,7 @@ def parse_create(r: Any) -> CreateSchema:
 def parse_drop(r: Any) -> DropSchema:
     """``DROP SCHEMA ...`` from the utility reader."""
     r.expect("DROP", "SCHEMA")
-    if_exists = r.accept("IF", "EXISTS")
-    names = [r.name()]
-    while r.accept(","):
-        names.append(r.name())
-    cascade = r.accept("CASCADE")
-    if not cascade:
-        r.accept("RESTRICT")
-    r.end()
+    names, if_exists, cascade = r.drop_list(r.name)
     return DropSchema(tuple(names), if_exists, cascade)
 
 

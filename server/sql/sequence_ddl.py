@@ -97,12 +97,7 @@ def parse_alter(r: Any) -> AlterSequence:
 def parse_drop(r: Any) -> DropSequence:
     r.next()
     r.next()
-    if_exists = r.accept("IF", "EXISTS")
-    names = [r.public_name()]
-    while r.accept(","):
-        names.append(r.public_name())
-    r.accept("CASCADE") or r.accept("RESTRICT")
-    r.end()
+    names, if_exists, _ = r.drop_list(r.public_name)
     return DropSequence(tuple(names), if_exists)
 
 

@@ -606,7 +606,9 @@ _jsonb_decoder = json.JSONDecoder(
 )
 
 
-def _check_jsonb_strings(obj: object) -> None:
+def check_json_strings(obj: object) -> None:
+    """Every string of a parsed json value can be stored: 22P05 for ``\u0000``, ValueError
+    for a lone surrogate (the caller's 22P02)."""
     if isinstance(obj, str):
         if "\x00" in obj:
             raise SqlError(UNTRANSLATABLE_CHARACTER, "unsupported Unicode escape sequence")
@@ -616,11 +618,11 @@ def _check_jsonb_strings(obj: object) -> None:
             raise ValueError("lone surrogate") from None
     elif isinstance(obj, dict):
         for k, v in obj.items():
-            _check_jsonb_strings(k)
-            _check_jsonb_strings(v)
+            check_json_strings(k)
+            check_json_strings(v)
     elif isinstance(obj, list):
         for v in obj:
-            _check_jsonb_strings(v)
+            check_json_strings(v)
 
 
 def parse_json(text: str) -> object:
@@ -629,7 +631,7 @@ def parse_json(text: str) -> object:
     try:
         obj = _jsonb_decoder.decode(text)
         if "\\u" in text:  # escapes are the only way to a NUL or a lone surrogate
-            _check_jsonb_strings(obj)
+            check_json_strings(obj)
     except (ValueError, RecursionError):
         raise syntax_error("json", text) from None
     return obj

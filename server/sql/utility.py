@@ -8,6 +8,7 @@ too, ``BEGIN READ ONLY`` fails), and all of them are simple enough to read with 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -413,6 +414,19 @@ class _Reader:
             schema, _, name = name.rpartition(".")
             return schemas.key(schema, name)
         return name
+
+    def drop_list(self, read_name: Callable[[], str]) -> tuple[list[str], bool, bool]:
+        """The rest of ``DROP <kind> [IF EXISTS] a [, ...] [CASCADE | RESTRICT]`` after the
+        kind: (names, if_exists, cascade); the statement must end there."""
+        if_exists = self.accept("IF", "EXISTS")
+        names = [read_name()]
+        while self.accept(","):
+            names.append(read_name())
+        cascade = self.accept("CASCADE")
+        if not cascade:
+            self.accept("RESTRICT")
+        self.end()
+        return names, if_exists, cascade
 
     def end(self) -> None:
         t = self.peek()
