@@ -791,11 +791,51 @@ def _truncate(catalog: Catalog, node: exp.TruncateTable) -> DdlResult:
 # -- ALTER TABLE ----------------------------------------------------------------------------
 
 
+def _drop_primary_key(
+    catalog: Catalog, table: TableDef, actions: list[DataAction]
+) -> tuple[Catalog, TableDef]:
+    """The table without its primary key: its rows move to new storage keyed by a hidden row
+    id, as a table created without one (indexes rebuilt there: their entries hold the row's
+    key); the key's columns stay NOT NULL, as in Postgres. 2BP01 while a foreign key refers
+    to the key."""
+    name = table.pk_name or f"{schemas.bare(table.name)}_pkey"
+    for child, fk in catalog.references_to(table.id):
+        if sorted(fk.ref_column_ids) == sorted(table.primary_key):
+            raise SqlError(
+                DEPENDENT_OBJECTS_STILL_EXIST,
+                f"cannot drop constraint {name} on table {schemas.bare(table.name)} because "
+                "other objects depend on it",
+                detail=f"constraint {fk.name} on table {schemas.bare(child.name)} depends on "
+                f"index {name}",
+                hint="Use DROP ... CASCADE to drop the dependent objects too.",
+            )
+    storage_id, catalog = catalog.allocate_id()
+    indexes = []
+    for ix in table.indexes:
+        ix_storage, catalog = catalog.allocate_id()
+        indexes.append(dataclasses.replace(ix, storage=f"i{ix_storage}"))
+    new = table.replace(
+        primary_key=(),
+        storage=f"t{storage_id}",
+        pk_name=None,
+        pk_comment=None,
+        pk_index_comment=None,
+        indexes=tuple(indexes),
+        existence=existence_column(table.columns, (), _observed(catalog, table)),
+    )
+    actions.append(MoveRows(table, new))
+    return catalog.with_table(new), new
+
+
 def _drop_constraint(
-    catalog: Catalog, table: TableDef, action: exp.Drop, notices: list[str]
+    catalog: Catalog,
+    table: TableDef,
+    action: exp.Drop,
+    actions: list[DataAction],
+    notices: list[str],
 ) -> Catalog:
-    """ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name: a foreign key, a check, or a unique
-    constraint (with its index)."""
+    """ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name: a foreign key, a check, a unique
+    constraint (with its index) or the primary key (the rows move to a hidden row id)."""
     targets = action.expressions or action.args.get("tables") or []
     for target in targets:
         name = target.name
@@ -823,7 +863,7 @@ def _drop_constraint(
                     )
             table = table.replace(indexes=tuple(ix for ix in table.indexes if ix.name != name))
         elif table.primary_key and keyed == (table.pk_name or f"{table.name}_pkey"):
-            raise unsupported("dropping a primary key")
+            catalog, table = _drop_primary_key(catalog, table, actions)
         elif action.args.get("exists"):
             notices.append(
                 f'constraint "{name}" of relation "{table.name}" does not exist, skipping'
@@ -1032,7 +1072,7 @@ def _alter_action(
                 )
             return catalog, table.name
         if kind == "CONSTRAINT":
-            return _drop_constraint(catalog, table, action, notices), table.name
+            return _drop_constraint(catalog, table, action, actions, notices), table.name
         raise unsupported(f"ALTER TABLE ... DROP {kind}")
     if isinstance(action, exp.RenameColumn):
         old = action.this.name

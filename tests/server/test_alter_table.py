@@ -233,3 +233,41 @@ def test_if_exists_notice_sqlstates(pair: Pair) -> None:
     ]
     for sql in script:
         assert _notices(ours, sql) == _notices(ref, sql), sql
+
+
+def test_drop_and_replace_the_primary_key(pair: Pair) -> None:
+    """Django and Alembic change a table's primary key by dropping the constraint, then adding
+    another: the rows move to a hidden row id and back, indexes follow, NOT NULL stays."""
+    scripted.compare(
+        *pair,
+        [
+            "CREATE TABLE dpk (a int PRIMARY KEY, b int NOT NULL, c text UNIQUE)",
+            "CREATE INDEX dpk_b ON dpk (b)",
+            "INSERT INTO dpk SELECT g, g % 3, 'c' || g FROM generate_series(1, 20) g",
+            "CREATE TABLE dpk_ref (x int REFERENCES dpk)",
+            "ALTER TABLE dpk DROP CONSTRAINT dpk_pkey",
+            "DROP TABLE dpk_ref",
+            "ALTER TABLE dpk DROP CONSTRAINT dpk_pkey",
+            _CONSTRAINTS.format(t="dpk"),
+            _INDEXES.format(t="dpk"),
+            "SELECT count(*), sum(a), sum(b) FROM dpk",
+            "SELECT a, c FROM dpk WHERE b = 2 ORDER BY a",
+            "SELECT a FROM dpk WHERE c = 'c7'",
+            "INSERT INTO dpk VALUES (1, 1, 'c21')",
+            "INSERT INTO dpk VALUES (NULL, 1, 'c22')",
+            "INSERT INTO dpk VALUES (22, 1, 'c7')",
+            "UPDATE dpk SET b = 9 WHERE a = 1",
+            "DELETE FROM dpk WHERE a = 2",
+            "SELECT a, b FROM dpk WHERE a < 4 ORDER BY a, b",
+            "ALTER TABLE dpk DROP CONSTRAINT dpk_pkey",
+            "ALTER TABLE dpk DROP CONSTRAINT IF EXISTS dpk_pkey",
+            "DELETE FROM dpk WHERE a = 1 AND b = 1",
+            "ALTER TABLE dpk ADD CONSTRAINT dpk_pk2 PRIMARY KEY (c)",
+            _CONSTRAINTS.format(t="dpk"),
+            "SELECT c, a FROM dpk WHERE c IN ('c3', 'c21') ORDER BY c",
+            "ALTER TABLE dpk DROP CONSTRAINT dpk_pk2, ADD PRIMARY KEY (a)",
+            _CONSTRAINTS.format(t="dpk"),
+            "SELECT count(*) FROM dpk",
+            "DROP TABLE dpk",
+        ],
+    )
