@@ -425,6 +425,9 @@ class SqlSession:
         self.txn_time = dt.datetime.now(dt.UTC)
         self.isolation = self.settings["default_transaction_isolation"]
         self.read_only = False
+        self.deferrable = False
+        """DEFERRABLE: shown, nothing to wait for (a read-only SERIALIZABLE transaction never
+        fails, so it needs no safe snapshot)."""
         self._next_isolation: str | None = None
         self._next_read_only: bool | None = None
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
@@ -1001,6 +1004,7 @@ class SqlSession:
             if not self.block:
                 self.isolation = self.settings["default_transaction_isolation"]
                 self.read_only = self.settings["default_transaction_read_only"] == "on"
+                self.deferrable = self.settings["default_transaction_deferrable"] == "on"
             self._serializable(self.txn)
         elif self.isolation in ("read committed", "read uncommitted"):
             if self.cursors:
@@ -2035,10 +2039,13 @@ class SqlSession:
         if self.txn is None:
             self.isolation = self.settings["default_transaction_isolation"]
             self.read_only = self.settings["default_transaction_read_only"] == "on"
+            self.deferrable = self.settings["default_transaction_deferrable"] == "on"
         if modes.isolation is not None:
             self.isolation = modes.isolation.value
         if modes.read_only is not None:
             self.read_only = modes.read_only
+        if modes.deferrable is not None:
+            self.deferrable = modes.deferrable
         return _done(self, "BEGIN")
 
     async def _block_txn(self, what: str) -> Transaction:
@@ -2065,6 +2072,8 @@ class SqlSession:
                 self._set("default_transaction_isolation", modes.isolation.value)
             if modes.read_only is not None:
                 self._set("default_transaction_read_only", "on" if modes.read_only else "off")
+            if modes.deferrable is not None:
+                self._set("default_transaction_deferrable", "on" if modes.deferrable else "off")
             return
         started = self.txn is not None  # a query of the transaction has run
         if modes.isolation is not None and modes.isolation.value != self.isolation:
@@ -2092,6 +2101,8 @@ class SqlSession:
                 )
         if modes.read_only is not None:
             self.read_only = modes.read_only
+        if modes.deferrable is not None:
+            self.deferrable = modes.deferrable
 
     def _set(self, name: str, value: str, quiet: bool = False, *, local: bool = False) -> None:
         key = name.lower()
@@ -2103,7 +2114,7 @@ class SqlSession:
             self.read_only = value.lower() in ("on", "true", "1")
             return
         value = normalize(name, value)
-        if key == "default_transaction_read_only":
+        if key in ("default_transaction_read_only", "default_transaction_deferrable"):
             value = "on" if value.lower() in ("on", "true", "1", "yes") else "off"
         in_transaction = self.block or self.txn is not None
         self._settings_tx.set(key, value, in_transaction=in_transaction, local=local)
@@ -2149,6 +2160,12 @@ class SqlSession:
             )
         elif key == "transaction_read_only":
             value = "on" if self.read_only else "off"
+        elif key == "transaction_deferrable":
+            value = (
+                ("on" if self.deferrable else "off")
+                if (self.block or self.txn is not None)
+                else self.settings["default_transaction_deferrable"]
+            )
         elif key in self.settings:
             value = self.settings[key]
         else:
