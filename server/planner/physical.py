@@ -1024,11 +1024,24 @@ class Sort(Node):
     keys: list[tuple[Compiled, bool, bool, Callable[[Any], Any]]]
     """(expression, descending, nulls_first, sort key of a non-null value)."""
     width: int = 0
+    top: Callable[[Any], int | None] | None = None
+    """Under a LIMIT: how many leading rows are wanted (LIMIT + OFFSET; None: all), so that
+    only those are kept while the input streams (a top-N sort, in memory O(N))."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
-        rows = [r async for r in self.input.rows(ctx)]
-        decorated = [(r, [k[0](r, ctx) for k in self.keys]) for r in rows]
-        _sort_decorated(decorated, self.keys)
+        wanted = self.top(ctx) if self.top is not None else None
+        keys = self.keys
+        decorated: list[Any] = []
+        async for r in self.input.rows(ctx):
+            decorated.append((r, [k[0](r, ctx) for k in keys]))
+            if wanted is not None and len(decorated) >= 2 * wanted + 1024:
+                # Keep the first ``wanted`` in order; the sort is stable and the kept rows
+                # precede later ones, so ties still come out in input order.
+                _sort_decorated(decorated, keys)
+                del decorated[wanted:]
+        _sort_decorated(decorated, keys)
+        if wanted is not None:
+            del decorated[wanted:]
         for r, _ in decorated:
             yield r
 
