@@ -354,6 +354,9 @@ class IndexLookup(TableAccess, Node):
     """Rows locked per round trip: 1 under a LIMIT, which must lock only the rows it takes
     (a job queue's LIMIT 1 ... SKIP LOCKED); more when every row read is returned."""
     width: int = 0
+    whole_key: bool = False
+    """Every column of the index is fixed by an equality: the entries, and so the rows, come
+    in primary-key order (an entry's key ends with its row's key)."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         prefix = self.prefix(ctx)

@@ -255,6 +255,7 @@ class Planner:
                 lock_rows,
                 lock_clause,
                 lock_batch=self._lock_batch(),
+                whole_key=n == len(positions),
             )
         key_range = _pk_range(codec, table, pk, eq, ranges)
         return TableScan(
@@ -839,11 +840,13 @@ def _sorted_by_primary_key(rel: SortRel) -> bool:
 
 
 def _reads_in_key_order(node: Node) -> bool:
-    """Whether ``node`` yields its table's rows in primary-key order: a scan or a point get,
-    under projections and filters (an index lookup yields them in the index's order)."""
+    """Whether ``node`` yields its table's rows in primary-key order: a scan, a point get, or
+    an index lookup fixing every column of its index, under projections and filters."""
     while isinstance(node, Project | Filter):
         node = node.input
-    return isinstance(node, TableScan | PointGet)
+    return isinstance(node, TableScan | PointGet) or (
+        isinstance(node, IndexLookup) and node.whole_key
+    )
 
 
 def _key_alternatives(filters: list[BExpr], pk: list[int]) -> list[dict[int, BExpr]] | None:

@@ -256,7 +256,8 @@ def test_grouping_sets_and_ordered_set_aggregates(
         ("SELECT * FROM xa ORDER BY id DESC LIMIT 5", True),
         ("SELECT * FROM xd ORDER BY i", True),
         ("SELECT * FROM xa ORDER BY v", True),
-        ("SELECT * FROM xb WHERE w = 3 ORDER BY id", True),  # index order, not the key's
+        ("SELECT * FROM xb WHERE w = 3 ORDER BY id", False),  # (w, id) entries: id order
+        ("SELECT * FROM xb WHERE w = 3 ORDER BY aid", True),
     ],
 )
 def test_a_sort_by_the_primary_key_is_the_scan_order(
