@@ -6,18 +6,24 @@ indexes as for INSERT), into the statement's transaction; nothing is visible bef
 
 from __future__ import annotations
 
-import csv
-import io
+import functools
+import re
 import struct
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from percolator.server.planner.dml import CHUNK, insert_rows
-from percolator.server.sql import binaryio, textio
-from percolator.server.sql.catalog import ColumnDef, TableDef
+from percolator.server.sql import binaryio, schemas, textio
+from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
     BAD_COPY_FORMAT,
+    CHARACTER_NOT_IN_REPERTOIRE,
+    DUPLICATE_COLUMN,
+    INVALID_COLUMN_REFERENCE,
     QUERY_CANCELED,
+    UNTRANSLATABLE_CHARACTER,
+    WRONG_OBJECT_TYPE,
     SqlError,
 )
 from percolator.server.sql.expr_binder import Params
@@ -27,7 +33,106 @@ if TYPE_CHECKING:
     from percolator.server.session import Plan, SqlSession
 
 BINARY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
-_TEXT_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}
+_TEXT_ESCAPES = {"b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11}
+_OCTAL = "01234567"
+_HEX = "0123456789abcdefABCDEF"
+
+
+def copy_target(catalog: Catalog, stmt: Any) -> tuple[TableDef, list[ColumnDef]]:
+    """The table of ``COPY table [(columns)]`` and the columns it reads or writes, with
+    Postgres's errors (42809 for a view, 42701 for a column listed twice)."""
+    name = schemas.resolve(catalog, stmt.table or "")
+    if name not in catalog.tables and name in catalog.views:
+        shown = stmt.table
+        if stmt.direction_in:
+            raise SqlError(
+                WRONG_OBJECT_TYPE,
+                f'cannot copy to view "{shown}"',
+                hint="To enable copying to a view, provide an INSTEAD OF INSERT trigger.",
+            )
+        raise SqlError(
+            WRONG_OBJECT_TYPE,
+            f'cannot copy from view "{shown}"',
+            hint="Try the COPY (SELECT ...) TO variant.",
+        )
+    table = catalog.table(name)
+    names = list(stmt.columns) if stmt.columns else [c.name for c in table.columns]
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            raise SqlError(DUPLICATE_COLUMN, f'column "{n}" specified more than once')
+        seen.add(n)
+    return table, [table.column(n) for n in names]
+
+
+def _force_flags(
+    option: str, given: tuple[str, ...] | None, names: list[str], table: TableDef | None
+) -> list[bool]:
+    """Per copied column: is it named by the FORCE_* option ``given`` (``*``: all)? A name
+    must be a copied column: 42703 if the table has no such column, else 42P10."""
+    if not given:
+        return [False] * len(names)
+    if given == ("*",):
+        return [True] * len(names)
+    for g in given:
+        if g in names:
+            continue
+        if table is not None:
+            table.column(g)
+        raise SqlError(
+            INVALID_COLUMN_REFERENCE, f'{option.upper()} column "{g}" not referenced by COPY'
+        )
+    return [n in given for n in names]
+
+
+def _bad_encoding(data: bytes, encoding: str) -> SqlError:
+    """22021 for bytes that are not valid in ``encoding``, naming the first bad ones."""
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as err:
+        lead = data[err.start]
+        # Postgres shows the bytes of the character the first one begins (UTF-8's length).
+        size = _utf8_length(lead) if encoding == "utf-8" else 1
+        shown = " ".join(f"0x{b:02x}" for b in data[err.start : err.start + size])
+        return SqlError(
+            CHARACTER_NOT_IN_REPERTOIRE,
+            f'invalid byte sequence for encoding "{_label(encoding)}": {shown}',
+        )
+    return SqlError(CHARACTER_NOT_IN_REPERTOIRE, "invalid byte sequence")
+
+
+def _utf8_length(lead: int) -> int:
+    """The length of the UTF-8 sequence ``lead`` begins (1 for a byte that begins none)."""
+    for size, low, high in ((2, 0xC0, 0xE0), (3, 0xE0, 0xF0), (4, 0xF0, 0xF8)):
+        if low <= lead < high:
+            return size
+    return 1
+
+
+def _shown(text: str | None) -> str:
+    """Data quoted for an error's CONTEXT, cut at 100 characters as Postgres does."""
+    if text is None:
+        return "null input"
+    return '"' + (text[:100] + "..." if len(text) > 100 else text) + '"'
+
+
+def _decode(data: bytes, encoding: str) -> str:
+    """COPY data as text; 22021 for bytes invalid in ``encoding`` or a zero byte."""
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError:
+        raise _bad_encoding(data, encoding) from None
+    if "\x00" in text:
+        raise SqlError(
+            CHARACTER_NOT_IN_REPERTOIRE,
+            f'invalid byte sequence for encoding "{_label(encoding)}": 0x00',
+        )
+    return text
+
+
+def _label(encoding: str) -> str:
+    """Postgres's name for a Python codec name (``utf-8`` is ``UTF8``)."""
+    return "UTF8" if encoding == "utf-8" else encoding.upper().replace("-", "")
 
 
 class CopyInExecution:
@@ -48,12 +153,17 @@ class CopyInExecution:
         target: list[ColumnDef] = plan.extra["target"]
         self.column_count = len(target)
         self._table = table
+        self._names = [c.name for c in target]
+        self._force_not_null = _force_flags(
+            "force_not_null", stmt.force_not_null, self._names, table
+        )
+        self._force_null = _force_flags("force_null", stmt.force_null, self._names, table)
         assert plan.catalog is not None
         binder = Binder(plan.catalog, Params())
         self._writer = session._writer(table, binder)
         self._positions = [table.position(c.id) for c in target]
         self._decoders: list[Callable[[str], object]] = [
-            (lambda s, _t=c.type: textio.text_in(_t, s)) for c in target
+            textio.text_decoder(c.type) for c in target
         ]
         self._types = [c.type for c in target]
         target_ids = {c.id for c in target}
@@ -61,15 +171,21 @@ class CopyInExecution:
             table, [c for c in table.columns if c.id not in target_ids], plan.catalog, binder
         )
         self._ctx = session._context(txn, plan.catalog, [])
+        self._encoding = stmt.encoding or "utf-8"
         self._delimiter = stmt.delimiter or ("," if self._csv else "\t")
         self._null = stmt.null if stmt.null is not None else ("" if self._csv else "\\N")
         self._header = stmt.header
+        self._header_match = stmt.header_match
         self._quote = stmt.quote
         self._escape = stmt.escape or stmt.quote
+        self._csv_plain = re.compile("[^" + re.escape(self._delimiter + self._quote) + "\r\n]*")
+        self._csv_quoted = re.compile("[^" + re.escape(self._quote + self._escape) + "]*")
         self._buffer = b""
         self._pending: list[tuple[object, ...]] = []
         self._count = 0
         self._line = 0
+        self._raw = ""
+        """The current line (record), for errors' CONTEXT."""
         self._ended = False
         self._binary_header_done = False
 
@@ -103,6 +219,8 @@ class CopyInExecution:
         async with self._session.guard():
             if self.binary:
                 self._parse_binary()
+                if not self._binary_header_done:
+                    raise SqlError(BAD_COPY_FORMAT, "COPY file signature not recognized")
                 if self._buffer:
                     raise SqlError(BAD_COPY_FORMAT, "unexpected EOF in COPY data")
             else:
@@ -123,83 +241,188 @@ class CopyInExecution:
             return
         lines = self._buffer.split(b"\n")
         tail = lines.pop()  # an incomplete line, or b"" after the last newline
-        if final and tail:
-            lines.append(tail)
-        self._buffer = b"" if final else tail
+        lines, carried = _join_escaped_newlines(lines)
+        if final:
+            lines += [carried + b"\n" + tail] if carried is not None else [tail] if tail else []
+            self._buffer = b""
+        else:
+            self._buffer = tail if carried is None else carried + b"\n" + tail
         for raw in lines:
+            if self._ended:
+                return
             self._line += 1
-            line = raw.decode("utf-8")
+            line = _decode(raw, self._encoding)
             if line.endswith("\r"):
                 line = line[:-1]
-            if self._ended:
-                continue
             if line == "\\.":
                 self._ended = True
                 continue
+            self._raw = line
+            raw_fields = _split_text(line, self._delimiter)
+            try:
+                fields = [None if f == self._null else _unescape(f) for f in raw_fields]
+            except SqlError as err:
+                raise replace(err, context=self._where()) from None
             if self._header and self._line == 1:
+                self._check_header(fields)
                 continue
-            fields = line.split(self._delimiter)
-            self._add([None if f == self._null else _unescape(f) for f in fields])
+            self._add([(f, False) for f in fields])
 
     def _parse_csv(self, final: bool) -> None:
-        data = self._buffer
-        if not final:
-            cut = data.rfind(b"\n")
+        """Complete CSV records of the buffer (a quoted field may span lines)."""
+        text = _decode(self._buffer, self._encoding) if final else None
+        if text is None:
+            cut = self._buffer.rfind(b"\n")
             if cut < 0:
                 return
-            chunk, self._buffer = data[: cut + 1], data[cut + 1 :]
+            text = _decode(self._buffer[: cut + 1], self._encoding)
+            rest = self._buffer[cut + 1 :]
         else:
-            chunk, self._buffer = data, b""
-        if not chunk:
-            return
-        text = chunk.decode("utf-8")
-        reader = csv.reader(
-            io.StringIO(text, newline=""),
-            delimiter=self._delimiter,
-            quotechar=self._quote,
-            escapechar=None if self._escape == self._quote else self._escape,
-            doublequote=self._escape == self._quote,
-            strict=True,
-        )
-        # csv cannot tell "" (empty string) from an unquoted empty field (NULL); recover the
-        # distinction from the raw text of each line.
-        raw_lines = text.splitlines()
-        try:
-            for i, fields in enumerate(reader):
-                self._line += 1
-                if self._header and self._line == 1:
-                    continue
-                raw = raw_lines[i] if i < len(raw_lines) else ""
-                if raw == "\\.":
-                    self._ended = True
-                    continue
-                if self._ended:
-                    continue
-                quoted_empty = _quoted_empty_fields(raw, self._delimiter, self._quote)
-                values: list[str | None] = []
-                for j, f in enumerate(fields):
-                    if f == self._null and j not in quoted_empty:
-                        values.append(None)
-                    else:
-                        values.append(f)
-                self._add(values)
-        except csv.Error as err:
-            raise SqlError(BAD_COPY_FORMAT, f"invalid CSV data: {err}") from None
+            rest = b""
+        pos = 0
+        n = len(text)
+        while pos < n and not self._ended:
+            if text.startswith("\\.", pos) and text[pos + 2 : pos + 3] in ("", "\n", "\r"):
+                self._ended = True
+                break
+            start = pos
+            record = self._csv_record(text, pos, final)
+            if record is None:
+                break
+            fields, pos, lines = record
+            self._raw = text[start:pos].removesuffix("\n").removesuffix("\r")
+            first = self._line + 1
+            self._line += lines
+            if self._header and first == 1:
+                self._check_header([None if q is None else v for v, q in fields])
+                continue
+            self._add(fields)
+        if self._ended:
+            pos = n
+        self._buffer = text[pos:].encode(self._encoding) + rest
 
-    def _add(self, fields: list[str | None]) -> None:
+    def _csv_record(
+        self, text: str, pos: int, final: bool
+    ) -> tuple[list[tuple[str | None, bool]], int, int] | None:
+        """One CSV record from ``pos``: its fields as (value, quoted) with NULL as (None,
+        False), the position after it and the lines it took; None if it is incomplete."""
+        fields: list[tuple[str | None, bool]] = []
+        quote, escape, delim = self._quote, self._escape, self._delimiter
+        start = pos
+        lines = 1
+        n = len(text)
+        while True:
+            parts: list[str] = []
+            quoted = False
+            while True:
+                m = self._csv_plain.match(text, pos)
+                assert m is not None
+                parts.append(m.group())
+                pos = m.end()
+                if pos < n and text[pos] == quote:
+                    quoted = True
+                    pos += 1
+                    while True:
+                        m = self._csv_quoted.match(text, pos)
+                        assert m is not None
+                        parts.append(m.group())
+                        lines += m.group().count("\n")
+                        pos = m.end()
+                        if pos >= n:
+                            if final:
+                                raise self._unterminated(text[start:])
+                            return None
+                        c = text[pos]
+                        if c == escape:
+                            if pos + 1 >= n and not final:
+                                return None  # what it escapes is in the next CopyData
+                            nxt = text[pos + 1 : pos + 2]
+                            if nxt and nxt in (quote, escape):
+                                parts.append(nxt)
+                                pos += 2
+                                continue
+                        if c == quote:
+                            pos += 1
+                            break
+                        parts.append(c)  # an escape character before an ordinary one
+                        pos += 1
+                    continue
+                break
+            value = "".join(parts)
+            fields.append((None, False) if not quoted and value == self._null else (value, quoted))
+            if pos < n and text[pos] == delim:
+                pos += 1
+                continue
+            if pos < n and text[pos] == "\r":
+                pos += 1
+            if pos < n and text[pos] == "\n":
+                pos += 1
+            elif pos >= n and not final:
+                return None
+            return fields, pos, lines
+
+    def _unterminated(self, record: str) -> SqlError:
+        self._line += 1
+        self._raw = record
+        return SqlError(BAD_COPY_FORMAT, "unterminated CSV quoted field", context=self._where())
+
+    def _check_header(self, fields: list[str | None]) -> None:
+        """HEADER MATCH: the header line must name the copied columns, in order."""
+        if not self._header_match:
+            return
         if len(fields) != self.column_count:
-            word = (
-                "extra data after last expected column"
-                if len(fields) > self.column_count
-                else "missing data for column"
-            )
             raise SqlError(
-                BAD_COPY_FORMAT, f"{word}", detail=f"COPY {self._table.name}, line {self._line}"
+                BAD_COPY_FORMAT,
+                f"wrong number of fields in header line: got {len(fields)}, "
+                f"expected {self.column_count}",
+                context=self._where(),
             )
-        values = []
-        for f, dec in zip(fields, self._decoders, strict=True):
-            values.append(None if f is None else dec(f))
+        for i, (got, want) in enumerate(zip(fields, self._names, strict=True), 1):
+            if got is None:
+                raise SqlError(
+                    BAD_COPY_FORMAT,
+                    f"column name mismatch in header line field {i}: got null value "
+                    f'("{self._null}"), expected "{want}"',
+                    context=self._where(),
+                )
+            if got != want:
+                raise SqlError(
+                    BAD_COPY_FORMAT,
+                    f'column name mismatch in header line field {i}: got "{got}", '
+                    f'expected "{want}"',
+                    context=self._where(),
+                )
+
+    def _add(self, fields: list[tuple[str | None, bool]]) -> None:
+        """Convert one record's fields (value, quoted) and queue the row, checking the count
+        and converting column by column as Postgres does (so its errors come in its order)."""
+        if len(fields) > self.column_count:
+            raise SqlError(
+                BAD_COPY_FORMAT, "extra data after last expected column", context=self._where()
+            )
+        values: list[object] = []
+        for i, dec in enumerate(self._decoders):
+            if i >= len(fields):
+                raise SqlError(
+                    BAD_COPY_FORMAT,
+                    f'missing data for column "{self._names[i]}"',
+                    context=self._where(),
+                )
+            value, quoted = fields[i]
+            if value is None and self._force_not_null[i]:
+                value = self._null
+            elif value == self._null and quoted and self._force_null[i]:
+                value = None
+            try:
+                values.append(None if value is None else dec(value))
+            except SqlError as err:
+                where = f"COPY {self._table.name}, line {self._line}, column {self._names[i]}"
+                raise replace(err, context=f"{where}: {_shown(value)}") from None
         self._pending.append(tuple(values))
+
+    def _where(self) -> str:
+        """CONTEXT for an error on the current line, as Postgres words it."""
+        return f"COPY {self._table.name}, line {self._line}: {_shown(self._raw)}"
 
     def _parse_binary(self) -> None:
         buf = self._buffer
@@ -210,9 +433,11 @@ class CopyInExecution:
             if not buf.startswith(BINARY_SIGNATURE):
                 raise SqlError(BAD_COPY_FORMAT, "COPY file signature not recognized")
             (ext_len,) = struct.unpack_from("!I", buf, 15)
+            if len(buf) < 19 + ext_len:
+                return  # the header extension is still to come
             pos = 19 + ext_len
             self._binary_header_done = True
-        while True:
+        while not self._ended:
             if len(buf) - pos < 2:
                 break
             (nfields,) = struct.unpack_from("!h", buf, pos)
@@ -222,7 +447,9 @@ class CopyInExecution:
                 break
             if nfields != self.column_count:
                 raise SqlError(
-                    BAD_COPY_FORMAT, f"row field count is {nfields}, expected {self.column_count}"
+                    BAD_COPY_FORMAT,
+                    f"row field count is {nfields}, expected {self.column_count}",
+                    context=f"COPY {self._table.name}, line {self._line + 1}",
                 )
             p = pos + 2
             values: list[object] = []
@@ -244,8 +471,10 @@ class CopyInExecution:
             if not complete:
                 break
             self._pending.append(tuple(values))
+            self._line += 1
             pos = p
-        self._buffer = buf[pos:]
+        # Data after the trailer is ignored, as Postgres does.
+        self._buffer = b"" if self._ended else buf[pos:]
 
     async def _flush(self) -> None:
         if not self._pending:
@@ -277,6 +506,7 @@ class CopyOutExecution:
         types: list[Any],
         stmt: Any,
         names: list[str],
+        table: TableDef | None = None,
     ) -> None:
         self.copy = self
         self.binary = stmt.format == "binary"
@@ -286,6 +516,7 @@ class CopyOutExecution:
         self._types = types
         self._stmt = stmt
         self._names = names
+        self._force_quote = _force_flags("force_quote", stmt.force_quote, names, table)
         self._count = 0
         self.command_tag = "COPY 0"
 
@@ -302,51 +533,75 @@ class CopyOutExecution:
             await aclose()
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        if self.binary:
+            async for chunk in self._binary_chunks():
+                yield chunk
+        else:
+            async for chunk in self._text_chunks():
+                yield chunk
+        self.command_tag = f"COPY {self._count}"
+        self._session.statement_done()
+
+    async def _binary_chunks(self) -> AsyncIterator[bytes]:
+        yield BINARY_SIGNATURE + struct.pack("!II", 0, 0)
+        encoders = [binaryio.binary_encoder(t) for t in self._types]
+        async with self._session.guard():
+            async for row in self._rows:
+                self._count += 1
+                parts = [struct.pack("!h", len(row))]
+                for v, enc in zip(row, encoders, strict=True):
+                    if v is None:
+                        parts.append(b"\xff\xff\xff\xff")
+                    else:
+                        data = enc(v)
+                        parts.append(struct.pack("!i", len(data)) + data)
+                yield b"".join(parts)
+        yield b"\xff\xff"
+
+    async def _text_chunks(self) -> AsyncIterator[bytes]:
         stmt = self._stmt
         csv_mode = stmt.format == "csv"
         delimiter = stmt.delimiter or ("," if csv_mode else "\t")
         null = stmt.null if stmt.null is not None else ("" if csv_mode else "\\N")
-        if self.binary:
-            yield BINARY_SIGNATURE + struct.pack("!II", 0, 0)
-            encoders = [binaryio.binary_encoder(t) for t in self._types]
-        else:
-            encoders = [textio.text_encoder(t) for t in self._types]
-            if stmt.header:
-                yield (
-                    delimiter.join(
-                        _csv_field(n, delimiter, stmt.quote) if csv_mode else n for n in self._names
-                    )
-                    + "\n"
-                ).encode()
+        encoding = stmt.encoding or "utf-8"
+        single = len(self._names) == 1
+        quote, escape = stmt.quote, stmt.escape or stmt.quote
+
+        def field(text: str, force: bool) -> str:
+            if csv_mode:
+                return _csv_field(text, delimiter, quote, escape, null, force, single)
+            return _escape(text, delimiter)
+
+        if stmt.header:
+            line = delimiter.join(field(n, False) for n in self._names) + "\n"
+            yield _encode(line, encoding)
+        encoders = [textio.text_encoder(t) for t in self._types]
+        flags = self._force_quote
         async with self._session.guard():
             async for row in self._rows:
                 self._count += 1
-                if self.binary:
-                    parts = [struct.pack("!h", len(row))]
-                    for v, enc in zip(row, encoders, strict=True):
-                        if v is None:
-                            parts.append(b"\xff\xff\xff\xff")
-                        else:
-                            data = enc(v)
-                            parts.append(struct.pack("!i", len(data)) + data)
-                    yield b"".join(parts)
-                    continue
-                fields = []
-                for v, enc in zip(row, encoders, strict=True):
-                    if v is None:
-                        fields.append(null)
-                    elif csv_mode:
-                        fields.append(_csv_field(enc(v), delimiter, stmt.quote, null))
-                    else:
-                        fields.append(_escape(enc(v), delimiter))
-                yield (delimiter.join(fields) + "\n").encode()
-        if self.binary:
-            yield b"\xff\xff"
-        self.command_tag = f"COPY {self._count}"
-        self._session.statement_done()
+                fields = [
+                    null if v is None else field(enc(v), force)
+                    for v, enc, force in zip(row, encoders, flags, strict=True)
+                ]
+                yield _encode(delimiter.join(fields) + "\n", encoding)
+
+
+def _encode(text: str, encoding: str) -> bytes:
+    """``text`` in the COPY's encoding; 22P05 for a character it has no byte for."""
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as err:
+        ch = err.object[err.start]
+        raise SqlError(
+            UNTRANSLATABLE_CHARACTER,
+            f'character with byte sequence 0x{ch.encode().hex()} in encoding "UTF8" has no '
+            f'equivalent in encoding "{_label(encoding)}"',
+        ) from None
 
 
 async def start_copy(session: SqlSession, plan: Plan, txn: Transaction) -> Any:
+    """The execution of a planned COPY: CopyIn for FROM STDIN, CopyOut for TO STDOUT."""
     stmt = plan.statement
     if stmt.direction_in:
         return CopyInExecution(session, plan, txn)
@@ -367,88 +622,116 @@ async def start_copy(session: SqlSession, plan: Plan, txn: Transaction) -> Any:
             yield tuple(r[p] for p in positions)
 
     return CopyOutExecution(
-        session, rows(), [c.type for c in target], stmt, [c.name for c in target]
+        session, rows(), [c.type for c in target], stmt, [c.name for c in target], table
     )
 
 
+def _join_escaped_newlines(lines: list[bytes]) -> tuple[list[bytes], bytes | None]:
+    """Text-format lines with a backslash-escaped newline joined to the next line (a
+    backslash protects the newline too, as in Postgres), and the last one if it goes on
+    after these lines (None if not)."""
+    if not any(line.endswith(b"\\") for line in lines):
+        return lines, None
+    out: list[bytes] = []
+    carried: bytes | None = None
+    for line in lines:
+        if carried is not None:
+            line = carried + b"\n" + line
+        backslashes = len(line) - len(line.rstrip(b"\\"))
+        if backslashes % 2:
+            carried = line
+            continue
+        carried = None
+        out.append(line)
+    return out, carried
+
+
+def _split_text(line: str, delimiter: str) -> list[str]:
+    """A text-format line's raw fields: a backslash protects the character after it, the
+    delimiter too."""
+    if "\\" not in line:
+        return line.split(delimiter)
+    fields = []
+    start = 0
+    i = 0
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == delimiter:
+            fields.append(line[start:i])
+            start = i + 1
+        i += 1
+    fields.append(line[start:])
+    return fields
+
+
 def _unescape(field: str) -> str:
+    """A text-format field's value: backslash escapes decoded. Octal and hex escapes give
+    bytes, so the result is checked to be UTF-8 (22021 otherwise), as Postgres does."""
     if "\\" not in field:
         return field
-    out = []
+    out = bytearray()
     i = 0
     n = len(field)
     while i < n:
         ch = field[i]
-        if ch == "\\" and i + 1 < n:
-            nxt = field[i + 1]
-            if nxt in _TEXT_ESCAPES:
-                out.append(_TEXT_ESCAPES[nxt])
-                i += 2
-                continue
-            if nxt.isdigit():
-                j = i + 1
-                while j < n and j < i + 4 and field[j] in "01234567":
-                    j += 1
-                out.append(chr(int(field[i + 1 : j], 8)))
-                i = j
-                continue
-            if nxt == "x" and i + 2 < n:
-                j = i + 2
-                while j < n and j < i + 4 and field[j] in "0123456789abcdefABCDEF":
-                    j += 1
-                out.append(chr(int(field[i + 2 : j], 16)))
-                i = j
-                continue
-            out.append(nxt)
-            i += 2
+        if ch != "\\" or i + 1 >= n:
+            out += ch.encode()
+            i += 1
             continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+        nxt = field[i + 1]
+        if nxt in _OCTAL:
+            j = i + 1
+            while j < n and j < i + 4 and field[j] in _OCTAL:
+                j += 1
+            out.append(int(field[i + 1 : j], 8) & 0xFF)
+            i = j
+        elif nxt == "x" and i + 2 < n and field[i + 2] in _HEX:
+            j = i + 2
+            while j < n and j < i + 4 and field[j] in _HEX:
+                j += 1
+            out.append(int(field[i + 2 : j], 16))
+            i = j
+        else:
+            code = _TEXT_ESCAPES.get(nxt)
+            out += nxt.encode() if code is None else bytes((code,))
+            i += 2
+    return _decode(bytes(out), "utf-8")
+
+
+_OUT_ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+
+
+@functools.cache
+def _out_special(delimiter: str) -> re.Pattern[str]:
+    return re.compile("[" + re.escape("\\\b\f\n\r\t\v" + delimiter) + "]")
 
 
 def _escape(text: str, delimiter: str) -> str:
-    if not any(c in text for c in ("\\", "\n", "\r", "\t", delimiter)):
+    """A value in the text format: backslash, control characters and the delimiter escaped."""
+    special = _out_special(delimiter)
+    if not special.search(text):
         return text
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    if delimiter not in ("\t",):
-        out = out.replace(delimiter, "\\" + delimiter)
-    return out
+    return special.sub(lambda m: _OUT_ESCAPES.get(m.group(), "\\" + m.group()), text)
 
 
-def _csv_field(text: str, delimiter: str, quote: str, null: str = "") -> str:
-    if (
-        text == ""
+def _csv_field(
+    text: str, delimiter: str, quote: str, escape: str, null: str, force: bool, single: bool
+) -> str:
+    """A value in CSV: quoted when forced, when it reads as NULL, holds the delimiter, the
+    quote or a line break, or is ``\\.`` alone on a line (the end marker)."""
+    if not (
+        force
         or text == null
         or any(c in text for c in (delimiter, quote, "\n", "\r"))
-        or text.startswith("\\.")
+        or (single and text == "\\.")
     ):
-        return quote + text.replace(quote, quote + quote) + quote
-    return text
-
-
-def _quoted_empty_fields(raw: str, delimiter: str, quote: str) -> set[int]:
-    """Indexes of the fields written as "" (an empty string, not NULL) on a CSV line."""
-    out = set()
-    index = 0
-    i = 0
-    n = len(raw)
-    while i <= n:
-        if raw.startswith(quote + quote, i) and (i + 2 == n or raw[i + 2] == delimiter):
-            out.add(index)
-        if raw.startswith(quote, i):
-            i += 1
-            while i < n:
-                if raw[i] == quote:
-                    if i + 1 < n and raw[i + 1] == quote:
-                        i += 2
-                        continue
-                    break
-                i += 1
-            i += 1
-        j = raw.find(delimiter, i)
-        if j < 0:
-            break
-        i = j + 1
-        index += 1
-    return out
+        return text
+    if escape == quote:
+        body = text.replace(quote, quote + quote)
+    else:
+        body = "".join(escape + c if c in (quote, escape) else c for c in text)
+    return quote + body + quote

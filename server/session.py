@@ -1286,8 +1286,10 @@ class SqlSession:
     ) -> Plan:
         if stmt.query is not None:
             inner = _parse_one(stmt.query, 0)
-            if not isinstance(inner, exp.Query):
+            if not isinstance(inner, exp.Query | exp.Values):
                 raise unsupported("COPY (statement) other than a query")
+            if inner.args.get("into") is not None:
+                raise unsupported("COPY (SELECT INTO)")
             plan = self._plan(inner, stmt.query, param_oids, catalog)
             return Plan(
                 "copy",
@@ -1299,9 +1301,9 @@ class SqlSession:
                 extra={"columns": plan.columns},
                 views=plan.views,
             )
-        table = catalog.table(schemas.resolve(catalog, stmt.table or ""))
-        names = list(stmt.columns) if stmt.columns else [c.name for c in table.columns]
-        cols = [table.column(n) for n in names]
+        from percolator.server.copy import copy_target
+
+        table, cols = copy_target(catalog, stmt)
         return Plan(
             "copy",
             catalog,
@@ -2393,8 +2395,6 @@ def _parse_one(text: str, offset: int) -> Any:
         if verb.group(1).upper() == "MERGE" and _OVERRIDING.search(text, m.end()) is not None:
             raise unsupported("OVERRIDING in several INSERT clauses of one MERGE")
         overriding = m.group(1).lower()
-        if overriding == "user":
-            raise unsupported("OVERRIDING USER VALUE")
         text = text[: m.start()] + " " * (m.end() - m.start()) + text[m.end() :]
     text, on_commit_drop = temp_tables.take_on_commit_drop(text)  # sqlglot lacks it too
     try:

@@ -21,13 +21,14 @@ def error_response(error: SqlError, severity: str | None = None) -> ErrorRespons
         detail=error.detail,
         hint=error.hint,
         position=error.position,
-        fields=_object_fields(error.about),
+        fields=_object_fields(error.about, error.context),
     )
 
 
-def _object_fields(about: ErrorObject | None) -> dict[str, str]:
+def _object_fields(about: ErrorObject | None, context: str | None = None) -> dict[str, str]:
+    """The ErrorResponse fields naming the object (and CONTEXT, where given)."""
     if about is None:
-        return {}
+        return {} if context is None else {ErrorField.WHERE: context}
     # A table of a schema other than public is named by its catalog key ``schema.table``
     # (server/sql/schemas.py): the fields split it.
     schema, table = about.schema, about.table
@@ -38,6 +39,8 @@ def _object_fields(about: ErrorObject | None) -> dict[str, str]:
         fields[ErrorField.COLUMN_NAME] = about.column
     if about.constraint is not None:
         fields[ErrorField.CONSTRAINT_NAME] = bare(about.constraint)
+    if context is not None:
+        fields[ErrorField.WHERE] = context
     return {str(k): v for k, v in fields.items()}
 
 

@@ -93,7 +93,7 @@ async def run_action(
     elif isinstance(action, RestartSequences):
         for name in action.names:
             seq = catalog.sequences[name]
-            ctx.sequences.restart(ctx.txn, seq, seq.start)
+            ctx.sequences.restart(ctx.txn, seq, seq.start if action.to is None else action.to)
     elif isinstance(action, MoveRows):
         old_codec = RowCodec(action.old, trust_not_null=False)
         rows = [row[: len(action.old.columns)] async for _, row in _rows(old_codec, ctx)]

@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from percolator.server.sql import identity_ddl
 from percolator.server.sql.rename_ddl import IgnoredAction, RenameConstraint, ValidateConstraint
 from percolator.server.sql.utility import Token, tokenize
 
@@ -111,6 +112,8 @@ def _action(sql: str, table: Token, piece: list[Token]) -> list[exp.Expression] 
     if words[:1] == ["ALTER"] and "STATISTICS" in words[2:5]:
         column = piece[2] if words[1] == "COLUMN" else piece[1]
         return [IgnoredAction(this=exp.Var(this="SET STATISTICS"), column=_ident(column))]
+    if words[:1] == ["ALTER"] and (identity := identity_ddl.parse(piece)) is not None:
+        return [identity]
     text = sql[piece[0].pos : piece[-1].pos + len(piece[-1].text)]
     try:
         node = sqlglot.parse_one(f"ALTER TABLE {table.text} {text}", read="postgres")

@@ -484,10 +484,30 @@ class Binder:
             elif isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
                 qualifier = item.table
                 out.extend((_IndexRef(i), scope.columns[i].name) for i in scope.star(qualifier))
+            elif isinstance(item, exp.Dot) and isinstance(item.expression, exp.Star):
+                out.extend(self._expand_record_star(item.this, scope))
             else:
                 alias = item.alias if isinstance(item, exp.Alias) else None
                 out.append((item.this if isinstance(item, exp.Alias) else item, alias))
         return out
+
+    def _expand_record_star(
+        self, node: exp.Expression, scope: Scope
+    ) -> list[tuple[exp.Expression, str | None]]:
+        """``(record).*``: one select item per field, ``(record).field`` (the record is
+        computed for each, as in Postgres)."""
+        from percolator.server.sql.set_functions import record_fields
+
+        t = self.exprs.bind(node, scope).type
+        fields = record_fields(t)
+        if fields is None:
+            if t.id is not T.TypeId.RECORD or t.array:
+                raise SqlError("42809", f"type {t} is not composite")
+            raise unsupported(f"expression {node.sql(dialect='postgres')[:60]}.*")
+        return [
+            (exp.Dot(this=node.copy(), expression=exp.to_identifier(name, quoted=True)), name)
+            for name, _ in fields
+        ]
 
     def _out_col(self, item: exp.Expression, alias: str | None, e: BExpr, scope: Scope) -> OutCol:
         if isinstance(item, _IndexRef):
@@ -814,7 +834,12 @@ class Binder:
             sys_table = system_tables.lookup(schema, name)
             if sys_table is not None:
                 cols = [OutCol(n, t, relation=alias) for n, t in sys_table.columns]
-                vrel = VirtualRel(cols, f"{sys_table.schema}.{name}", sys_table.rows)
+                rows = sys_table.rows
+                if sys_table.oid:
+                    # Postgres's hidden tableoid column (psql's \dd reads it).
+                    cols.append(OutCol("tableoid", T.OID, relation=alias, hidden=True))
+                    rows = system_tables.rows_with_tableoid(sys_table)
+                vrel = VirtualRel(cols, f"{sys_table.schema}.{name}", rows)
                 return _Query(vrel, Scope(cols, outer, {alias}))
         shown = f"{schema}.{name}" if schema else name
         raise SqlError(UNDEFINED_TABLE, f'relation "{shown}" does not exist')
@@ -1182,6 +1207,8 @@ class Binder:
             and len(targets) > len(source.columns)
         ):
             raise SqlError(SYNTAX_ERROR, "INSERT has more target columns than expressions")
+        if node.meta.get("overriding") == "user":
+            source, targets = _without_identity_targets(source, targets)
         target_ids = [c.id for c in targets]
         defaults = {
             c.id: self.default_expr(table, c) for c in table.columns if c.id not in target_ids
@@ -1457,6 +1484,22 @@ class _IndexRef(exp.Expression):
         super().__init__()
         # Not ``index``: sqlglot's Expression keeps its position in the parent there.
         self.column_index = index
+
+
+def _without_identity_targets(source: Rel, targets: list[ColumnDef]) -> tuple[Rel, list[ColumnDef]]:
+    """OVERRIDING USER VALUE: the values given for identity columns are ignored, so those
+    columns are left out and draw their sequences' next values as unnamed columns do (VALUES
+    rows lose them before any DEFAULT in them would draw a value)."""
+    keep = [i for i, c in enumerate(targets) if c.identity is None]
+    if len(keep) == len(targets):
+        return source, targets
+    if isinstance(source, ValuesRel):
+        rows = [[row[i] for i in keep] for row in source.rows]
+        source = ValuesRel([source.columns[i] for i in keep], rows)
+    else:
+        exprs: list[BExpr] = [BColumn(source.columns[i].type, i) for i in keep]
+        source = ProjectRel([source.columns[i] for i in keep], source, exprs)
+    return source, [targets[i] for i in keep]
 
 
 def _check_identity_targets(targets: list[ColumnDef], source: Rel) -> None:

@@ -655,7 +655,39 @@ def compare_key(t: SqlType) -> Callable[[object], object]:
         raise SqlError("42883", "could not identify an ordering operator for type json")
     if isinstance(t.id, EnumType):
         return t.id.sort_order  # type: ignore[return-value]  # declaration order
+    if t.id is _T.RECORD:
+        return _record_key(t)
     return _KEYS.get(t.id, _identity)
+
+
+def _record_key(t: SqlType) -> Callable[[object], object]:
+    """record_cmp's order: field by field, a NULL field equal to a NULL one and above any
+    value (so two rows with NULLs in the same places are equal, unlike ``ROW(..) = ROW(..)``)."""
+    from percolator.server.sql.set_functions import record_fields
+
+    fields = record_fields(t)
+    keys = [compare_key(ft) for _, ft in fields] if fields is not None else None
+
+    def key(v: object) -> object:
+        values: tuple[object, ...] = v  # type: ignore[assignment]
+        if keys is None or len(keys) != len(values):
+            return tuple((1,) if f is None else (0, _generic_key(f)) for f in values)
+        return tuple((1,) if f is None else (0, k(f)) for k, f in zip(keys, values, strict=True))
+
+    return key
+
+
+def _generic_key(v: object) -> object:
+    """A sort key for a field of a record whose field types are not known."""
+    if isinstance(v, tuple):
+        return tuple((1,) if f is None else (0, _generic_key(f)) for f in v)
+    if isinstance(v, list):
+        return [(1,) if e is None else (0, _generic_key(e)) for e in v]
+    if isinstance(v, float):
+        return _float_key(v)
+    if isinstance(v, Decimal):
+        return _numeric_key(v)
+    return v
 
 
 __all__ = [

@@ -289,9 +289,13 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def pg_get_expr(ctx: Any, expr: str, relid: int, pretty: bool = False) -> str:
+def pg_get_expr(ctx: Any, expr: str | None, relid: int, pretty: bool = False) -> str | None:
     """pg_get_expr(pg_node_tree, relid[, pretty]): our node trees are the deparsed SQL text in
     the non-pretty form; the pretty form drops the redundant parentheses."""
+    # Context functions are called with NULLs (they are not strict): a NULL tree (an index's
+    # indpred when it has no WHERE) is NULL, as in Postgres.
+    if expr is None or relid is None:
+        return None
     if not pretty:
         return expr
     from percolator.server.sql import pg_catalog_tables as pgc
@@ -388,7 +392,8 @@ def pg_get_viewdef(ctx: Any, oid: int, pretty: object = False) -> str | None:
     r = pgc.relation_by_oid(ctx.catalog, oid)
     if r is None or r.view is None:
         return None
-    return views.definition(r.view)
+    laid_out = pgc.view_definition(r.view, ctx.catalog)
+    return laid_out if laid_out is not None else views.definition(r.view)
 
 
 def pg_size_pretty(size: object) -> str:
@@ -489,6 +494,34 @@ define(
     1,
 )
 define("pg_ts_config_is_visible", lambda oid: True, T.BOOL, 1)
+define(
+    (
+        "pg_opfamily_is_visible",
+        "pg_operator_is_visible",
+        "pg_conversion_is_visible",
+        "pg_statistics_obj_is_visible",
+        "pg_ts_parser_is_visible",
+        "pg_ts_dict_is_visible",
+        "pg_ts_template_is_visible",
+    ),
+    lambda oid: True,
+    T.BOOL,
+    1,
+)
+define("getdatabaseencoding", lambda: "UTF8", T.NAME, 0)
+# Sizes are not tracked (pg_relation_size is 0 too): \l+ shows "0 bytes".
+define("pg_database_size", lambda db: 0, T.INT8, 1)
+define("pg_get_function_sqlbody", lambda oid: None, T.TEXT, 1, strict=False)
+
+
+def _pg_get_functiondef(oid: object) -> str:
+    """\\sf's source: pg_proc is empty (built-in functions have no definitions to show)."""
+    raise SqlError(
+        "0A000", "pg_get_functiondef is not supported: built-in functions have no stored source"
+    )
+
+
+define("pg_get_functiondef", _pg_get_functiondef, T.TEXT, 1)
 define("version", lambda: VERSION_STRING, T.TEXT, 0)
 define("pg_backend_pid", lambda ctx: ctx.backend_pid, T.INT4, 0, context=True)
 define("current_setting", current_setting, T.TEXT, (1, 2), context=True, strict=True)

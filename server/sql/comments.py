@@ -15,7 +15,6 @@ pg_constraint show (so a column's ``objsubid`` is its current attnum), and
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,10 +108,9 @@ def parse(r: Any) -> CommentOn:
         t = r.peek()
         r.error(f'syntax error at or near "{t.text}"' if t else "syntax error at end of input")
     t = r.next()
-    if t.kind == "str" and t.text[0] in "eE":
-        text: str | None = _unescape(t.value)
-    elif t.kind in ("str", "dollar"):
-        text = t.value
+    text: str | None
+    if t.kind in ("str", "dollar"):
+        text = t.value  # an E'...' string's escapes decoded by the tokenizer
     elif t.upper == "NULL":
         text = None
     else:
@@ -120,25 +118,6 @@ def parse(r: Any) -> CommentOn:
     r.end()
     # Postgres stores no empty description: '' removes the comment, as NULL does.
     return CommentOn(kind, name, text or None, table)
-
-
-_ESCAPE = re.compile(
-    r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))"
-)
-_SIMPLE_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-
-
-def _unescape(body: str) -> str:
-    """An E'...' string's backslash escapes, as Postgres reads them."""
-
-    def one(m: re.Match[str]) -> str:
-        octal, hex2, u4, u8, other = m.groups()
-        if other is not None:
-            return _SIMPLE_ESCAPES.get(other, other)
-        digits = octal or hex2 or u4 or u8
-        return chr(int(digits, 8 if octal else 16))
-
-    return _ESCAPE.sub(one, body)
 
 
 def _qualified(r: Any) -> tuple[str, ...]:

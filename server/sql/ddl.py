@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from percolator.server.sql import (
     foreign_key_ddl,
+    identity_ddl,
     like_ddl,
     relation_kinds,
     rename_ddl,
@@ -127,6 +128,8 @@ class RestartSequences:
     start over, in the statement's transaction."""
 
     names: tuple[str, ...]
+    to: int | None = None
+    """The value they start over from (ALTER COLUMN ... RESTART WITH n); None: their start."""
 
 
 DataAction = (
@@ -270,7 +273,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
             checks.extend(col_checks)
             if seq is not None:
                 seq_oid, catalog = catalog.allocate_id()
-                sequences.append(SequenceDef(seq, seq_oid + 16384, name))
+                sequences.append(spec.new_sequence(catalog, seq_oid + 16384, name))
         elif isinstance(item, exp.LikeProperty):
             like = like_ddl.like(catalog, item)
             for col in like.columns:
@@ -472,6 +475,16 @@ class ColumnSpec:
     sequence: str | None
     references: list[tuple[str | None, exp.Reference]]
     """REFERENCES clauses, with their constraint names."""
+    sequence_options: sequence_ddl.SequenceOptions | None = None
+    """An identity column's sequence options (``GENERATED ... AS IDENTITY (START WITH 7)``)."""
+
+    def new_sequence(self, catalog: Catalog, oid: int, table: str) -> SequenceDef:
+        """The sequence behind this serial or identity column, with its options applied."""
+        assert self.sequence is not None
+        seq = SequenceDef(self.sequence, oid, table)
+        if self.sequence_options is None:
+            return seq
+        return sequence_ddl.apply_options(seq, self.sequence_options, catalog)
 
 
 _SYSTEM_COLUMNS = frozenset({"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"})
@@ -497,6 +510,8 @@ def _column(
     not_null = serial
     default = None
     identity: str | None = None
+    identity_options: sequence_ddl.SequenceOptions | None = None
+    explicit_null = False
     is_pk = False
     unique = False
     checks: list[CheckDef] = []
@@ -507,6 +522,7 @@ def _column(
         if isinstance(k, exp.NotNullColumnConstraint):
             if k.args.get("allow_null"):
                 not_null = False
+                explicit_null = True
             else:
                 not_null = True
         elif isinstance(k, exp.PrimaryKeyColumnConstraint):
@@ -522,7 +538,13 @@ def _column(
                 )
             )
         elif isinstance(k, exp.GeneratedAsIdentityColumnConstraint):
-            identity = _identity(name, sql_type, k)
+            if identity is not None:
+                raise SqlError(
+                    SYNTAX_ERROR,
+                    f'multiple identity specifications for column "{name}" of table '
+                    f'"{schemas.bare(table)}"',
+                )
+            identity, identity_options = _identity(name, sql_type, k)
             not_null = True
         elif isinstance(k, exp.Reference):
             references.append((cname, k))
@@ -530,6 +552,12 @@ def _column(
             continue
         else:
             raise unsupported(f"column constraint {c.sql(dialect='postgres')}")
+    if identity is not None and explicit_null:
+        raise SqlError(
+            SYNTAX_ERROR,
+            f'conflicting NULL/NOT NULL declarations for column "{name}" of table '
+            f'"{schemas.bare(table)}"',
+        )
     seq = None
     if serial or identity is not None:
         if serial and identity is not None:
@@ -546,28 +574,42 @@ def _column(
         if serial:
             default = f"nextval('{seq}'::regclass)"
     col = ColumnDef(col_id, name, sql_type, not_null, default, seq, identity)
-    return ColumnSpec(col, is_pk, unique, checks, seq, references)
+    return ColumnSpec(col, is_pk, unique, checks, seq, references, identity_options)
 
 
 _IDENTITY_TYPES = (TypeId.INT2, TypeId.INT4, TypeId.INT8)
 
 
-def _identity(name: str, sql_type: SqlType, k: exp.GeneratedAsIdentityColumnConstraint) -> str:
-    """attidentity of ``GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY``: 'a' or 'd'."""
+def _identity(
+    name: str, sql_type: SqlType, k: exp.GeneratedAsIdentityColumnConstraint
+) -> tuple[str, sequence_ddl.SequenceOptions]:
+    """attidentity of ``GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY [(options)]`` ('a' or
+    'd') and its sequence's options (its type is the column's, as in Postgres)."""
     if sql_type.id not in _IDENTITY_TYPES or sql_type.array:
         raise SqlError(
             "22023",
             f'identity column type must be smallint, integer, or bigint (column "{name}")',
         )
-    for option in ("start", "increment", "minvalue", "maxvalue", "cycle"):
+    if k.args.get("cycle"):
+        raise unsupported("CYCLE sequences")
+    values: dict[str, int] = {}
+    for option, field_name in (
+        ("start", "start"),
+        ("increment", "increment"),
+        ("minvalue", "minimum"),
+        ("maxvalue", "maximum"),
+    ):
         value = k.args.get(option)
-        if value is None or value is False:
+        if value is None:
             continue
-        # Values come a block at a time from 1 upward (sequences.py): only the defaults.
-        if option in ("start", "increment") and getattr(value, "name", None) == "1":
-            continue
-        raise unsupported(f"identity column sequence option {option.upper()}")
-    return "a" if k.this else "d"
+        negative = isinstance(value, exp.Neg)
+        literal = value.this if negative else value
+        if not isinstance(literal, exp.Literal) or literal.is_string:
+            raise SqlError(SYNTAX_ERROR, f'syntax error at or near "{value.sql()}"')
+        values[field_name] = -int(literal.this) if negative else int(literal.this)
+    type_name = {TypeId.INT2: "smallint", TypeId.INT4: "integer", TypeId.INT8: "bigint"}
+    options = sequence_ddl.SequenceOptions(type_name=type_name[sql_type.id], **values)
+    return ("a" if k.this else "d"), options
 
 
 def _table_constraint(item: exp.Expression) -> tuple[str, list[str], str | None, str | None]:
@@ -1009,7 +1051,7 @@ def _alter_action(
         )
         if seq is not None:
             seq_oid, catalog = catalog.allocate_id()
-            catalog = catalog.with_sequence(SequenceDef(seq, seq_oid + 16384, table.name))
+            catalog = catalog.with_sequence(spec.new_sequence(catalog, seq_oid + 16384, table.name))
         if col.default is not None or col.identity is not None:
             actions.append(FillColumn(table.name, col))
         elif col.not_null:
@@ -1115,6 +1157,11 @@ def _alter_action(
             if fk.name == name:
                 actions.append(ValidateForeignKey(table.name, fk))
         return catalog, table.name
+    if isinstance(action, identity_ddl.AlterIdentity):
+        catalog, restart = identity_ddl.apply(catalog, table, action, notices)
+        if restart is not None:
+            actions.append(RestartSequences((restart[0],), restart[1]))
+        return catalog, table.name
     if isinstance(action, rename_ddl.IgnoredAction):
         if (column := action.args.get("column")) is not None:
             table.column(column.name)  # 42703 for a missing one
@@ -1196,6 +1243,8 @@ def _alter_action(
                 action.args.get("allow_null") is not None
                 or "NOT NULL" in action.sql(dialect="postgres").upper()
             ):
+                if col.identity is not None:
+                    raise _identity_column(table, col)
                 if col.id in table.primary_key:
                     raise SqlError(
                         INVALID_TABLE_DEFINITION, f'column "{col.name}" is in a primary key'
@@ -1206,8 +1255,12 @@ def _alter_action(
                     actions.append(WriteMarkers(table))
                     table = table.replace(existence=None)
             else:
+                if col.identity is not None:
+                    raise _identity_column(table, col, "DROP IDENTITY")
                 changed = dataclasses.replace(col, default=None)
         elif action.args.get("default") is not None:
+            if col.identity is not None:
+                raise _identity_column(table, col)
             changed = dataclasses.replace(col, default=expression_text(action.args["default"]))
         elif (
             action.args.get("allow_null") is False
@@ -1225,6 +1278,15 @@ def _alter_action(
         cols = tuple(changed if c.id == col.id else c for c in table.columns)
         return catalog.with_table(table.replace(columns=cols)), table.name
     raise unsupported(f"ALTER TABLE action {action.sql(dialect='postgres')[:60]}")
+
+
+def _identity_column(table: TableDef, col: ColumnDef, instead: str | None = None) -> SqlError:
+    """42601 for a change an identity column cannot take (its default, its NOT NULL)."""
+    return SqlError(
+        SYNTAX_ERROR,
+        f'column "{col.name}" of relation "{schemas.bare(table.name)}" is an identity column',
+        hint=f"Use ALTER TABLE ... ALTER COLUMN ... {instead} instead." if instead else None,
+    )
 
 
 __all__ = ["DdlResult", "apply_ddl", "is_ddl"]

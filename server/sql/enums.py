@@ -374,9 +374,7 @@ def _first_last(arg_types: Sequence[SqlType]) -> functions.FunctionImpl | None:
     enum = _enum_arg(arg_types) if len(arg_types) == 1 else None
     if enum is None:
         return None
-    return functions.FunctionImpl(
-        lambda _v: enum.labels[0] if enum.labels else None, SqlType(enum), strict=False
-    )
+    return functions.FunctionImpl(lambda _v: _label_at(enum, 0), SqlType(enum), strict=False)
 
 
 @functions.register("enum_last")
@@ -384,9 +382,14 @@ def _last(arg_types: Sequence[SqlType]) -> functions.FunctionImpl | None:
     enum = _enum_arg(arg_types) if len(arg_types) == 1 else None
     if enum is None:
         return None
-    return functions.FunctionImpl(
-        lambda _v: enum.labels[-1] if enum.labels else None, SqlType(enum), strict=False
-    )
+    return functions.FunctionImpl(lambda _v: _label_at(enum, -1), SqlType(enum), strict=False)
+
+
+def _label_at(enum: EnumType, i: int) -> str:
+    """enum_first / enum_last: 55000 for an enum with no labels, as in Postgres."""
+    if not enum.labels:
+        raise SqlError("55000", f"enum {enum.type_name} contains no values")
+    return enum.labels[i]
 
 
 @functions.register("enum_range")

@@ -110,6 +110,8 @@ class SqlError(Exception):
     hint: str | None = None
     severity: str = "ERROR"
     about: ErrorObject | None = None
+    context: str | None = None
+    """Where it happened, Postgres's CONTEXT (``COPY t, line 3``)."""
 
     def __post_init__(self) -> None:
         super().__init__(self.message)

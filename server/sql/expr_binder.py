@@ -85,7 +85,7 @@ from percolator.server.sql.errors import (
 )
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.to_char import to_char_format_node
-from percolator.server.sql.types import SqlType, TypeId
+from percolator.server.sql.types import EnumType, SqlType, TypeId
 
 AMBIGUOUS_FUNCTION = "42725"
 WINDOWING_ERROR = "42P20"
@@ -449,11 +449,18 @@ class ExprBinder:
     def column_name(self, node: exp.Expression) -> str:
         """The name Postgres gives an unaliased select item."""
         if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star) and node.table:
+                return node.table  # ``(t.*)::text``: the whole row, named by its table
             return node.name
         if isinstance(node, exp.Cast) and not _is_div_call(node):
             inner = node.this
             while isinstance(inner, exp.Paren):  # Postgres's parse tree has no parentheses
                 inner = inner.this
+            base = inner.this if isinstance(inner, exp.Bracket) else None
+            while isinstance(base, exp.Paren):
+                base = base.this
+            if isinstance(base, exp.Column):
+                return base.name  # ``a[1]::text`` is named by the column, as in Postgres
             if isinstance(
                 inner, exp.Column | exp.Func | exp.Anonymous | exp.WithinGroup | exp.Window
             ) and not isinstance(inner, exp.Cast):
@@ -708,7 +715,9 @@ class ExprBinder:
 
     def _bind_Column(self, node: exp.Column, scope: Scope) -> BExpr:
         if isinstance(node.this, exp.Star):
-            row = row_values.whole_row(scope, node.table) if node.table else None
+            row = (
+                row_values.whole_row(scope, node.table, self.binder.catalog) if node.table else None
+            )
             if row is None:
                 raise unsupported("table.* in this position")
             return row
@@ -719,7 +728,11 @@ class ExprBinder:
             level, index, col = scope.resolve(qualifier, node.name)
         except SqlError as err:
             # A FROM item's name where no column has it is the item's whole row.
-            row = row_values.whole_row(scope, node.name) if qualifier is None else None
+            row = (
+                row_values.whole_row(scope, node.name, self.binder.catalog)
+                if qualifier is None
+                else None
+            )
             if row is None or err.sqlstate != UNDEFINED_COLUMN:
                 raise
             return row
@@ -862,7 +875,7 @@ class ExprBinder:
         if left_row is not None and right_row is not None:
             return row_values.compare(self, op, left_row, right_row, scope)
         if left_row is not None and isinstance(right_node, exp.Subquery | exp.Select):
-            raise unsupported("comparison of a row with a subquery")
+            return row_values.compare_with_subquery(self, op, left_row, right_node, scope)
         left = self.bind(node.this, scope)
         right = self.bind(right_node, scope)
         return self.compare(op, left, right)
@@ -887,9 +900,12 @@ class ExprBinder:
         return self.coerce(left, t, explicit=True), self.coerce(right, t, explicit=True), t
 
     def _any_all(self, node: exp.Expression, scope: Scope, op: str, quant: exp.Expression) -> BExpr:
-        left = self.bind(node.this, scope)
         inner = quant.this
         is_all = isinstance(quant, exp.All)
+        left_row = row_values.row_items(node.this)
+        if left_row is not None and isinstance(inner, exp.Subquery | exp.Query):
+            return row_values.quantified_subquery(self, op, left_row, inner, scope, is_all)
+        left = self.bind(node.this, scope)
         if isinstance(inner, exp.Subquery | exp.Select):
             if op == "=" and not is_all:
                 return self._in_subquery(left, inner, scope, negate=False)
@@ -1051,6 +1067,12 @@ class ExprBinder:
         inner = node.this
         if isinstance(inner, exp.RegexpLike | exp.RegexpILike):
             return BNot(T.BOOL, self.bind(inner, scope))
+        if isinstance(inner, exp.Is) and isinstance(inner.expression, exp.Null):
+            # ``row IS NOT NULL`` (every field non-NULL) is not ``NOT (row IS NULL)``.
+            test = self._bind_Is(inner, scope)
+            if isinstance(test, BCall) and test.name == row_values.ROW_IS_NULL:
+                return row_values.is_null(test.args[0], negate=True)
+            return BNot(T.BOOL, test)
         return BNot(T.BOOL, self.bind_condition(inner, scope, "NOT"))
 
     def _bind_Is(self, node: exp.Is, scope: Scope) -> BExpr:
@@ -1058,6 +1080,8 @@ class ExprBinder:
         arg = self.bind(node.this, scope)
         negate = bool(node.args.get("negate"))
         if isinstance(target, exp.Null):
+            if row_values.is_row(arg):
+                return row_values.is_null(arg, negate)
             return BIsNull(T.BOOL, arg, negate)
         if isinstance(target, exp.Boolean):
             return BIsBool(T.BOOL, self.coerce_condition(arg, "IS"), bool(target.this), negate)
@@ -1363,6 +1387,8 @@ class ExprBinder:
         t = self.common_type(args, name.upper())
         args = [self.coerce(a, t) for a in args]
         key = operators.order_key(t)  # NaN is the greatest number
+        if key is None and (isinstance(t.id, EnumType) or t.id is TypeId.RECORD):
+            key = casts.compare_key(t)  # enums in declaration order, not by label
 
         def extreme(*vals: object) -> object:
             present = [v for v in vals if v is not None]

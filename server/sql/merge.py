@@ -87,7 +87,7 @@ def bind_merge(binder: Binder, node: exp.Merge) -> MergeStmt:
             detail="This operation is not supported for views.",
         )
     table, alias = binder._dml_table(target_node)
-    overriding = node.meta.get("overriding") == "system"
+    overriding: str | None = node.meta.get("overriding")  # "system", "user" or None
     cols = [
         OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
     ] + _hidden_key(table, alias)
@@ -122,7 +122,7 @@ def _bind_when(
     table: TableDef,
     joined: Scope,
     source: Scope,
-    overriding: bool,
+    overriding: str | None,
 ) -> MergeAction:
     matched = bool(when.args.get("matched"))
     if when.args.get("source"):
@@ -146,7 +146,9 @@ def _bind_when(
         assignments = binder._bind_assignments(then.expressions, table, joined, width)
         return MergeAction(matched, "update", condition, assignments=assignments)
     if isinstance(then, exp.Insert) and not matched:
-        return _bind_insert(binder, then, table, source, condition, overriding)
+        return _bind_insert(
+            binder, then, table, source, condition, overriding == "system", overriding == "user"
+        )
     word = "UPDATE" if isinstance(then, exp.Update) else "INSERT"
     if isinstance(then, exp.Update | exp.Insert):
         # UPDATE or DELETE under NOT MATCHED, INSERT under MATCHED: Postgres's grammar error.
@@ -174,6 +176,7 @@ def _bind_insert(
     scope: Scope,
     condition: BExpr | None,
     overriding: bool,
+    user_value: bool = False,
 ) -> MergeAction:
     """``INSERT [(columns)] [OVERRIDING SYSTEM VALUE] VALUES (...)`` or ``INSERT DEFAULT
     VALUES``: values over the source row, defaults for the other columns."""
@@ -202,6 +205,10 @@ def _bind_insert(
     values_bound: list[BExpr] = []
     for col, v in zip(targets, value_nodes, strict=True):
         if isinstance(v, exp.Var) and v.name.upper() == "DEFAULT":
+            values_bound.append(binder._values_default(table, col))
+            continue
+        if col.identity is not None and user_value:
+            # OVERRIDING USER VALUE: the given value is ignored for the sequence's next one.
             values_bound.append(binder._values_default(table, col))
             continue
         if col.identity == "a" and not overriding:

@@ -537,9 +537,10 @@ def comparison(op: str, t: SqlType) -> Callable[[object, object], object]:
     base = _COMPARE[op]
     if t.id is TypeId.JSON and not t.array:
         raise operator_missing(op, t, t)  # json has no comparison operators, only jsonb
-    if isinstance(t.id, EnumType) or t.id is TypeId.JSONB:
+    if isinstance(t.id, EnumType) or t.id in (TypeId.JSONB, TypeId.RECORD):
         # Enums: declaration order, for arrays of enums too. jsonb: by kind, then size, then
-        # content, with numbers by value ('1.0' = '1'), not as their text.
+        # content, with numbers by value ('1.0' = '1'), not as their text. Records: field by
+        # field, NULL fields equal to each other and above values (record_eq / record_cmp).
         key = casts_compare_key(t)
         return lambda x, y: base(key(x), key(y))
     if t.id is TypeId.INTERVAL and not t.array:

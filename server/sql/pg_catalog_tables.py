@@ -624,6 +624,14 @@ class _Deparser:
         self.columns = columns
         self.pretty = pretty
 
+    def column_text(self, col: exp.Column) -> str:
+        """A column reference as printed (a table's own expressions: the bare name)."""
+        return quote_ident(col.name)
+
+    def column_type(self, col: exp.Column) -> SqlType | None:
+        """The type of a referenced column, None if unknown (then no casts are added)."""
+        return self.columns.get(col.name)
+
     def top(self, e: exp.Expression, target: SqlType | None = None) -> str:
         """The whole expression; ``target`` types a bare literal (a column default)."""
         e = _strip_parens(e)
@@ -652,7 +660,9 @@ class _Deparser:
             inner = _strip_parens(e.this)
             if isinstance(inner, exp.Is):
                 return self._is(inner, True)
-            if isinstance(inner, exp.In):
+            # sqlglot writes `a NOT IN (...)` as `NOT a IN (...)`; `NOT (a IN (...))` keeps its
+            # parentheses, and Postgres keeps that one a NOT over `= ANY`.
+            if isinstance(inner, exp.In) and not isinstance(e.this, exp.Paren):
                 return self._in(inner, True)
             return "NOT " + self.expr(inner, ("bool", "not")), ("bool", "not")
         if isinstance(e, exp.Is):
@@ -677,7 +687,7 @@ class _Deparser:
         if isinstance(e, exp.Array):
             return f"ARRAY[{', '.join(self.expr(x, None) for x in e.expressions)}]", None
         if isinstance(e, exp.Column):
-            return quote_ident(e.name), None
+            return self.column_text(e), None
         if isinstance(e, exp.Literal):
             return (_quote(e.name) + "::text" if e.is_string else e.name), None
         if isinstance(e, exp.Boolean):
@@ -700,6 +710,8 @@ class _Deparser:
             ltext = self.expr(left, ("op", op, "left"))
         if rtext is None:
             rtext = self.expr(right, ("op", op, "right"))
+        if isinstance(right, (exp.Any, exp.All)):
+            return f"{ltext} {op} {rtext}", ("array-op",)  # x = ANY (...), re-read
         return f"{ltext} {op} {rtext}", ("op", op)
 
     def _typed_pair(
@@ -707,10 +719,10 @@ class _Deparser:
     ) -> tuple[str | None, str | None]:
         """A column compared with a literal: the casts Postgres's operator resolution adds."""
         for col, lit, col_first in ((left, right, True), (right, left, False)):
-            if not isinstance(col, exp.Column) or col.name not in self.columns:
+            t = self.column_type(col) if isinstance(col, exp.Column) else None
+            if t is None:
                 continue
-            t = self.columns[col.name]
-            coltext, littext = self._coerce(quote_ident(col.name), t, lit)
+            coltext, littext = self._coerce(self.column_text(col), t, lit)
             if littext is None:
                 return None, None
             return (coltext, littext) if col_first else (littext, coltext)
@@ -740,7 +752,7 @@ class _Deparser:
     def _in(self, e: exp.In, negate: bool) -> tuple[str, tuple[str, ...]]:
         """x IN (1, 2) as Postgres stores it: x = ANY (ARRAY[1, 2])."""
         col = _strip_parens(e.this)
-        t = self.columns.get(col.name) if isinstance(col, exp.Column) else None
+        t = self.column_type(col) if isinstance(col, exp.Column) else None
         items = []
         for item in e.expressions:
             item = _strip_parens(item)
@@ -748,8 +760,17 @@ class _Deparser:
                 items.append(_quote(item.name) + "::" + _type_label(t))
             else:
                 items.append(self.expr(item, None))
+        if len(items) == 1:
+            # Postgres turns a one-element list into a plain comparison (x <> 'q'::text).
+            op = "<>" if negate else "="
+            return f"{self.expr(col, ('op', op, 'left'))} {op} {items[0]}", ("op", op)
         op = "<> ALL" if negate else "= ANY"
-        return f"{self.expr(col, ('test',))} {op} (ARRAY[{', '.join(items)}])", ("test",)
+        left, array = self.expr(col, ("test",)), f"ARRAY[{', '.join(items)}]"
+        if t is not None and t.id is TypeId.VARCHAR and not t.array and isinstance(col, exp.Column):
+            # varchar has no = of its own: Postgres compares as text, casting both sides.
+            left, array = self._cast_text(left, "text"), self._cast_text(array, "text[]")
+        # ruleutils.c's isSimpleNode: a ScalarArrayOpExpr is parenthesised under any parent.
+        return f"{left} {op} ({array})", ("array-op",)
 
     def _cast(self, e: exp.Cast) -> str:
         to = e.args["to"].sql(dialect="postgres").lower()
@@ -779,10 +800,9 @@ class _Deparser:
     def _argument(self, a: exp.Expression) -> str:
         a = _strip_parens(a)
         # String functions take text: a varchar column is passed through a cast.
-        if isinstance(a, exp.Column) and a.name in self.columns:
-            t = self.columns[a.name]
-            if t.id is TypeId.VARCHAR and not t.array:
-                return self._cast_text(quote_ident(a.name), "text")
+        t = self.column_type(a) if isinstance(a, exp.Column) else None
+        if t is not None and t.id is TypeId.VARCHAR and not t.array:
+            return self._cast_text(self.column_text(a), "text")
         return self.expr(a, None)
 
 
@@ -805,6 +825,8 @@ def _needs_parens(node: tuple[str, ...], parent: _Parent) -> bool:
         return True
     if node[0] == "test":
         return parent[0] != "bool"
+    if node[0] == "array-op":
+        return True
     # Boolean operators: NOT and AND sit inside AND/OR bare, OR only inside OR.
     if parent[0] != "bool" or parent[1] == "not":
         return True
@@ -872,6 +894,152 @@ def redeparse(text: str, table: TableDef | None, pretty: bool) -> str:
         return text
 
 
+# -- pg_get_viewdef(view, true): Postgres 15's layout --------------------------------------
+# ruleutils.c's pretty form: " SELECT a,\n    b\n   FROM t\n  WHERE ..." (each clause keyword
+# at its own indent, one target per line), columns qualified as the stored query has them
+# (Postgres 15 qualifies them: its views' range tables hold OLD and NEW as well).
+
+
+class _ViewDeparser(_Deparser):
+    """The deparser over a view's relations: qualified columns, typed through their tables."""
+
+    def __init__(self, relations: dict[str, dict[str, SqlType]]) -> None:
+        merged: dict[str, SqlType] = {}
+        for columns in relations.values():
+            for name, t in columns.items():
+                merged.setdefault(name, t)
+        super().__init__(merged, pretty=True)
+        self.relations = relations
+
+    def column_text(self, col: exp.Column) -> str:
+        if col.table:
+            return quote_ident(col.table) + "." + quote_ident(col.name)
+        return quote_ident(col.name)
+
+    def column_type(self, col: exp.Column) -> SqlType | None:
+        if col.table:
+            return self.relations.get(col.table, {}).get(col.name)
+        return self.columns.get(col.name)
+
+
+_VIEW_UNSUPPORTED = ("with", "windows", "qualify", "locks", "into", "sample", "laterals")
+_JOIN_WORDS = {"LEFT": "LEFT JOIN", "RIGHT": "RIGHT JOIN", "FULL": "FULL JOIN"}
+
+
+def view_definition(view: ViewDef, catalog: Catalog) -> str | None:
+    """A view's query as Postgres 15's ``pg_get_viewdef(view, true)`` lays it out (psql's
+    ``\\d+`` and ``\\sv``); None for a query this does not lay out (set operations, CTEs,
+    subqueries in FROM), which the caller prints another way."""
+    tree = _parse(view.query)
+    if not isinstance(tree, exp.Select) or any(tree.args.get(k) for k in _VIEW_UNSUPPORTED):
+        return None
+    try:
+        return _layout_view(view, catalog, tree)
+    except (KeyError, ValueError, AttributeError, IndexError):
+        return None
+
+
+def _layout_view(view: ViewDef, catalog: Catalog, tree: exp.Select) -> str | None:
+    relations: dict[str, dict[str, SqlType]] = {}
+
+    def relation(node: exp.Expression) -> str | None:
+        if not isinstance(node, exp.Table) or not node.name:
+            return None
+        key = schemas.key(node.db, node.name) if node.db else node.name
+        table, target = catalog.tables.get(key), catalog.views.get(key)
+        if table is not None:
+            relations_columns = {c.name: c.type for c in table.columns}
+        elif target is not None:
+            relations_columns = {c.name: c.type for c in target.columns}
+        else:
+            return None
+        schema, bare = schemas.split(key)
+        shown = quote_ident(bare)
+        if not schemas.visible(catalog, key):
+            shown = quote_ident(schema) + "." + shown
+        alias = node.alias
+        relations[alias or bare] = relations_columns
+        return shown + (" " + quote_ident(alias) if alias and alias != bare else "")
+
+    source = tree.args.get("from_") or tree.args.get("from")  # "from_" since sqlglot 28
+    first = relation(source.this) if source is not None else None
+    if source is not None and first is None:
+        return None
+    from_parts = [first] if first else []
+    for join in tree.args.get("joins") or []:
+        rel = relation(join.this)
+        if rel is None or join.args.get("using"):
+            return None
+        side, kind, on = join.side.upper(), join.kind.upper(), join.args.get("on")
+        if on is None and not side and not kind:
+            from_parts.append(",\n    " + rel)  # FROM a, b
+            continue
+        word = _JOIN_WORDS.get(side) or ("CROSS JOIN" if kind == "CROSS" else "JOIN")
+        from_parts.append(f"\n     {word} {rel}")
+        if on is not None:
+            from_parts[-1] += " ON " + _ViewDeparser(relations).top(on)
+    dp = _ViewDeparser(relations)
+
+    names = [c.name for c in view.columns]
+    targets: list[exp.Expression] = []
+    lines = []
+    for i, item in enumerate(tree.expressions):
+        inner = item.this if isinstance(item, exp.Alias) else item
+        targets.append(inner)
+        name = names[i] if i < len(names) else item.alias_or_name
+        text = dp.top(inner)
+        if not (isinstance(_strip_parens(inner), exp.Column) and inner.name == name):
+            text += " AS " + quote_ident(name)
+        lines.append(text)
+    distinct = tree.args.get("distinct")
+    if distinct is not None and distinct.args.get("on"):
+        return None
+    out = " SELECT " + ("DISTINCT " if distinct is not None else "") + ",\n    ".join(lines)
+    if from_parts:
+        out += "\n   FROM " + "".join(from_parts)
+
+    def sort_key(e: exp.Expression) -> str:
+        # An output name or position stands for its expression; anything but a column is
+        # printed in parentheses (ruleutils.c's get_rule_sortgroupclause, pretty).
+        e = _strip_parens(e)
+        if isinstance(e, exp.Literal) and not e.is_string and e.name.isdigit():
+            e = _strip_parens(targets[int(e.name) - 1])
+        elif isinstance(e, exp.Column) and not e.table and e.name in names:
+            e = _strip_parens(targets[names.index(e.name)])
+        text = dp.top(e)
+        return text if isinstance(e, exp.Column) else f"({text})"
+
+    where = tree.args.get("where")
+    if where is not None:
+        out += "\n  WHERE " + dp.top(where.this)
+    group = tree.args.get("group")
+    if group is not None:
+        if any(group.args.get(k) for k in ("grouping_sets", "cube", "rollup")):
+            return None
+        out += "\n  GROUP BY " + ", ".join(sort_key(e) for e in group.expressions)
+    having = tree.args.get("having")
+    if having is not None:
+        out += "\n HAVING " + dp.top(having.this)
+    order = tree.args.get("order")
+    if order is not None:
+        keys = []
+        for o in order.expressions:
+            text = sort_key(o.this)
+            desc, nulls_first = bool(o.args.get("desc")), o.args.get("nulls_first")
+            if desc:
+                text += " DESC"
+            if nulls_first is not None and bool(nulls_first) != desc:
+                text += " NULLS FIRST" if nulls_first else " NULLS LAST"
+            keys.append(text)
+        out += "\n  ORDER BY " + ", ".join(keys)
+    offset, limit = tree.args.get("offset"), tree.args.get("limit")
+    if offset is not None:
+        out += "\n OFFSET " + dp.top(offset.expression)
+    if limit is not None:
+        out += "\n LIMIT " + dp.top(limit.expression)
+    return out + ";"
+
+
 def check_text(table: TableDef, expression: str) -> str:
     """A CHECK expression as pg_constraint.conbin holds it (non-pretty: ``(a > 0)``)."""
     return redeparse(expression, table, pretty=False)
@@ -914,7 +1082,7 @@ _SPEC_TYPES: dict[str, SqlType] = {
     "character varying": T.VARCHAR, "character varying(3)": T.varchar(3),
     # Types Percolator does not have:
     "aclitem[]": T.TEXT_ARRAY, "pg_node_tree": T.TEXT, "xid": T.OID, "anyarray": T.TEXT,
-    "inet": T.TEXT,
+    "inet": T.TEXT, "pg_lsn": T.TEXT,
 }  # fmt: skip
 
 SPECS: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -990,8 +1158,13 @@ def _pg_namespace(ctx: Any) -> Iterable[tuple[object, ...]]:
         (s.oid, s.name, _role_oid(ctx, s.owner), None)
         for s in sorted(ctx.catalog.schemas.values(), key=lambda s: s.oid)
     ]
+    # public's ACL as Postgres 15 grants it (\dn+ prints it): all to its owner, USAGE to all.
+    public_acl = ["pg_database_owner=UC/pg_database_owner", "=U/pg_database_owner"]
     return (
-        [(oid, name, owner, None) for oid, name, owner in _NAMESPACES]
+        [
+            (oid, name, owner, public_acl if oid == PUBLIC_NAMESPACE_OID else None)
+            for oid, name, owner in _NAMESPACES
+        ]
         + made
         + [(oid, temp_tables.namespace_name(oid), BOOTSTRAP_ROLE_OID, None) for oid in sorted(temp)]
     )
@@ -1555,8 +1728,16 @@ def _pg_sequence(ctx: Any) -> Iterable[tuple[object, ...]]:
     rows = []
     for s in ctx.catalog.sequences.values():
         t = _sequence_type(ctx.catalog, s)
-        rows.append((s.oid, t.oid, 1, 1, _SEQUENCE_MAX.get(t.id, 2**63 - 1), 1, 1, False))
+        low, high = _sequence_bounds(s, t)
+        rows.append((s.oid, t.oid, s.start, s.increment, high, low, 1, False))
     return rows
+
+
+def _sequence_bounds(s: SequenceDef, t: SqlType) -> tuple[int, int]:
+    """A sequence's MINVALUE and MAXVALUE: a serial column's sequence is made with the bigint
+    default maximum, which Postgres caps at its type's (integer's for serial)."""
+    top = _SEQUENCE_MAX.get(t.id, 2**63 - 1)
+    return max(s.minimum, -top - 1), min(s.maximum, top)
 
 
 @_pg(
@@ -1570,11 +1751,12 @@ def _pg_sequences(ctx: Any) -> Iterable[tuple[object, ...]]:
     rows = []
     for s in ctx.catalog.sequences.values():
         t = _sequence_type(ctx.catalog, s)
-        top = _SEQUENCE_MAX.get(t.id, 2**63 - 1)
+        low, high = _sequence_bounds(s, t)
         regtype = OidName(t.oid, t.format())
         rows.append(
-            (*schemas.split(s.name), ctx.bootstrap_user, regtype, 1, 1, top, 1, False, 1, None)
-        )
+            (*schemas.split(s.name), ctx.bootstrap_user, regtype, s.start, low, high,
+             s.increment, False, 1, None)
+        )  # fmt: skip
     return rows
 
 
@@ -1586,7 +1768,8 @@ def _pg_sequences(ctx: Any) -> Iterable[tuple[object, ...]]:
     """,
 )
 def _pg_depend(ctx: Any) -> Iterable[tuple[object, ...]]:
-    """The dependencies tools look for: a serial column owns its sequence ('a')."""
+    """The dependencies tools look for: a serial column owns its sequence ('a'), an identity
+    column's is internal to it ('i': psql's \\d says "Sequence for identity column")."""
     rows = []
     for s in ctx.catalog.sequences.values():
         table = ctx.catalog.tables.get(s.table)
@@ -1594,7 +1777,8 @@ def _pg_depend(ctx: Any) -> Iterable[tuple[object, ...]]:
             continue
         for i, c in enumerate(table.columns):
             if c.serial_sequence == s.name:
-                rows.append((PG_CLASS_OID, s.oid, 0, PG_CLASS_OID, table.oid, i + 1, "a"))
+                kind = "i" if c.identity else "a"
+                rows.append((PG_CLASS_OID, s.oid, 0, PG_CLASS_OID, table.oid, i + 1, kind))
     return rows
 
 
@@ -1770,10 +1954,64 @@ _EMPTY_PG: tuple[tuple[str, int, str], ...] = (
         12081,
         "name name; default_version text; installed_version text; comment text",
     ),
+    # Catalogs of objects we have none of, which psql's \dd, \do, \dc, \des, \dew,
+    # \drds, \dl and \dRs read: empty, so those list nothing instead of failing.
+    ("pg_opfamily", 2753, "oid oid; opfmethod oid; opfname name; opfnamespace oid; opfowner oid"),
+    (
+        "pg_operator",
+        2617,
+        """oid oid; oprname name; oprnamespace oid; oprowner oid; oprkind "char";
+        oprcanmerge boolean; oprcanhash boolean; oprleft oid; oprright oid; oprresult oid;
+        oprcom oid; oprnegate oid; oprcode regproc; oprrest regproc; oprjoin regproc""",
+    ),
+    (
+        "pg_conversion",
+        2607,
+        """oid oid; conname name; connamespace oid; conowner oid; conforencoding integer;
+        contoencoding integer; conproc regproc; condefault boolean""",
+    ),
+    (
+        "pg_foreign_data_wrapper",
+        2328,
+        """oid oid; fdwname name; fdwowner oid; fdwhandler oid; fdwvalidator oid;
+        fdwacl aclitem[]; fdwoptions text[]""",
+    ),
+    (
+        "pg_foreign_server",
+        1417,
+        """oid oid; srvname name; srvowner oid; srvfdw oid; srvtype text; srvversion text;
+        srvacl aclitem[]; srvoptions text[]""",
+    ),
+    ("pg_db_role_setting", 2964, "setdatabase oid; setrole oid; setconfig text[]"),
+    ("pg_largeobject_metadata", 2995, "oid oid; lomowner oid; lomacl aclitem[]"),
+    (
+        "pg_subscription",
+        6100,
+        """oid oid; subdbid oid; subskiplsn pg_lsn; subname name; subowner oid;
+        subenabled boolean; subbinary boolean; substream "char"; subtwophasestate "char";
+        subdisableonerr boolean; subpasswordrequired boolean; subrunasowner boolean;
+        subconninfo text; subslotname name; subsynccommit text; subpublications text[];
+        suborigin text""",
+    ),
 )
 
 for _name, _oid, _spec in _EMPTY_PG:
     _empty("pg_catalog", _name, _oid, _spec)
+
+
+@_pg(
+    "pg_language",
+    2612,
+    """oid oid; lanname name; lanowner oid; lanispl boolean; lanpltrusted boolean;
+    lanplcallfoid oid; laninline oid; lanvalidator oid; lanacl aclitem[]""",
+)
+def _pg_language(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The built-in languages (\\df+ joins them); no procedural language is installed."""
+    return [
+        (12, "internal", BOOTSTRAP_ROLE_OID, False, False, 0, 0, 2246, None),
+        (13, "c", BOOTSTRAP_ROLE_OID, False, False, 0, 0, 2247, None),
+        (14, "sql", BOOTSTRAP_ROLE_OID, False, True, 0, 0, 2248, None),
+    ]
 
 
 # -- information_schema ----------------------------------------------------------------------
@@ -1944,7 +2182,9 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
                     else "pg_catalog",
                     pg_type_of(t).typname,
                     None, None, None, None, str(i + 1), "NO",
-                    *_identity_facts(r.table.columns[i] if r.table is not None else None),
+                    *_identity_facts(
+                        r.table.columns[i] if r.table is not None else None, ctx.catalog
+                    ),
                     "NEVER", None, updatable,
                 )
             )
@@ -1952,13 +2192,25 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
 # fmt: on
 
 
-def _identity_facts(col: ColumnDef | None) -> tuple[object, ...]:
-    """information_schema.columns' is_identity .. identity_cycle."""
+def _identity_facts(col: ColumnDef | None, catalog: Any) -> tuple[object, ...]:
+    """information_schema.columns' is_identity .. identity_cycle (from its sequence)."""
     if col is None or col.identity is None:
         return ("NO", None, None, None, None, None, "NO")
     generation = "ALWAYS" if col.identity == "a" else "BY DEFAULT"
-    maximum = str(_SEQUENCE_MAX[col.type.id])
-    return ("YES", generation, "1", "1", maximum, "1", "NO")
+    seq = catalog.sequences.get(col.serial_sequence or "")
+    if seq is None:
+        return ("YES", generation, "1", "1", str(_SEQUENCE_MAX[col.type.id]), "1", "NO")
+    low, high = _sequence_bounds(seq, col.type)
+    return ("YES", generation, str(seq.start), str(seq.increment), str(high), str(low), "NO")
+
+
+def _is_identity_sequence(catalog: Any, s: SequenceDef) -> bool:
+    """Whether ``s`` is an identity column's (internal to it: information_schema.sequences
+    leaves it out, as Postgres's does)."""
+    table = catalog.tables.get(s.table)
+    return table is not None and any(
+        c.serial_sequence == s.name and c.identity is not None for c in table.columns
+    )
 
 
 _CONSTRAINT_TYPES = {"p": "PRIMARY KEY", "u": "UNIQUE", "c": "CHECK", "f": "FOREIGN KEY"}
@@ -2112,11 +2364,14 @@ def _constraint_column_usage(ctx: Any) -> Iterable[tuple[object, ...]]:
 def _info_sequences(ctx: Any) -> Iterable[tuple[object, ...]]:
     out = []
     for s in ctx.catalog.sequences.values():
+        if _is_identity_sequence(ctx.catalog, s):
+            continue
         t = _sequence_type(ctx.catalog, s)
-        top = str(_SEQUENCE_MAX.get(t.id, 2**63 - 1))
+        low, high = _sequence_bounds(s, t)
         out.append(
             (ctx.database, *schemas.split(s.name), t.id.pg_name,
-             _BINARY_PRECISION.get(t.id, 64), 2, 0, "1", "1", top, "1", "NO")
+             _BINARY_PRECISION.get(t.id, 64), 2, 0, str(s.start), str(low), str(high),
+             str(s.increment), "NO")
         )
     return out
 # fmt: on

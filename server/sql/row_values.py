@@ -12,6 +12,7 @@ field's ``>=`` is added, which the expansion implies).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
@@ -23,6 +24,7 @@ from percolator.server.sql.bound import (
     BCall,
     BColumn,
     BExpr,
+    BNot,
     BOuter,
     OutCol,
     ProjectRel,
@@ -30,13 +32,40 @@ from percolator.server.sql.bound import (
 )
 from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
 from percolator.server.sql.set_functions import record_type
-from percolator.server.sql.types import TypeId
+from percolator.server.sql.types import SqlType, TypeId
 
 if TYPE_CHECKING:
+    from percolator.server.sql.catalog import Catalog
     from percolator.server.sql.expr_binder import ExprBinder
     from percolator.server.sql.scope import Scope
 
 _ORDERING = {"<": "<", "<=": "<", ">": ">", ">=": ">"}
+
+
+ROW_IS_NULL = "row is null"
+ROW_IS_NOT_NULL = "row is not null"
+
+
+def is_row(e: BExpr) -> bool:
+    """Whether ``e`` is a record (a row constructor, a whole-row reference, a record column)."""
+    return e.type.id is TypeId.RECORD and not e.type.array
+
+
+def is_null(arg: BExpr, negate: bool) -> BExpr:
+    """``row IS [NOT] NULL``: whether every field is NULL (IS NOT NULL: none is), as Postgres
+    defines it for rows; a NULL record is NULL. A nested row counts as a value, NULL fields
+    or not."""
+    if negate:
+        return BCall(T.BOOL, ROW_IS_NOT_NULL, _row_is_not_null, [arg], strict=False)
+    return BCall(T.BOOL, ROW_IS_NULL, _row_is_null, [arg], strict=False)
+
+
+def _row_is_null(v: tuple[object, ...] | None) -> bool:
+    return v is None or all(f is None for f in v)
+
+
+def _row_is_not_null(v: tuple[object, ...] | None) -> bool:
+    return v is not None and all(f is not None for f in v)
 
 
 def row_items(node: exp.Expression) -> list[exp.Expression] | None:
@@ -80,10 +109,32 @@ def _as_tuple(*values: object) -> tuple[object, ...]:
     return values
 
 
-def whole_row(scope: Scope, name: str) -> BExpr | None:
+def _as_tuple_or_null(*values: object) -> tuple[object, ...] | None:
+    return None if all(v is None for v in values) else values
+
+
+def _has_not_null_column(cols: list[OutCol], catalog: Catalog) -> bool:
+    """Whether ``cols`` are a table's own columns, in order, one of them NOT NULL."""
+    oids = {c.table_oid for c in cols}
+    if len(oids) != 1 or 0 in oids:
+        return False
+    table = catalog.table_by_oid(oids.pop())
+    if table is None or len(table.columns) != len(cols):
+        return False
+    if [c.column_number for c in cols] != list(range(1, len(cols) + 1)):
+        return False
+    return any(c.not_null for c in table.columns)
+
+
+def whole_row(scope: Scope, name: str, catalog: Catalog | None = None) -> BExpr | None:
     """A FROM item's name used as a value (``SELECT t FROM t``, ``row_to_json(t)``): the
     record of its columns, or the value of a one-column function (``SELECT e FROM
-    unnest(a) e``); None when no visible FROM item has that name."""
+    unnest(a) e``); None when no visible FROM item has that name.
+
+    A table's row whose fields are all NULL though one of its columns is NOT NULL is the
+    null-extended side of an outer join: NULL, as Postgres has it (``count(b)`` over ``a LEFT
+    JOIN b`` counts the matches). Without a NOT NULL column such a row cannot be told from
+    a row of NULLs, and stays a record of NULLs."""
     level = 0
     current: Scope | None = scope
     while current is not None:
@@ -97,7 +148,11 @@ def whole_row(scope: Scope, name: str) -> BExpr | None:
                 BColumn(c.type, i, c.name) if level == 0 else BOuter(c.type, level, i)
                 for c, i in zip(cols, indexes, strict=True)
             ]
-            return construct([c.name for c in cols], fields)
+            row = construct([c.name for c in cols], fields)
+            if catalog is not None and _has_not_null_column(cols, catalog):
+                assert isinstance(row, BCall)
+                row = BCall(row.type, "row", _as_tuple_or_null, fields, strict=False)
+            return row
         current = current.parent
         level += 1
     return None
@@ -118,6 +173,33 @@ def compare(
     pairs = [
         (binder.bind(a, scope), binder.bind(b, scope)) for a, b in zip(left, right, strict=True)
     ]
+    return compare_pairs(binder, op, pairs)
+
+
+def compare_with_subquery(
+    binder: ExprBinder, op: str, left: list[exp.Expression], query: exp.Expression, scope: Scope
+) -> BExpr:
+    """``(a, b) op (SELECT x, y ...)``: the row against the subquery's single row (NULLs when
+    it returns none, 21000 when it returns more than one)."""
+    node = query.this if isinstance(query, exp.Subquery) else query
+    width = len(node.selects) if isinstance(node, exp.Select) else None
+    if (
+        width is not None
+        and width != len(left)
+        and not any(
+            isinstance(s, exp.Star) or (isinstance(s, exp.Column) and isinstance(s.this, exp.Star))
+            for s in node.selects
+        )
+    ):
+        few = width < len(left)
+        raise SqlError(SYNTAX_ERROR, f"subquery has too {'few' if few else 'many'} columns")
+    fields = row_subquery(binder, query, len(left), scope)
+    pairs = [(binder.bind(a, scope), f) for a, f in zip(left, fields, strict=True)]
+    return compare_pairs(binder, op, pairs)
+
+
+def compare_pairs(binder: ExprBinder, op: str, pairs: list[tuple[BExpr, BExpr]]) -> BExpr:
+    """The row comparison of bound field pairs, expanded into the fields' comparisons."""
     if op in ("=", "<>"):
         parts = [binder.compare(op, a, b) for a, b in pairs]
         return parts[0] if len(parts) == 1 else BBool(T.BOOL, op == "=", parts)
@@ -149,7 +231,8 @@ def in_list(
     for item in items:
         fields = row_items(item)
         if fields is None:
-            raise SqlError(SYNTAX_ERROR, "unequal number of entries in row expressions")
+            # A row against a scalar: no ``record = integer`` operator, as Postgres says.
+            raise operators.operator_missing("=", T.RECORD, binder.bind(item, scope).type)
         rows.append(compare(binder, "=", left, fields, scope))
     return rows[0] if len(rows) == 1 else BBool(T.BOOL, False, rows)
 
@@ -159,6 +242,75 @@ def in_subquery(
 ) -> BExpr:
     """``(a, b) IN (SELECT x, y ...)``: the subquery's rows as records, compared with the
     left row's record (NULL fields follow the row equality's three-valued logic)."""
+    arg, rows, _ = _row_subquery_operands(binder, left, query, scope)
+    return binder.subquery(SubqueryKind.IN, rows, T.BOOL, arg=arg)
+
+
+def quantified_subquery(
+    binder: ExprBinder,
+    op: str,
+    left: list[exp.Expression],
+    query: exp.Expression,
+    scope: Scope,
+    is_all: bool,
+) -> BExpr:
+    """``(a, b) op ANY | ALL (SELECT x, y ...)``: the row comparison with every row of the
+    subquery, three-valued as Postgres has it (a NULL result from some row makes an otherwise
+    undecided ANY / ALL NULL)."""
+    if op == "=" and not is_all:
+        return in_subquery(binder, left, query, scope)
+    if op == "<>" and is_all:
+        return BNot(T.BOOL, in_subquery(binder, left, query, scope))
+    if op not in ("=", "<>") and op not in _ORDERING:
+        raise unsupported(f"row comparison with operator {op}")
+    args, rows, types = _row_subquery_operands(binder, left, query, scope)
+    eqs = [operators.comparison("=", t) for t in types]
+    stricts = [operators.comparison(_ORDERING.get(op, "<"), t) for t in types]
+    test = functools.partial(_row_test, op, eqs, stricts)
+    array = binder.subquery(SubqueryKind.ARRAY, rows, rows.columns[0].type.array_of())
+
+    def any_all(row: tuple[object, ...], others: list[tuple[object, ...]] | None) -> object:
+        saw_null = False
+        for other in others or ():
+            r = test(row, other)
+            if r is None:
+                saw_null = True
+            elif r is not is_all:
+                return r
+        return None if saw_null else is_all
+
+    return BCall(T.BOOL, "row any", any_all, [args, array], strict=False)
+
+
+def _row_test(
+    op: str,
+    eqs: list[Callable[[object, object], object]],
+    stricts: list[Callable[[object, object], object]],
+    left: tuple[object, ...],
+    right: tuple[object, ...],
+) -> bool | None:
+    """One row comparison at run time, with the NULL rules of the expanded form."""
+    if op in ("=", "<>"):
+        result: bool | None = True
+        for eq, a, b in zip(eqs, left, right, strict=True):
+            if a is None or b is None:
+                result = None
+            elif not eq(a, b):
+                return op == "<>"
+        return result if result is None or op == "=" else not result
+    for eq, strict, a, b in zip(eqs, stricts, left, right, strict=True):
+        if a is None or b is None:
+            return None
+        if not eq(a, b):
+            return bool(strict(a, b))
+    return op in ("<=", ">=")
+
+
+def _row_subquery_operands(
+    binder: ExprBinder, left: list[exp.Expression], query: exp.Expression, scope: Scope
+) -> tuple[BExpr, ProjectRel, list[SqlType]]:
+    """The left row and the subquery's rows as records, both with fields of the types the
+    pairs compare as."""
     node = query.this if isinstance(query, exp.Subquery) else query
     sub = binder.binder.bind_query(node, scope)
     if len(sub.columns) != len(left):
@@ -166,6 +318,7 @@ def in_subquery(
         raise SqlError(SYNTAX_ERROR, f"subquery has too {'few' if few else 'many'} columns")
     args: list[BExpr] = []
     columns: list[BExpr] = []
+    types: list[SqlType] = []
     for item, col in zip(left, sub.columns, strict=True):
         a = binder.bind(item, scope)
         if a.type.id is TypeId.UNKNOWN:
@@ -175,10 +328,10 @@ def in_subquery(
             raise operators.operator_missing("=", a.type, col.type)
         args.append(binder.coerce(a, t, explicit=True))
         columns.append(binder.coerce(BColumn(col.type, len(columns)), t, explicit=True))
+        types.append(t)
     names = [c.name for c in sub.columns]
     rows = construct(names, columns)
-    sub = ProjectRel([OutCol("row", rows.type)], sub, [rows])
-    return binder.subquery(SubqueryKind.IN, sub, T.BOOL, arg=construct(names, args))
+    return construct(names, args), ProjectRel([OutCol("row", rows.type)], sub, [rows]), types
 
 
 def row_subquery(

@@ -182,8 +182,23 @@ def alter(catalog: Catalog, stmt: AlterSequence) -> tuple[Catalog, SequenceDef |
     if stmt.rename_to is not None:
         catalog = rename(catalog, seq, stmt.rename_to)
         return catalog, catalog.sequences[stmt.rename_to], ""
+    if stmt.options.owned_by is not None and _feeds_identity(catalog, seq):
+        raise SqlError(
+            "0A000",
+            "cannot change ownership of identity sequence",
+            detail=f'Sequence "{schemas.bare(seq.name)}" is linked to table '
+            f'"{schemas.bare(seq.table)}".',
+        )
     seq = _apply(seq, stmt.options, catalog, created=False)
     return catalog.with_sequence(seq), seq, ""
+
+
+def _feeds_identity(catalog: Catalog, seq: SequenceDef) -> bool:
+    """Whether ``seq`` is an identity column's sequence (part of the column, not owned)."""
+    table = catalog.tables.get(seq.table)
+    return table is not None and any(
+        c.serial_sequence == seq.name and c.identity is not None for c in table.columns
+    )
 
 
 def rename(catalog: Catalog, seq: SequenceDef, new: str) -> Catalog:
@@ -284,6 +299,18 @@ def _apply(seq: SequenceDef, o: SequenceOptions, catalog: Catalog, created: bool
     return dataclasses.replace(
         seq, start=start, increment=increment, minimum=minimum, maximum=maximum, table=table
     )
+
+
+def apply_options(seq: SequenceDef, options: SequenceOptions, catalog: Catalog) -> SequenceDef:
+    """A new sequence (an identity column's) with ``options`` applied and checked, as
+    CREATE SEQUENCE applies its own."""
+    return _apply(seq, options, catalog, created=True)
+
+
+def alter_options(seq: SequenceDef, options: SequenceOptions, catalog: Catalog) -> SequenceDef:
+    """An existing sequence with ``options`` applied and checked, as ALTER SEQUENCE does
+    (``ALTER TABLE ... ALTER COLUMN c SET INCREMENT BY 2`` on an identity column)."""
+    return _apply(seq, options, catalog, created=False)
 
 
 _NEXTVAL_DEFAULT = re.compile(r"^nextval\('([^']+)'(?:::regclass)?\)$", re.IGNORECASE)

@@ -7,7 +7,7 @@ Postgres catalogs clients query. Unknown tables of these schemas fail with 42P01
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, Callable, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,3 +58,25 @@ def lookup(schema: str | None, name: str) -> SystemTable | None:
 def all_tables() -> list[SystemTable]:
     _ensure_loaded()
     return list(_TABLES.values())
+
+
+def rows_with_tableoid(
+    table: SystemTable,
+) -> Callable[[Any], Iterable[tuple[object, ...]] | AsyncIterable[tuple[object, ...]]]:
+    """The table's rows with its OID appended: the hidden system column ``tableoid``, which
+    psql's ``\\dd`` joins on (``pg_description.classoid = pgc.tableoid``)."""
+
+    def rows(ctx: Any) -> Iterable[tuple[object, ...]] | AsyncIterable[tuple[object, ...]]:
+        source = table.rows(ctx)
+        if isinstance(source, AsyncIterable):
+            return _append_async(source, table.oid)
+        return ((*row, table.oid) for row in source)
+
+    return rows
+
+
+async def _append_async(
+    source: AsyncIterable[tuple[object, ...]], value: object
+) -> AsyncIterator[tuple[object, ...]]:
+    async for row in source:
+        yield (*row, value)

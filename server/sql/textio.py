@@ -276,16 +276,42 @@ def _vector_out(v: object) -> str:
 
 
 def _record_out(v: object) -> str:
-    """A row whose fields are already text (or None): ``(1,"a b",)``."""
+    """A row whose fields are already text (or None): ``(1,"a b",)``. A record of no known
+    field types (the rows of one column disagreed on them) has its fields printed by their
+    values' kinds."""
     items = []
     for f in v:  # type: ignore[attr-defined]
         if f is None:
             items.append("")
-        elif f == "" or re.search(r'[",\\() \t\n\r\v\f]', f):
+            continue
+        if not isinstance(f, str):
+            f = _untyped_out(f)
+        if f == "" or re.search(r'[",\\() \t\n\r\v\f]', f):
             items.append('"' + f.replace("\\", "\\\\").replace('"', '""') + '"')
         else:
             items.append(f)
     return "(" + ",".join(items) + ")"
+
+
+def _untyped_out(v: object) -> str:
+    """The text of a value whose SQL type is not at hand, chosen by its Python type."""
+    if isinstance(v, bool):
+        return _bool_out(v)
+    if isinstance(v, float):
+        return float8_out(v)
+    if isinstance(v, Decimal):
+        return numeric_out(v)
+    if isinstance(v, tuple):
+        return _record_out(v)
+    if isinstance(v, list):
+        return _array_encoder(_untyped_out)(v)
+    if isinstance(v, bytes):
+        return _bytea_out(v)
+    if isinstance(v, dt.datetime):
+        return _timestamptz_out(v) if v.tzinfo is not None else _timestamp_out(v)
+    if isinstance(v, dt.date):
+        return _date_out(v)
+    return str(v)
 
 
 def _void_out(v: object) -> str:

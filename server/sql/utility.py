@@ -13,11 +13,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from percolator.server.sql import comments, enums, schemas, sequence_ddl
-from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
+from percolator.server.sql.errors import (
+    FEATURE_NOT_SUPPORTED,
+    INVALID_PARAMETER_VALUE,
+    SYNTAX_ERROR,
+    SqlError,
+    unsupported,
+)
 
 _TOKEN = re.compile(
     r"""\s*(?:
-        (?P<str>[eE]?'(?:[^']|'')*')
+        (?P<str>[eE]'(?:[^'\\]|\\[\s\S]|'')*'|'(?:[^']|'')*')
       | (?P<dollar>\$(?P<tag>(?:[A-Za-z_][A-Za-z_0-9]*)?)\$[\s\S]*?\$(?P=tag)\$)
       | (?P<ident>"(?:[^"]|"")*")
       | (?P<num>-?\d+(?:\.\d+)?)
@@ -42,8 +48,9 @@ class Token:
     def value(self) -> str:
         """The token as a name or string value (quotes removed, case folded for words)."""
         if self.kind == "str":
-            body = self.text[1:] if self.text[0] in "eE" else self.text
-            return body[1:-1].replace("''", "'")
+            if self.text[0] in "eE":
+                return _e_string(self.text[2:-1].replace("''", "'"))
+            return self.text[1:-1].replace("''", "'")
         if self.kind == "ident":
             return self.text[1:-1].replace('""', '"')
         if self.kind == "dollar":
@@ -52,6 +59,26 @@ class Token:
         if self.kind == "word":
             return self.text.lower()
         return self.text
+
+
+_E_ESCAPE = re.compile(
+    r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|([\s\S]))"
+)
+_SIMPLE_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def _e_string(body: str) -> str:
+    r"""The value of an ``E'...'`` string's body, its backslash escapes decoded as Postgres
+    reads them (``E'\t'`` is the tab of ``DELIMITER E'\t'``; octal, ``\x``, ``\u``, ``\U``)."""
+
+    def one(m: re.Match[str]) -> str:
+        octal, hex2, u4, u8, other = m.groups()
+        if other is not None:
+            return _SIMPLE_ESCAPES.get(other, other)
+        digits = octal or hex2 or u4 or u8
+        return chr(int(digits, 8 if octal else 16))
+
+    return _E_ESCAPE.sub(one, body)
 
 
 def tokenize(sql: str) -> list[Token]:
@@ -193,6 +220,14 @@ class CopyStatement:
     quote: str = '"'
     escape: str | None = None
     options: dict[str, str] = field(default_factory=dict)
+    header_match: bool = False
+    """``HEADER MATCH`` (COPY FROM): the header line must name the columns in order."""
+    force_quote: tuple[str, ...] | None = None
+    """CSV COPY TO: columns whose non-null values are always quoted; ``("*",)`` for all."""
+    force_not_null: tuple[str, ...] = ()
+    force_null: tuple[str, ...] = ()
+    encoding: str | None = None
+    """The data's encoding as a Python codec name (None: the client's, UTF-8)."""
 
 
 @dataclass(frozen=True)
@@ -1011,6 +1046,8 @@ def _copy(r: _Reader) -> UtilityStatement:
                 cols.append(r.name())
             r.expect(")")
             columns = tuple(cols)
+    if query is not None and (r.at("FROM") or r.at("(")):
+        r.error(f'syntax error at or near "{r.peek().text}"')  # type: ignore[union-attr]
     if r.accept("FROM"):
         direction_in = True
         if not r.accept("STDIN"):
@@ -1021,51 +1058,284 @@ def _copy(r: _Reader) -> UtilityStatement:
             raise unsupported("COPY TO a file or program (use COPY ... TO STDOUT)")
     else:
         r.error("expected FROM STDIN or TO STDOUT")
-    if query is not None and direction_in:
-        r.error("COPY (query) FROM is not valid")
-    options: dict[str, str] = {}
+    positions: dict[str, int] = {}
+    options = _copy_option_list(r, positions)
+    if r.at("WHERE"):
+        raise unsupported("COPY FROM ... WHERE")
+    r.end()
+    return _copy_statement(table, columns, query, direction_in, options, positions)
+
+
+_CopyValue = str | tuple[str, ...]
+
+
+def _copy_option_list(r: _Reader, positions: dict[str, int]) -> dict[str, _CopyValue]:
+    """COPY's options, ``(name [value], ...)`` or the pre-9.0 words; a repeated one is 42601.
+    ``positions`` gets where each option is written, for errors about it."""
+    options: dict[str, _CopyValue] = {}
+    key_at = 0
+
+    def put(key: str, value: _CopyValue) -> None:
+        if key in options:
+            raise SqlError(SYNTAX_ERROR, "conflicting or redundant options", position=key_at)
+        options[key] = value
+        positions[key] = key_at
+
     r.accept("WITH")
     if r.accept("("):
         while True:
+            key_at = _position(r)
             key = r.name()
-            value = "true"
-            if not (r.at(",") or r.at(")")):
-                t = r.next()
-                value = t.value
-            options[key] = value
+            value: _CopyValue = "true"
+            if r.accept("("):
+                value = _copy_names(r)
+                r.expect(")")
+            elif not (r.at(",") or r.at(")")):
+                value = r.next().value
+            put(key, value)
             if r.accept(")"):
                 break
             r.expect(",")
-    else:
-        # The pre-9.0 option syntax: BINARY, CSV, HEADER, DELIMITER [AS] 'x', NULL [AS] 'x'.
-        while not r.done():
-            word = r.name()
-            if word in ("delimiter", "null", "quote", "escape"):
-                r.accept("AS")
-                options[word] = r.next().value
-            elif word in ("binary", "csv"):
-                options["format"] = word
-            elif word == "header":
-                options["header"] = "true"
-            elif word == "freeze":
-                options["freeze"] = "true"
-            else:
-                r.error(f'option "{word}" not recognized')
-    r.end()
-    fmt = options.pop("format", "text").lower()
+        return options
+    # The pre-9.0 option syntax: BINARY, CSV, HEADER, DELIMITER [AS] 'x', NULL [AS] 'x',
+    # QUOTE [AS] 'x', ESCAPE [AS] 'x', FORCE QUOTE {* | columns}, FORCE NOT NULL columns.
+    while not r.done() and not r.at("WHERE"):
+        key_at = _position(r)
+        word = r.name()
+        if word in ("delimiter", "null", "quote", "escape", "encoding"):
+            r.accept("AS")
+            put(word, r.next().value)
+        elif word in ("binary", "csv"):
+            put("format", word)
+        elif word in ("header", "freeze"):
+            put(word, "true")
+        elif word == "force" and r.accept("QUOTE"):
+            put("force_quote", "*" if r.accept("*") else _copy_names(r))
+        elif word == "force" and r.accept("NOT"):
+            r.expect("NULL")
+            put("force_not_null", _copy_names(r))
+        else:
+            r.error(f'syntax error at or near "{word}"')
+    return options
+
+
+def _position(r: _Reader) -> int:
+    """The 1-based position of the next token (an error's P field)."""
+    t = r.peek()
+    return t.pos + 1 if t is not None else len(r.sql) + 1
+
+
+def _copy_names(r: _Reader) -> tuple[str, ...]:
+    names = [r.name()]
+    while r.at(",") and r.peek(1) is not None and r.peek(1).kind in ("word", "ident"):  # type: ignore[union-attr]
+        r.next()
+        names.append(r.name())
+    return tuple(names)
+
+
+def _copy_statement(
+    table: str | None,
+    columns: tuple[str, ...] | None,
+    query: str | None,
+    direction_in: bool,
+    options: dict[str, _CopyValue],
+    positions: dict[str, int],
+) -> CopyStatement:
+    """The statement for COPY's options, checked as Postgres's ProcessCopyOptions does."""
+    fmt = _copy_text(options, "format", "text").lower()
     if fmt not in ("text", "csv", "binary"):
-        raise SqlError(SYNTAX_ERROR, f'COPY format "{fmt}" not recognized')
-    header = options.pop("header", "false").lower() in ("true", "on", "1", "match")
+        raise SqlError(
+            INVALID_PARAMETER_VALUE,
+            f'COPY format "{fmt}" not recognized',
+            position=positions.get("format"),
+        )
+    header, match = _copy_header(options.pop("header", "false"), direction_in)
     options.pop("freeze", None)
-    delimiter = options.pop("delimiter", None)
-    null = options.pop("null", None)
-    quote = options.pop("quote", '"')
-    escape = options.pop("escape", None)
+    delimiter = _copy_opt_text(options, "delimiter")
+    null = _copy_opt_text(options, "null")
+    quote = _copy_opt_text(options, "quote")
+    escape = _copy_opt_text(options, "escape")
+    force_quote = _copy_columns(options, "force_quote", positions, star=True)
+    force_not_null = _copy_columns(options, "force_not_null", positions) or ()
+    force_null = _copy_columns(options, "force_null", positions) or ()
+    encoding = _copy_encoding(options.pop("encoding", None), positions.get("encoding"))
     if options:
-        raise unsupported(f"COPY option {next(iter(options))!r}")
+        key = next(iter(options))
+        raise SqlError(SYNTAX_ERROR, f'option "{key}" not recognized', position=positions[key])
+    csv_mode = fmt == "csv"
+    _check_copy_options(fmt, direction_in, delimiter, null, header, quote, escape)
+    for word, given, wants_in in (
+        ("force quote", force_quote, False),
+        ("force not null", force_not_null, True),
+        ("force null", force_null, True),
+    ):
+        if given and not csv_mode:
+            raise unsupported_copy(f"COPY {word} available only in CSV mode")
+        if given and direction_in != wants_in:
+            way = "COPY FROM" if wants_in else "COPY TO"
+            raise unsupported_copy(f"COPY {word} only available using {way}")
+    d = delimiter or ("," if csv_mode else "\t")
+    if null is not None and d in null:
+        raise unsupported_copy("COPY delimiter must not appear in the NULL specification")
+    if csv_mode and null is not None and (quote or '"') in null:
+        raise unsupported_copy("CSV quote character must not appear in the NULL specification")
     return CopyStatement(
-        table, columns, query, direction_in, fmt, delimiter, null, header, quote, escape
+        table,
+        columns,
+        query,
+        direction_in,
+        fmt,
+        delimiter,
+        null,
+        header,
+        quote or '"',
+        escape,
+        header_match=match,
+        force_quote=force_quote,
+        force_not_null=force_not_null,
+        force_null=force_null,
+        encoding=encoding,
     )
+
+
+def unsupported_copy(message: str) -> SqlError:
+    """0A000 with Postgres's own words for a COPY option combination it refuses."""
+    return SqlError(FEATURE_NOT_SUPPORTED, message)
+
+
+def _copy_text(options: dict[str, _CopyValue], key: str, default: str) -> str:
+    value = options.pop(key, default)
+    if isinstance(value, tuple):
+        raise SqlError(SYNTAX_ERROR, f"{key} requires a parameter")
+    return value
+
+
+def _copy_opt_text(options: dict[str, _CopyValue], key: str) -> str | None:
+    return _copy_text(options, key, "") if key in options else None
+
+
+def _copy_header(value: _CopyValue, direction_in: bool) -> tuple[bool, bool]:
+    """(header, match) for HEADER's value: a Boolean or ``match`` (COPY FROM only)."""
+    text = value.lower() if isinstance(value, str) else ""
+    if text == "match":
+        if not direction_in:
+            raise unsupported_copy('cannot use "match" with HEADER in COPY TO')
+        return True, True
+    if text in ("true", "on", "1", "yes", "t", "y"):
+        return True, False
+    if text in ("false", "off", "0", "no", "f", "n"):
+        return False, False
+    raise SqlError(SYNTAX_ERROR, 'header requires a Boolean value or "match"')
+
+
+def _copy_columns(
+    options: dict[str, _CopyValue], key: str, positions: dict[str, int], star: bool = False
+) -> tuple[str, ...] | None:
+    """A FORCE_* option's column list (``("*",)`` for ``*`` where allowed), None if absent."""
+    if key not in options:
+        return None
+    value = options.pop(key)
+    if isinstance(value, tuple):
+        return value
+    if star and value == "*":
+        return ("*",)
+    raise SqlError(
+        INVALID_PARAMETER_VALUE,
+        f'argument to option "{key}" must be a list of column names',
+        position=positions.get(key),
+    )
+
+
+# Postgres's encoding names (compared without "_" and "-", case-insensitively) and Python's.
+_ENCODINGS = {
+    "utf8": "utf-8",
+    "unicode": "utf-8",
+    "sqlascii": "utf-8",
+    "latin1": "latin-1",
+    "latin2": "iso8859-2",
+    "latin3": "iso8859-3",
+    "latin4": "iso8859-4",
+    "latin5": "iso8859-9",
+    "latin6": "iso8859-10",
+    "latin7": "iso8859-13",
+    "latin8": "iso8859-14",
+    "latin9": "iso8859-15",
+    "latin10": "iso8859-16",
+    "iso88595": "iso8859-5",
+    "iso88596": "iso8859-6",
+    "iso88597": "iso8859-7",
+    "iso88598": "iso8859-8",
+    "koi8r": "koi8-r",
+    "koi8u": "koi8-u",
+    "eucjp": "euc-jp",
+    "euckr": "euc-kr",
+    "euccn": "gb2312",
+    "sjis": "shift-jis",
+    "big5": "big5",
+    "gbk": "gbk",
+    "gb18030": "gb18030",
+    "uhc": "cp949",
+}
+_ENCODINGS.update({f"win{n}": f"cp{n}" for n in (866, 874, 1250, 1251, 1252, 1253, 1254)})
+_ENCODINGS.update({f"win{n}": f"cp{n}" for n in (1255, 1256, 1257, 1258)})
+
+
+def _copy_encoding(value: _CopyValue | None, position: int | None) -> str | None:
+    if value is None:
+        return None
+    codec = (
+        _ENCODINGS.get(value.replace("_", "").replace("-", "").lower())
+        if isinstance(value, str)
+        else None
+    )
+    if codec is None:
+        raise SqlError(
+            INVALID_PARAMETER_VALUE,
+            'argument to option "encoding" must be a valid encoding name',
+            position=position,
+        )
+    return codec
+
+
+def _check_copy_options(
+    fmt: str,
+    direction_in: bool,
+    delimiter: str | None,
+    null: str | None,
+    header: bool,
+    quote: str | None,
+    escape: str | None,
+) -> None:
+    """The checks of Postgres's ProcessCopyOptions on the format-specific options."""
+    if fmt == "binary":
+        for word, given in (("DELIMITER", delimiter), ("NULL", null)):
+            if given is not None:
+                raise SqlError(SYNTAX_ERROR, f"cannot specify {word} in BINARY mode")
+        if header:
+            raise unsupported_copy("cannot specify HEADER in BINARY mode")
+    if delimiter is not None:
+        if len(delimiter.encode()) != 1:
+            raise unsupported_copy("COPY delimiter must be a single one-byte character")
+        if delimiter in "\r\n":
+            raise SqlError(
+                INVALID_PARAMETER_VALUE, "COPY delimiter cannot be newline or carriage return"
+            )
+        if fmt == "text" and delimiter in "\\.abcdefghijklmnopqrstuvwxyz0123456789":
+            raise SqlError(INVALID_PARAMETER_VALUE, f'COPY delimiter cannot be "{delimiter}"')
+    if null is not None and ("\r" in null or "\n" in null):
+        raise SqlError(
+            INVALID_PARAMETER_VALUE,
+            "COPY null representation cannot use newline or carriage return",
+        )
+    for word, given in (("quote", quote), ("escape", escape)):
+        if given is None:
+            continue
+        if fmt != "csv":
+            raise unsupported_copy(f"COPY {word} available only in CSV mode")
+        if len(given.encode()) != 1:
+            raise unsupported_copy(f"COPY {word} must be a single one-byte character")
+    if fmt == "csv" and (delimiter or ",") == (quote or '"'):
+        raise SqlError(INVALID_PARAMETER_VALUE, "COPY delimiter and quote must be different")
 
 
 def _explain(r: _Reader) -> UtilityStatement:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import io
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 
 import asyncpg
@@ -252,6 +253,46 @@ def test_copy_from_query_with_arguments(sql_server: SqlServer) -> None:
         query = "SELECT id FROM cp_args WHERE id <= $1 ORDER BY id"
         assert await conn.copy_from_query(query, 2, output=sink) == "COPY 2"
         assert b"".join(chunks) == b"1\n2\n"
+
+    run(sql_server, check)
+
+
+def test_copy_options_of_copy_to_table(sql_server: SqlServer) -> None:
+    async def check(conn: asyncpg.Connection) -> None:
+        await conn.execute("CREATE TABLE cp_opts (id serial PRIMARY KEY, t text, n int)")
+
+        async def source() -> AsyncIterator[bytes]:
+            for chunk in (b"t;n\n", b'"a;b";1\n";', b'";\n"";2\n'):
+                yield chunk
+
+        status = await conn.copy_to_table(
+            "cp_opts",
+            source=source(),
+            columns=["t", "n"],
+            format="csv",
+            header=True,
+            delimiter=";",
+            force_not_null=["t"],
+            force_null=["n"],
+        )
+        assert status == "COPY 3"
+        rows = await conn.fetch("SELECT id, t, n FROM cp_opts ORDER BY id")
+        assert [tuple(r) for r in rows] == [(1, "a;b", 1), (2, ";", None), (3, "", 2)]
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await conn.copy_records_to_table("cp_opts", records=[(4, "x", 1), (1, "y", 2)])
+        with pytest.raises(asyncpg.BadCopyFileFormatError, match='missing data for column "n"'):
+            await conn.copy_to_table("cp_opts", source=io.BytesIO(b"5\tx\n"))
+        assert await conn.fetchval("SELECT count(*) FROM cp_opts") == 3
+        chunks: list[bytes] = []
+
+        async def sink(data: bytes) -> None:
+            chunks.append(data)
+
+        # FORCE_QUOTE * quotes every value but NULL.
+        await conn.copy_from_table(
+            "cp_opts", columns=["t", "n"], output=sink, format="csv", force_quote=True, null="-"
+        )
+        assert sorted(b"".join(chunks).decode().splitlines()) == ['"","2"', '";",-', '"a;b","1"']
 
     run(sql_server, check)
 

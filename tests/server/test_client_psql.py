@@ -254,3 +254,194 @@ def psql_dsn(dsn: str, *args: str, stdin: str | None = None) -> subprocess.Compl
     env = {**os.environ, "PGCONNECT_TIMEOUT": "10"}
     cmd = ["psql", "-X", "-d", dsn, "-v", "ON_ERROR_STOP=1", *args]
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=60)
+
+
+META = """
+CREATE SCHEMA meta;
+CREATE TYPE meta.mood AS ENUM ('sad', 'ok', 'happy');
+CREATE TABLE meta.parent (
+    id serial PRIMARY KEY, code text UNIQUE NOT NULL, created timestamptz DEFAULT now()
+);
+COMMENT ON TABLE meta.parent IS 'the parents';
+COMMENT ON COLUMN meta.parent.code IS 'a code';
+CREATE TABLE meta.child (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    pid int REFERENCES meta.parent ON DELETE CASCADE,
+    qty numeric(8,2) NOT NULL DEFAULT 0 CHECK (qty >= 0), m meta.mood, name varchar(20)
+);
+CREATE INDEX child_name_idx ON meta.child (name);
+CREATE SEQUENCE meta.seq1 START 10 INCREMENT 5;
+CREATE VIEW meta.v_join AS
+    SELECT c.id, p.code AS pc, c.qty * 2 AS dbl, upper(c.name)
+    FROM meta.child c JOIN meta.parent p ON p.id = c.pid
+    WHERE c.name LIKE 'a%' AND c.qty BETWEEN 1 AND 5 ORDER BY c.id LIMIT 10;
+CREATE VIEW meta.v_left AS
+    SELECT p.code, c.id FROM meta.parent p LEFT JOIN meta.child c ON c.pid = p.id
+    WHERE p.code = 'x' OR c.id IS NULL;
+CREATE VIEW meta.v_one AS SELECT id, qty FROM meta.child WHERE qty > 1;
+CREATE VIEW meta.v_misc AS
+    SELECT DISTINCT c.name FROM meta.child c, meta.parent p WHERE c.pid = p.id
+    ORDER BY c.name DESC NULLS LAST OFFSET 2 LIMIT 5;
+CREATE VIEW meta.v_in AS
+    SELECT c.id, count(*) AS n FROM meta.child c CROSS JOIN meta.parent p
+    WHERE c.name IN ('a', 'b') AND c.m = 'ok' AND p.id NOT IN (1, 2)
+    GROUP BY c.id HAVING count(*) > 1 ORDER BY 2 DESC;
+COMMENT ON VIEW meta.v_one IS 'big ones';
+"""
+
+
+@pytest.fixture(scope="module")
+def meta_objects(sql_server: SqlServer, reference_dsn: str) -> tuple[SqlServer, str]:
+    """The server and the reference Postgres after META ran on both."""
+    ok(psql(sql_server, "-q", "-f", "-", stdin=META))
+    ok(psql_dsn(reference_dsn, "-q", "-f", "-", stdin=META))
+    return sql_server, reference_dsn
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        r"\d meta.child",
+        r"\d+ meta.child",
+        r"\d+ meta.parent",
+        r"\d meta.child_name_idx",
+        r"\d+ meta.child_pkey",
+        r"\d meta.seq1",
+        r"\d+ meta.parent_id_seq",
+        r"\d meta.child_id_seq",
+        r"\d meta.c*",
+        r"\d+ meta.v_join",
+        r"\d+ meta.v_left",
+        r"\sv meta.v_join",
+        r"\sv meta.v_misc",
+        r"\sv meta.v_in",
+        r"\dt meta.*",
+        r"\di meta.*",
+        r"\ds meta.*",
+        r"\dv meta.*",
+        r"\dv+ meta.*",
+        r"\dn meta",
+        r"\dn+ meta",
+        r"\dT meta.*",
+        r"\dT+ meta.*",
+        r"\dd meta.*",
+        r"\dD",
+        r"\dy",
+        r"\dc",
+        r"\do meta.*",
+        r"\dX",
+        r"\des",
+        r"\dew",
+        r"\drds",
+        r"\dRs",
+        r"\dl",
+        r"\encoding",
+    ],
+)
+def test_meta_command_prints_as_against_postgres(
+    meta_objects: tuple[SqlServer, str], command: str
+) -> None:
+    """psql's meta-commands print, line for line, what they print against Postgres."""
+    server, reference = meta_objects
+    assert ok(psql(server, "-c", command)) == ok(psql_dsn(reference, "-c", command))
+
+
+def test_meta_commands_without_a_reference_twin(meta_objects: tuple[SqlServer, str]) -> None:
+    """Listings that differ from the reference Postgres by design: the single-table view's
+    columns are qualified (Postgres 15's pg_get_viewdef; the reference is 16), sizes are not
+    tracked, there is one database and no function in pg_proc."""
+    server, _ = meta_objects
+    view = ok(psql(server, "-c", r"\d+ meta.v_one"))
+    assert "View definition:\n SELECT child.id,\n    child.qty\n   FROM meta.child\n" in view
+    assert "  WHERE child.qty > 1::numeric;\n" in view
+    assert "| big ones" in ok(psql(server, "-c", r"\dv+ meta.v_one"))
+    assert "0 bytes" in ok(psql(server, "-c", r"\dt+ meta.*"))
+    assert "public" in ok(psql(server, "-c", r"\dn+"))
+    assert "postgres" in ok(psql(server, "-c", r"\l+"))
+    assert "List of functions" in ok(psql(server, "-c", r"\df+ lower"))
+    assert "Parameter" in ok(psql(server, "-c", r"\dconfig"))
+    assert "0 rows" in ok(psql(server, "-c", r"\dx"))
+    assert "You are connected to database" in ok(psql(server, "-c", r"\conninfo"))
+
+
+# COPY cases run on both servers: (setup, COPY statement, data on stdin, query after it). Each
+# case has its own table; the reference is Postgres 16, so nothing here differs from 15 to 16.
+_COPY_TABLE = "CREATE TABLE {t} (a int PRIMARY KEY, b text, c text DEFAULT 'dflt')"
+COPY_CASES = {
+    "text_escapes": (
+        "COPY {t} (a, b) FROM STDIN",
+        "1\ta\\tb\\\\c\\101\\x41\\n\n2\t\\N\n\\.\n3\tx\n",
+    ),
+    "text_escaped_delimiter": ("COPY {t} FROM STDIN (DELIMITER ',')", "1,a\\,b,\\N\n"),
+    "text_bad_octal_utf8": ("COPY {t} (a, b) FROM STDIN", "1\t\\377\n"),
+    "missing_column": ("COPY {t} FROM STDIN", "1\tx\n"),
+    "extra_column": ("COPY {t} FROM STDIN", "1\tx\ty\tz\n"),
+    "convert_before_missing": ("COPY {t} FROM STDIN (FORMAT csv)", "x\n"),
+    "duplicate_key_keeps_nothing": ("COPY {t} FROM STDIN", "1\tx\ty\n1\tx\ty\n"),
+    "not_null_keeps_nothing": ("COPY {t} FROM STDIN", "2\tx\ty\n\\N\tx\ty\n"),
+    "csv_header_and_quotes": (
+        "COPY {t} FROM STDIN WITH CSV HEADER",
+        'a,b,c\n1,"x,""y""\n",""\n2,,z\n',
+    ),
+    "csv_header_match": ("COPY {t} FROM STDIN (FORMAT csv, HEADER match)", "a,b,c\n1,x,y\n"),
+    "csv_header_mismatch": ("COPY {t} FROM STDIN (FORMAT csv, HEADER match)", "a,q,c\n1,x,y\n"),
+    "text_header_field_count": ("COPY {t} FROM STDIN (HEADER match)", "a\tb\n1\tx\ty\n"),
+    "csv_null_and_quoted_null": ("COPY {t} FROM STDIN (FORMAT csv, NULL 'N')", '1,"N",N\n'),
+    "csv_escape": ("COPY {t} FROM STDIN (FORMAT csv, ESCAPE '\\')", '1,"a\\"b\\\\c",\n'),
+    "csv_force_not_null": ("COPY {t} FROM STDIN (FORMAT csv, FORCE_NOT_NULL (b))", "1,,\n"),
+    "csv_force_null": ("COPY {t} FROM STDIN (FORMAT csv, FORCE_NULL (b, c))", '1,"",""\n'),
+    "csv_old_force_not_null": ("COPY {t} FROM STDIN CSV FORCE NOT NULL b", "1,,\n"),
+    "csv_unterminated": ("COPY {t} FROM STDIN (FORMAT csv)", '1,"x\n'),
+    "csv_end_marker": ("COPY {t} FROM STDIN (FORMAT csv)", "1,x,y\n\\.\n2,x,y\n"),
+    "old_delimiter_null": ("COPY {t} FROM STDIN WITH DELIMITER ',' NULL 'NUL'", "1,NUL,y\n"),
+    "e_string_delimiter": ("COPY {t} FROM STDIN WITH DELIMITER E'\\t'", "1\tx\ty\n"),
+    "to_text": ("COPY {t} TO STDOUT (DELIMITER '|')", None),
+    "to_csv_header": ("COPY {t} TO STDOUT (FORMAT csv, HEADER)", None),
+    "to_csv_escape_null": ("COPY {t} TO STDOUT (FORMAT csv, ESCAPE '\\', NULL 'N')", None),
+    "to_csv_force_quote_all": ("COPY {t} TO STDOUT (FORMAT csv, FORCE_QUOTE *)", None),
+    "to_csv_force_quote_columns": ("COPY {t} TO STDOUT CSV FORCE QUOTE b", None),
+    "to_single_column_end_marker": ("COPY {t} (b) TO STDOUT (FORMAT csv)", None),
+    "to_latin1": ("COPY (SELECT b FROM {t} ORDER BY a) TO STDOUT (ENCODING 'LATIN1')", None),
+    "bad_format": ("COPY {t} TO STDOUT (FORMAT xml)", None),
+    "unknown_option": ("COPY {t} TO STDOUT (foo 1)", None),
+    "repeated_option": ("COPY {t} TO STDOUT (FORMAT csv, FORMAT csv)", None),
+    "header_match_to": ("COPY {t} TO STDOUT (FORMAT csv, HEADER match)", None),
+    "header_binary": ("COPY {t} TO STDOUT (FORMAT binary, HEADER)", None),
+    "quote_in_text_mode": ("COPY {t} TO STDOUT (QUOTE '\"')", None),
+    "multi_character_delimiter": ("COPY {t} TO STDOUT (DELIMITER ',,')", None),
+    "delimiter_in_null": ("COPY {t} TO STDOUT (DELIMITER ',', NULL ',')", None),
+    "force_quote_in": ("COPY {t} FROM STDIN (FORMAT csv, FORCE_QUOTE *)", ""),
+    "force_not_null_star": ("COPY {t} FROM STDIN (FORMAT csv, FORCE_NOT_NULL *)", ""),
+    "force_quote_unlisted": ("COPY {t} (a) TO STDOUT (FORMAT csv, FORCE_QUOTE (b))", None),
+    "column_twice": ("COPY {t} (a, a) FROM STDIN", ""),
+    "bad_encoding_name": ("COPY {t} TO STDOUT (ENCODING 'nope')", None),
+    "text_escaped_newline": ("COPY {t} (a, b) FROM STDIN", "1\tx\\\ny\n2\tz\n"),
+    "values_to": ("COPY (VALUES (1, 'x'), (2, NULL)) TO STDOUT (FORMAT csv, HEADER)", None),
+    "select_into_to": ("COPY (SELECT a INTO TEMP {t}_x FROM {t}) TO STDOUT", None),
+    "query_with_columns": ("COPY (SELECT a FROM {t}) (a) TO STDOUT", None),
+    "query_from": ("COPY (SELECT a FROM {t}) FROM STDIN", ""),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPY_CASES))
+def test_copy_as_postgres(sql_server: SqlServer, reference_dsn: str, name: str) -> None:
+    """COPY's rows, output, SQLSTATE and message as Postgres's (CONTEXT aside: not sent)."""
+    statement, data = COPY_CASES[name]
+    t = f"cp_{name}"
+    setup = [
+        _COPY_TABLE.format(t=t),
+        f"INSERT INTO {t} VALUES (1, 'a|b\\c\"d', NULL), (2, '', 'N'), (3, '\\.', 'é')",
+    ]
+    if data is not None:
+        setup.append(f"DELETE FROM {t}")
+    query = f"SELECT a, b, c, b IS NULL AS bn, c IS NULL AS cn FROM {t} ORDER BY a"
+    args = ["-v", "ON_ERROR_STOP=0", "-v", "VERBOSITY=verbose"]
+    for sql in [*setup, statement.format(t=t), query]:
+        args += ["-c", sql]
+
+    def run(result: subprocess.CompletedProcess[str]) -> tuple[str, list[str]]:
+        errors = [line for line in result.stderr.splitlines() if line.startswith("ERROR:")]
+        return result.stdout, errors
+
+    ours = run(psql(sql_server, *args, stdin=data))
+    assert ours == run(psql_dsn(reference_dsn, *args, stdin=data))

@@ -47,6 +47,7 @@ CREATE TABLE orders (
 CREATE UNIQUE INDEX orders_f_idx ON orders (f DESC, a);
 CREATE TABLE items (id bigserial PRIMARY KEY, name text NOT NULL, qty int DEFAULT 2 + 3);
 CREATE INDEX items_name_idx ON items (name);
+CREATE SEQUENCE counter START 10 INCREMENT 5;
 CREATE TABLE lines (
     id int PRIMARY KEY, item_id bigint REFERENCES items ON DELETE CASCADE, oa int,
     ob varchar(20), note text, ff char(3), "Up" int REFERENCES lines,
@@ -137,9 +138,12 @@ def build_catalog() -> Catalog:
         ),
         next_column_id=8,
     )
-    catalog = Catalog(next_id=12).with_table(orders).with_table(items).with_table(lines)
+    catalog = Catalog(next_id=13).with_table(orders).with_table(items).with_table(lines)
     catalog = catalog.with_sequence(SequenceDef("orders_d_seq", FIRST_USER_OID + 3, "orders"))
     catalog = catalog.with_sequence(SequenceDef("items_id_seq", FIRST_USER_OID + 9, "items"))
+    catalog = catalog.with_sequence(
+        SequenceDef("counter", FIRST_USER_OID + 12, "", start=10, increment=5)
+    )
     return catalog.with_role(RoleDef("alice", 16500, scram_verifier="SCRAM-SHA-256$4096:x"))
 
 
@@ -732,6 +736,7 @@ CHECKS = [
     "j > 0", "a <> -1", "e || 'x' <> 'y'", "COALESCE(a, 0) > 0", "a * (p + 1) > 0",
     "upper(b) = 'X'", "(a + 1) IS NOT NULL", "a > 0 AND (p > 0 OR j > 0)",
     "NOT (a > 0 AND p > 0)", "a * p / 2 > 1", "a / (p * 2) > 1",
+    "a IN (1, 2) AND a > 0", "b IN ('x', 'y')", "e NOT IN ('q')", "a IN (1)", "NOT (a IN (1, 2))",
 ]  # fmt: skip
 
 DEFAULTS = [
@@ -805,3 +810,16 @@ def test_default_text_matches_postgres(pg: psycopg.Connection) -> None:
         text = pgc.default_text(c)
         ours = None if text is None else f"{text} | {cf.pg_get_expr(ctx, text, table.oid, True)}"
         assert ours == real[c.name], c.default
+
+
+def test_pg_get_expr_of_null_is_null(ctx: FakeCtx) -> None:
+    """psql's \\d of an index passes indpred, NULL without a WHERE, with pretty = true."""
+    assert cf.pg_get_expr(ctx, None, FIRST_USER_OID, True) is None
+
+
+def test_tableoid_is_the_catalog_oid(ctx: FakeCtx) -> None:
+    """System tables carry the hidden tableoid column (psql's \\dd joins on it)."""
+    table = system_tables.lookup("pg_catalog", "pg_namespace")
+    assert table is not None
+    rows = list(system_tables.rows_with_tableoid(table)(ctx))  # type: ignore[arg-type]
+    assert rows and all(r[-1] == 2615 for r in rows)
