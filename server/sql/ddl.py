@@ -813,14 +813,8 @@ def _truncate(catalog: Catalog, node: exp.TruncateTable) -> DdlResult:
     notices = [f'truncate cascades to table "{name}"' for name in everything[len(names) :]]
     for name in everything:
         table = catalog.table(name)
-        storage_id, catalog = catalog.allocate_id()
-        indexes = []
-        for ix in table.indexes:
-            ix_storage, catalog = catalog.allocate_id()
-            indexes.append(dataclasses.replace(ix, storage=f"i{ix_storage}"))
-        catalog = catalog.with_table(
-            table.replace(storage=f"t{storage_id}", indexes=tuple(indexes))
-        )
+        catalog, storage, indexes = _new_storages(catalog, table)
+        catalog = catalog.with_table(table.replace(storage=storage, indexes=indexes))
     actions: list[DataAction] = []
     if str(node.args.get("identity") or "").upper() == "RESTART":
         # The sequences of serial and identity columns and those OWNED BY a column, as
@@ -831,6 +825,17 @@ def _truncate(catalog: Catalog, node: exp.TruncateTable) -> DdlResult:
 
 
 # -- ALTER TABLE ----------------------------------------------------------------------------
+
+
+def _new_storages(catalog: Catalog, table: TableDef) -> tuple[Catalog, str, tuple[IndexDef, ...]]:
+    """New storages for a table whose rows move or go (TRUNCATE, a new or no primary key):
+    the table's, and its indexes with theirs."""
+    storage_id, catalog = catalog.allocate_id()
+    indexes = []
+    for ix in table.indexes:
+        ix_storage, catalog = catalog.allocate_id()
+        indexes.append(dataclasses.replace(ix, storage=f"i{ix_storage}"))
+    return catalog, f"t{storage_id}", tuple(indexes)
 
 
 def _drop_primary_key(
@@ -851,18 +856,14 @@ def _drop_primary_key(
                 f"index {name}",
                 hint="Use DROP ... CASCADE to drop the dependent objects too.",
             )
-    storage_id, catalog = catalog.allocate_id()
-    indexes = []
-    for ix in table.indexes:
-        ix_storage, catalog = catalog.allocate_id()
-        indexes.append(dataclasses.replace(ix, storage=f"i{ix_storage}"))
+    catalog, storage, indexes = _new_storages(catalog, table)
     new = table.replace(
         primary_key=(),
-        storage=f"t{storage_id}",
+        storage=storage,
         pk_name=None,
         pk_comment=None,
         pk_index_comment=None,
-        indexes=tuple(indexes),
+        indexes=indexes,
         existence=existence_column(table.columns, (), _observed(catalog, table)),
     )
     actions.append(MoveRows(table, new))
@@ -1193,23 +1194,19 @@ def _alter_action(
                         raise unsupported(
                             f"a primary key on a column of type {table.column_by_id(cid).type}"
                         )
-                storage_id, catalog = catalog.allocate_id()
+                catalog, storage, indexes = _new_storages(catalog, table)
                 new_cols = tuple(
                     dataclasses.replace(c, not_null=True) if c.id in ids else c
                     for c in table.columns
                 )
                 new = table.replace(
                     primary_key=tuple(ids),
-                    storage=f"t{storage_id}",
+                    storage=storage,
                     columns=new_cols,
                     pk_name=cname,
                     existence=existence_column(new_cols, ids, _observed(catalog, table)),
+                    indexes=indexes,
                 )
-                new_indexes = []
-                for ix in new.indexes:
-                    ix_storage, catalog = catalog.allocate_id()
-                    new_indexes.append(dataclasses.replace(ix, storage=f"i{ix_storage}"))
-                new = new.replace(indexes=tuple(new_indexes))
                 actions.append(MoveRows(table, new))
                 catalog = catalog.with_table(new)
                 table = new
