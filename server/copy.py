@@ -294,7 +294,7 @@ class CopyInExecution:
             first = self._line + 1
             self._line += lines
             if self._header and first == 1:
-                self._check_header([None if q is None else v for v, q in fields])
+                self._check_header([v for v, _ in fields])
                 continue
             self._add(fields)
         if self._ended:

@@ -121,7 +121,6 @@ from percolator.server.sql.expr_binder import Params
 from percolator.server.sql.merge import MergeStmt
 from percolator.server.sql.normalize import Normalized, lift_literals
 from percolator.server.sql.observer_body import parse_body
-from percolator.server.sql.scope import Scope
 from percolator.server.sql.splitter import split_statements
 from percolator.server.sql.textio import text_in, use_extra_float_digits
 from percolator.server.sql.time_zones import use_setting
@@ -556,8 +555,8 @@ class SqlSession:
         self._use_search_path()
         if isinstance(statement.payload, LiftedStatement):
             return self._prepare_lifted(statement, statement.payload, catalog)
-        key = (statement.sql, tuple(param_oids))
-        shared = self._shares_plans(catalog)
+        key = (statement.sql, tuple(param_oids), tuple(schemas.path(catalog)))
+        shared = self._shares_plans()
         if shared:
             cached = self.engine.plan_cache.get(key)
             if cached is not None and cached.catalog is catalog:
@@ -571,8 +570,8 @@ class SqlSession:
         self, statement: ParsedStatement, lifted: LiftedStatement, catalog: Catalog
     ) -> PreparedStatement:
         n = lifted.normalized
-        key = ("template", n.template, n.types)
-        shared = self._shares_plans(catalog)
+        key = ("template", n.template, n.types, tuple(schemas.path(catalog)))
+        shared = self._shares_plans()
         plan = self.engine.plan_cache.get(key) if shared else None
         if plan is None or plan.catalog is not catalog:
             plan = self._plan(lifted.tree, n.template, [t.oid for t in n.types], catalog)
@@ -583,17 +582,13 @@ class SqlSession:
 
     def _use_search_path(self) -> None:
         """The search path this task resolves names with (server/sql/schemas.py)."""
-        schemas.use_search_path(self.settings.get("search_path", "public"), self.user)
+        schemas.use_search_path(self.settings["search_path"], self.user)
 
-    def _shares_plans(self, catalog: Catalog) -> bool:
+    def _shares_plans(self) -> bool:
         """Whether this session's plans may go to (and come from) the shared plan cache: not
-        with a transaction's own catalog, temporary tables, or a search path that resolves
-        unqualified names elsewhere than in public."""
-        return (
-            self.txn_catalog is None
-            and not self.temp_tables.active
-            and schemas.is_default_path(catalog)
-        )
+        with a transaction's own catalog or temporary tables. (The cache's keys hold the
+        schemas the search path resolves names through.)"""
+        return self.txn_catalog is None and not self.temp_tables.active
 
     async def execute(self, prepared: PreparedStatement, params: Sequence[object]) -> Any:
         if prepared.statement.empty:
@@ -669,12 +664,15 @@ class SqlSession:
                 lifted = prepared.statement.payload
                 assert isinstance(lifted, LiftedStatement)
                 rebound = self._prepare_lifted(prepared.statement, lifted, catalog).payload
-                plan = rebound.plan  # type: ignore[union-attr]
+                assert isinstance(rebound, BoundLiterals)
+                prepared.payload = payload = rebound  # planned again once, not per execution
+                plan = rebound.plan
             return plan, payload.values(plan)
         plan = payload  # type: ignore[assignment]
         if plan.catalog is not None and _stale(plan, catalog):
             oids = [t.oid for t in plan.param_types]
             plan = self._plan(prepared.statement.payload, prepared.statement.sql, oids, catalog)
+            prepared.payload = plan  # planned again once, not per execution
         return plan, list(params)
 
     async def run_statement(
@@ -1222,7 +1220,10 @@ class SqlSession:
         )
 
     def _writer(self, table: TableDef, binder: Binder) -> TableWriter:
-        checks = [(ck.name, bind_table_expr(binder, table, ck.expression)) for ck in table.checks]
+        checks = [
+            (ck.name, ddl_validate.bind_table_expr(binder, table, ck.expression))
+            for ck in table.checks
+        ]
         catalog = binder.catalog
         return make_writer(
             table,
@@ -1625,7 +1626,7 @@ class SqlSession:
                 lambda t: self._writer(t, Binder(after, Params())),
                 lambda t, col: self.insert_defaults(t, [col], after, Binder(after, Params()))[0][1],
                 lambda t, ck: compile_expr(
-                    bind_table_expr(Binder(after, Params()), t, ck.expression)
+                    ddl_validate.bind_table_expr(Binder(after, Params()), t, ck.expression)
                 ),
             )
 
@@ -2355,16 +2356,6 @@ def _explain_dml(plan: Plan, lines: list[str]) -> list[str]:
     return [head, "  ->  " + lines[0], *("      " + line for line in lines[1:])]
 
 
-def bind_table_expr(binder: Binder, table: TableDef, sql: str) -> BExpr:
-    """A boolean expression (CHECK constraint) bound over a row of ``table``."""
-    cols = [
-        OutCol(c.name, c.type, table.oid, i + 1, table.name) for i, c in enumerate(table.columns)
-    ]
-    scope = Scope(cols, None, {table.name})
-    node = sqlglot.parse_one(sql, read="postgres")
-    return binder.exprs.bind_condition(node, scope, "CHECK")
-
-
 _OVERRIDING = re.compile(r"\bOVERRIDING\s+(SYSTEM|USER)\s+VALUE\b", re.IGNORECASE)
 
 
@@ -2497,4 +2488,4 @@ def _split_options(value: str) -> list[str]:
     return out
 
 
-__all__ = ["SqlSession", "bind_table_expr"]
+__all__ = ["SqlSession"]

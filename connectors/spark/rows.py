@@ -29,7 +29,6 @@ from percolator.server.planner.dml import (
     duplicate_key,
     find_conflicts,
     key_detail,
-    pk_name,
     unique_key_groups,
     update_row,
 )
@@ -123,7 +122,9 @@ class RowWriter:
     ) -> None:
         """``row`` collides with the stored row ``existing`` (as the snapshot shows it)."""
         writer = self.writer
-        is_pk = conflict.constraint == pk_name(self.table) and conflict.existing_key == key
+        is_pk = (
+            conflict.constraint == self.table.pk_constraint_name and conflict.existing_key == key
+        )
         if existing is not None and self.tolerate_existing and _same(existing, row, self.table):
             self.stats.skipped += 1
             return

@@ -44,9 +44,10 @@ from percolator.server.engine import Engine, EngineConfig
 from percolator.server.planner.context import ExecContext
 from percolator.server.planner.dml import make_writer
 from percolator.server.planner.row_codec import RowCodec
-from percolator.server.session import bind_table_expr, internal_session
+from percolator.server.session import internal_session
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.catalog import Catalog, TableDef
+from percolator.server.sql.ddl_validate import bind_table_expr
 from percolator.server.sql.errors import (
     DUPLICATE_COLUMN,
     FEATURE_NOT_SUPPORTED,

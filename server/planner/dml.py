@@ -103,10 +103,6 @@ class TableWriter:
         return RowCodec.hidden_row_id(0, 0)  # replaced by the caller with a fresh id
 
 
-def pk_name(table: TableDef) -> str:
-    return table.pk_name or f"{table.name}_pkey"
-
-
 def format_row(table: TableDef, row: Row) -> str:
     from percolator.server.sql.textio import text_out
 
@@ -189,7 +185,7 @@ async def find_conflicts(
             present = await txn.get_many(cells)
             for i, v in zip(todo, present, strict=True):
                 if v is not None:
-                    out[i] = Conflict(pk_name(table), table.primary_key, keys[i])
+                    out[i] = Conflict(table.pk_constraint_name, table.primary_key, keys[i])
             continue
         todo = [i for i in range(len(rows)) if out[i] is None and None not in ix.values_of(rows[i])]
         if not todo:
@@ -276,7 +272,7 @@ def unique_key_groups(
     table = writer.table
     groups: list[UniqueKeyGroup] = []
     if table.primary_key:
-        groups.append((pk_name(table), table.primary_key, lambda i: keys[i]))
+        groups.append((table.pk_constraint_name, table.primary_key, lambda i: keys[i]))
     for ix in writer.unique_indexes:
         groups.append(
             (
@@ -442,7 +438,7 @@ def _key_cells(
     out = []
     for ix in _constraints(writer, arbiter):
         if ix is None:
-            pk = (pk_name(table), table.primary_key)
+            pk = (table.pk_constraint_name, table.primary_key)
             out.append((pk, CellKey(codec.storage, key, codec.presence)))
         elif None not in ix.values_of(row):
             constraint = (ix.index.name, ix.index.column_ids)
@@ -558,7 +554,9 @@ async def update_row(writer: TableWriter, ctx: Any, key: bytes, old: Row, new: R
     if new_key != key:
         (present,) = await txn.get_many([CellKey(codec.storage, new_key, codec.presence)])
         if present is not None:
-            raise duplicate_key(writer.table, pk_name(writer.table), writer.table.primary_key, new)
+            raise duplicate_key(
+                writer.table, writer.table.pk_constraint_name, writer.table.primary_key, new
+            )
         codec.write_delete(txn, key, old)
         codec.write_new(txn, new_key, new)
     else:

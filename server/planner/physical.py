@@ -19,6 +19,7 @@ from percolator.server.planner.row_locking import Recheck, lock_for_select
 from percolator.server.sql.aggregates import Accumulator
 from percolator.server.sql.bound import FOR_UPDATE, BSubquery, LockClause, SubqueryKind
 from percolator.server.sql.errors import CARDINALITY_VIOLATION, SqlError
+from percolator.server.sql.grouping_sets import omitted_mask
 from percolator.server.sql.keycodec import prefix_successor
 from percolator.server.sql.types import Interval
 from percolator.server.storage.cells import CellKey
@@ -965,7 +966,7 @@ class Aggregate(Node):
         GROUPING() reads); an empty set has its one row even without input, like an
         aggregate without GROUP BY."""
         width = len(self.groups)
-        masks = [sum(1 << i for i in range(width) if i not in s) for s in sets]
+        masks = [omitted_mask(s, width) for s in sets]
         states: dict[tuple[object, ...], tuple[list[Accumulator], list[set[Any]]]] = {}
         order: list[tuple[tuple[object, ...], int]] = []
         n = 0

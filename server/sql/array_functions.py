@@ -27,12 +27,12 @@ from percolator.server.sql import casts
 from percolator.server.sql import types as T
 from percolator.server.sql.errors import (
     DATA_EXCEPTION,
-    DATATYPE_MISMATCH,
     FEATURE_NOT_SUPPORTED,
     NULL_VALUE_NOT_ALLOWED,
     PROGRAM_LIMIT_EXCEEDED,
     UNDEFINED_FUNCTION,
     SqlError,
+    undetermined_polymorphic,
     unsupported,
 )
 from percolator.server.sql.functions import FunctionImpl, register, string_or_unknown
@@ -176,16 +176,9 @@ def array_prepend(e: object, a: list[Any] | None) -> list[Any]:
 # -- polymorphic argument resolution --------------------------------------------------------
 
 
-def _unknown(t: SqlType) -> bool:
+def is_unknown(t: SqlType) -> bool:
+    """An untyped literal's (or parameter's) type, not an array of one."""
     return t.id is TypeId.UNKNOWN and not t.array
-
-
-def undetermined() -> SqlError:
-    """42804 as Postgres reports an anyarray / anyelement argument that is only an untyped
-    literal."""
-    return SqlError(
-        DATATYPE_MISMATCH, "could not determine polymorphic type because input has type unknown"
-    )
 
 
 def element_type(t: SqlType, *, vectors: bool = True) -> SqlType | None:
@@ -214,7 +207,7 @@ def compatible(
     candidates: list[SqlType] = []
     vector_elems: list[SqlType] = []
     for t in arrays:
-        if _unknown(t):
+        if is_unknown(t):
             continue
         elem = element_type(t, vectors=vectors)
         if elem is None:
@@ -223,7 +216,7 @@ def compatible(
             vector_elems.append(elem)
         candidates.append(elem)
     for t in elements:
-        if _unknown(t):
+        if is_unknown(t):
             continue
         if element_type(t) is not None:
             return None  # an array's element type is never an array
@@ -242,7 +235,7 @@ def cast_target(t: SqlType, common: SqlType, *, array: bool) -> SqlType:
     """What an argument of type ``t`` is cast to for the resolved element type ``common``: kept
     as it is when it already has that element type (a modifier survives), else the common
     (array) type."""
-    if not _unknown(t):
+    if not is_unknown(t):
         elem = element_type(t) if array else t
         if elem is not None and elem.id == common.id and (array or not t.array):
             return t
@@ -251,13 +244,13 @@ def cast_target(t: SqlType, common: SqlType, *, array: bool) -> SqlType:
 
 def anyarray(t: SqlType) -> SqlType | None:
     """An ``anyarray`` argument alone: its type, None for a non-array, 42804 when untyped."""
-    if _unknown(t):
-        raise undetermined()
+    if is_unknown(t):
+        raise undetermined_polymorphic()
     return t if element_type(t) is not None else None
 
 
 def _int_arg(t: SqlType) -> bool:
-    return _unknown(t) or (
+    return is_unknown(t) or (
         not t.array and casts.can_implicitly_cast(SqlType(t.id), T.INT4) and t.id is not TypeId.OID
     )
 
@@ -457,12 +450,12 @@ def _array_fill_resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
     """array_fill(anyelement, int[] [, int[]])."""
     if len(args) not in (2, 3):
         return None
-    if _unknown(args[0]):
-        raise undetermined()
+    if is_unknown(args[0]):
+        raise undetermined_polymorphic()
     if element_type(args[0]) is not None:
         return None
     for t in args[1:]:
-        if not (_unknown(t) or (t.array and casts.can_implicitly_cast(t, _INT4_ARRAY))):
+        if not (is_unknown(t) or (t.array and casts.can_implicitly_cast(t, _INT4_ARRAY))):
             return None
     params = (args[0], *[_INT4_ARRAY] * (len(args) - 1))
     return FunctionImpl(_array_fill, SqlType(args[0].id).array_of(), strict=False, args=params)
@@ -586,10 +579,10 @@ def same_arrays(args: Sequence[SqlType]) -> tuple[SqlType, SqlType] | None:
     """Two ``anyarray`` arguments: their types, an untyped one taking the other's, or None when
     they are not arrays of the same element type (modifiers may differ). Both untyped: 42804."""
     a, b = args
-    if _unknown(a) and _unknown(b):
-        raise undetermined()
-    a = b if _unknown(a) else a
-    b = a if _unknown(b) else b
+    if is_unknown(a) and is_unknown(b):
+        raise undetermined_polymorphic()
+    a = b if is_unknown(a) else a
+    b = a if is_unknown(b) else b
     ea, eb = element_type(a, vectors=False), element_type(b, vectors=False)
     if ea is None or eb is None or ea.id != eb.id:
         return None

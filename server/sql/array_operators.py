@@ -16,14 +16,10 @@ from percolator.server.sql import types as T
 from percolator.server.sql.bound import BCall, BExpr
 from percolator.server.sql.errors import AMBIGUOUS_FUNCTION, DATATYPE_MISMATCH, SqlError
 from percolator.server.sql.operators import operator_missing
-from percolator.server.sql.types import SqlType, TypeId
+from percolator.server.sql.types import TypeId
 
 if TYPE_CHECKING:
     from percolator.server.sql.expr_binder import ExprBinder
-
-
-def _unknown(t: SqlType) -> bool:
-    return t.id is TypeId.UNKNOWN and not t.array
 
 
 def bind_concat(b: ExprBinder, left: BExpr, right: BExpr) -> BExpr:
@@ -33,7 +29,7 @@ def bind_concat(b: ExprBinder, left: BExpr, right: BExpr) -> BExpr:
     unknown``; the sides are brought to the common element type (``int[] || numeric`` is
     numeric[]), and 42883 when there is none."""
     lt, rt = left.type, right.type
-    if (lt.array and (rt.array or _unknown(rt))) or (_unknown(lt) and rt.array):
+    if (lt.array and (rt.array or A.is_unknown(rt))) or (A.is_unknown(lt) and rt.array):
         common = A.compatible([lt, rt], ())
         fn: Any = A.array_cat
         shape = (True, True)
@@ -56,7 +52,7 @@ def bind_set_operator(b: ExprBinder, op: str, left: BExpr, right: BExpr) -> BExp
     """``@>``, ``<@`` and ``&&`` on arrays of the same element type (an untyped side takes
     the other's type); NULL elements equal nothing."""
     lt, rt = left.type, right.type
-    if _unknown(lt) and _unknown(rt):
+    if A.is_unknown(lt) and A.is_unknown(rt):
         raise SqlError(
             AMBIGUOUS_FUNCTION,
             f"operator is not unique: unknown {op} unknown",
@@ -85,7 +81,7 @@ def _subscript_value(b: ExprBinder, e: BExpr) -> BExpr:
     """A subscript as an integer: Postgres casts it to integer as an assignment would
     (``a[1.6]`` is ``a[2]``), else 42804."""
     t = e.type
-    if not _unknown(t) and (t.array or not casts.can_assign(t, T.INT4)):
+    if not A.is_unknown(t) and (t.array or not casts.can_assign(t, T.INT4)):
         raise SqlError(DATATYPE_MISMATCH, "array subscript must have type integer")
     return b.coerce(e, T.INT4, assignment=True)
 

@@ -875,12 +875,9 @@ class Binder:
         columns = [(d.name, self.exprs.bind_type(d.args["kind"])) for d in defs]
         doc = self.exprs.bind(arg_nodes[0], Scope([], outer))
         doc = json_records.argument(name, doc, self.exprs)
-        names = [c for c, _ in columns]
-        types = [t for _, t in columns]
         relation = node.alias or name
-        cols = [OutCol(n, t, relation=relation) for n, t in zip(names, types, strict=True)]
-        fn = json_records.row_function(name, columns)
-        rel = FunctionRel(cols, name, fn, [doc], False)
+        cols = [OutCol(n, t, relation=relation) for n, t in columns]
+        rel = FunctionRel(cols, name, json_records.row_function(name, columns), [doc], False)
         return _Query(rel, Scope(cols, outer, {relation}))
 
     def _bind_unnest_from(self, node: exp.Unnest, outer: Scope | None) -> _Query:

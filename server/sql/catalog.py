@@ -153,6 +153,12 @@ class TableDef:
         return ROW_MARKER if self.existence is None else str(self.existence)
 
     @property
+    def pk_constraint_name(self) -> str:
+        """The primary key's constraint (and index) name, as keyed in the table's schema:
+        the one given, else Postgres's ``<table>_pkey``."""
+        return self.pk_name or f"{self.name}_pkey"
+
+    @property
     def oid(self) -> int:
         return FIRST_USER_OID + self.id
 
@@ -363,10 +369,7 @@ class Catalog:
             or name in self.views
             or self.index(name) is not None
             or name in self.sequences
-            or any(
-                t.primary_key and (t.pk_name or f"{t.name}_pkey") == name
-                for t in self.tables.values()
-            )
+            or any(t.primary_key and t.pk_constraint_name == name for t in self.tables.values())
         )
 
     def view_by_id(self, view_id: int) -> ViewDef | None:

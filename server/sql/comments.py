@@ -200,10 +200,9 @@ def _not_found_or_wrong_kind(catalog: Catalog, name: str, kind: str) -> None:
 
 def _pk_index_table(catalog: Catalog, name: str) -> TableDef | None:
     """The table whose primary key's (implicit) index is named ``name``."""
-    from percolator.server.sql.pg_catalog_tables import pk_index_name
 
     for t in catalog.tables.values():
-        if t.primary_key and pk_index_name(t) == name:
+        if t.primary_key and t.pk_constraint_name == name:
             return t
     return None
 
@@ -253,14 +252,13 @@ def _view_column_comment(view: ViewDef, column: str, text: str | None) -> ViewDe
 
 
 def _comment_constraint(catalog: Catalog, relation: str, name: str, text: str | None) -> Catalog:
-    from percolator.server.sql.pg_catalog_tables import pk_index_name
 
     table = catalog.tables.get(relation)
     if table is None:
         if relation not in catalog.views:
             raise SqlError(UNDEFINED_TABLE, f'relation "{relation}" does not exist')
     else:
-        if table.primary_key and pk_index_name(table) == name:
+        if table.primary_key and table.pk_constraint_name == name:
             return catalog.with_table(table.replace(pk_comment=text))
         for ix in table.indexes:
             if ix.constraint and ix.name == name:

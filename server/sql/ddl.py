@@ -397,7 +397,7 @@ def _relation_names(catalog: Catalog) -> set[str]:
     """Every name a new relation (index) may not take."""
     names = set(catalog.tables) | set(catalog.views) | set(catalog.sequences)
     names |= {ix.name for _, ix in catalog.all_indexes()}
-    names |= {rename_ddl.pk_constraint_name(t) for t in catalog.tables.values() if t.primary_key}
+    names |= {t.pk_constraint_name for t in catalog.tables.values() if t.primary_key}
     return names
 
 
@@ -766,7 +766,7 @@ def _drop_index(catalog: Catalog, node: exp.Drop) -> DdlResult:
 def _refuse_primary_key_index(catalog: Catalog, name: str) -> None:
     """2BP01 for DROP INDEX of a primary key's index, as Postgres says it."""
     for table in catalog.tables.values():
-        if table.primary_key and rename_ddl.pk_constraint_name(table) == name:
+        if table.primary_key and table.pk_constraint_name == name:
             raise SqlError(
                 DEPENDENT_OBJECTS_STILL_EXIST,
                 f"cannot drop index {name} because constraint {name} on table {table.name} "
@@ -845,7 +845,7 @@ def _drop_primary_key(
     id, as a table created without one (indexes rebuilt there: their entries hold the row's
     key); the key's columns stay NOT NULL, as in Postgres. 2BP01 while a foreign key refers
     to the key."""
-    name = table.pk_name or f"{schemas.bare(table.name)}_pkey"
+    name = schemas.bare(table.pk_constraint_name)
     for child, fk in catalog.references_to(table.id):
         if sorted(fk.ref_column_ids) == sorted(table.primary_key):
             raise SqlError(
@@ -905,7 +905,7 @@ def _drop_constraint(
                         hint="Use DROP ... CASCADE to drop the dependent objects too.",
                     )
             table = table.replace(indexes=tuple(ix for ix in table.indexes if ix.name != name))
-        elif table.primary_key and keyed == (table.pk_name or f"{table.name}_pkey"):
+        elif table.primary_key and keyed == table.pk_constraint_name:
             catalog, table = _drop_primary_key(catalog, table, actions)
         elif action.args.get("exists"):
             notices.append(
@@ -1095,7 +1095,7 @@ def _alter_action(
                         DEPENDENT_OBJECTS_STILL_EXIST,
                         f"cannot drop column {col.name} of table {table.name} because other "
                         "objects depend on it",
-                        detail=f"constraint {table.pk_name or table.name + '_pkey'} on table "
+                        detail=f"constraint {table.pk_constraint_name} on table "
                         f"{table.name} depends on column {col.name}",
                     )
                 if len(table.columns) == 1:
@@ -1139,7 +1139,7 @@ def _alter_action(
         # without_table drops the sequences the table owns: they come back owned by ``new``.
         owned = [s for s in catalog.sequences.values() if s.table == table.name]
         # The primary key's index keeps its name, as in Postgres (it is not "<new>_pkey").
-        pk_name = rename_ddl.pk_constraint_name(table) if table.primary_key else None
+        pk_name = table.pk_constraint_name if table.primary_key else None
         renamed = table.replace(name=new, pk_name=pk_name)
         catalog = catalog.without_table(table.name).with_table(renamed)
         for s in owned:

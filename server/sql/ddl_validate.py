@@ -12,7 +12,7 @@ import sqlglot
 from sqlglot import exp
 
 from percolator.server.sql.binder import Binder
-from percolator.server.sql.bound import OutCol
+from percolator.server.sql.bound import BExpr, OutCol
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import UNDEFINED_COLUMN, SqlError
 from percolator.server.sql.expr_binder import Params
@@ -39,13 +39,18 @@ def validate(before: Catalog, after: Catalog) -> None:
 
 
 def _bind_check(binder: Binder, table: TableDef, sql: str) -> None:
-    node = sqlglot.parse_one(sql, read="postgres")
-    if node.find(exp.Select) is not None:
+    if sqlglot.parse_one(sql, read="postgres").find(exp.Select) is not None:
         raise SqlError("0A000", "cannot use subquery in check constraint")
+    bind_table_expr(binder, table, sql)
+
+
+def bind_table_expr(binder: Binder, table: TableDef, sql: str) -> BExpr:
+    """A boolean expression (CHECK constraint) bound over a row of ``table``."""
     cols = [
         OutCol(c.name, c.type, table.oid, i + 1, table.name) for i, c in enumerate(table.columns)
     ]
-    binder.exprs.bind_condition(node, Scope(cols, None, {table.name}), "CHECK")
+    node = sqlglot.parse_one(sql, read="postgres")
+    return binder.exprs.bind_condition(node, Scope(cols, None, {table.name}), "CHECK")
 
 
 def _bind_default(binder: Binder, table: TableDef, col: ColumnDef) -> None:

@@ -120,6 +120,14 @@ class SqlError(Exception):
         return self.message
 
 
+def undetermined_polymorphic() -> SqlError:
+    """42804 as Postgres reports an ``anyelement`` / ``anyarray`` argument that is only an
+    untyped literal (or a parameter, which is what a lifted literal is)."""
+    return SqlError(
+        DATATYPE_MISMATCH, "could not determine polymorphic type because input has type unknown"
+    )
+
+
 def unsupported(construct: str) -> SqlError:
     """0A000 naming the construct that is not supported."""
     return SqlError(FEATURE_NOT_SUPPORTED, f"{construct} is not supported")

@@ -190,7 +190,7 @@ def constraint_names(table: TableDef) -> set[str]:
     names = {fk.name for fk in table.foreign_keys} | {ck.name for ck in table.checks}
     names |= {ix.name for ix in table.indexes}
     if table.primary_key:
-        names.add(table.pk_name or f"{table.name}_pkey")
+        names.add(table.pk_constraint_name)
     return names
 
 

@@ -24,12 +24,14 @@ from percolator.server.sql.errors import (
 from percolator.server.sql.functions import FunctionImpl, register
 from percolator.server.sql.json_operators import (
     _MISSING,
+    contains_text,
     delete_index,
     delete_key,
     delete_keys,
+    exists_all,
+    exists_any,
     json_step,
     jsonb_concat,
-    jsonb_contains,
     jsonb_delete_path,
     jsonb_exists,
     jsonb_step,
@@ -139,11 +141,6 @@ VARIADIC_NAMES = frozenset(
 """The json functions that take ``VARIADIC array`` as their last argument."""
 
 
-def _flatten(v: list[Any]) -> list[Any]:
-    """A (possibly multidimensional) array's elements in storage order."""
-    return [x for e in v for x in (_flatten(e) if isinstance(e, list) else [e])]
-
-
 def bind_variadic(binder: Any, name: str, args: list[BExpr]) -> BExpr:
     """``f(..., VARIADIC array)`` for the functions in :data:`VARIADIC_NAMES`: the array's
     elements (flattened) are the trailing arguments; a NULL array makes the call NULL, as the
@@ -162,14 +159,15 @@ def bind_variadic(binder: Any, name: str, args: list[BExpr]) -> BExpr:
         arr = binder.coerce(arr, T.TEXT_ARRAY)
         impl = binder.call(name, [*fixed, BConst(T.TEXT, None)])
         return BCall(impl.type, name, lambda *v: impl.fn(*v[:-1], *v[-1]), [*fixed, arr])
+    from percolator.server.sql.array_functions import flatten  # it imports this module
+
     elem = arr.type.element
     jsonb = name.startswith("jsonb")
+    make = _build_array if name.endswith("_array") else _build_object
 
     def build(v: list[Any]) -> str:
-        items = _flatten(v)
-        if name.endswith("_array"):
-            return _build_array(jsonb, [elem] * len(items))(*items)
-        return _build_object(jsonb, [elem] * len(items))(*items)
+        items = flatten(v)
+        return make(jsonb, [elem] * len(items))(*items)
 
     return BCall(T.JSONB if jsonb else T.JSON, name, build, [arr])
 
@@ -274,21 +272,20 @@ class _Pairs(list):  # type: ignore[type-arg]
 _json_decoder = json.JSONDecoder(
     object_pairs_hook=_Pairs, parse_float=_RawNumber, parse_int=_RawNumber
 )
-_compact_str = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def _compact_json(v: Any) -> str:
     """A json value with object members whose value is null left out, printed without
     whitespace and with strings re-escaped, as Postgres's json_strip_nulls prints it."""
     if isinstance(v, _Pairs):
-        parts = (f"{_compact_str(k)}:{_compact_json(x)}" for k, x in v if x is not None)
+        parts = (f"{_json_str(k)}:{_compact_json(x)}" for k, x in v if x is not None)
         return "{" + ",".join(parts) + "}"
     if isinstance(v, list):
         return "[" + ",".join(_compact_json(x) for x in v) + "]"
     if isinstance(v, _RawNumber):
         return str(v)
     if isinstance(v, str):
-        return _compact_str(v)
+        return _json_str(v)
     return "null" if v is None else "true" if v else "false"
 
 
@@ -376,9 +373,7 @@ def _jsonb_exists(args: Sequence[SqlType]) -> FunctionImpl | None:
 def _jsonb_contains(args: Sequence[SqlType]) -> FunctionImpl | None:
     if len(args) != 2 or not all(_is(a, TypeId.JSONB) for a in args):
         return None
-    return FunctionImpl(
-        lambda a, b: jsonb_contains(parse_json(a), parse_json(b)), T.BOOL, args=(T.JSONB, T.JSONB)
-    )
+    return FunctionImpl(contains_text, T.BOOL, args=(T.JSONB, T.JSONB))
 
 
 @register("jsonb_contained")
@@ -386,17 +381,12 @@ def _jsonb_contained(args: Sequence[SqlType]) -> FunctionImpl | None:
     """jsonb_contained(a, b): ``a <@ b``."""
     if len(args) != 2 or not all(_is(a, TypeId.JSONB) for a in args):
         return None
-    return FunctionImpl(
-        lambda a, b: jsonb_contains(parse_json(b), parse_json(a)), T.BOOL, args=(T.JSONB, T.JSONB)
-    )
+    return FunctionImpl(lambda a, b: contains_text(b, a), T.BOOL, args=(T.JSONB, T.JSONB))
 
 
 def _exists_keys(every: bool) -> Callable[[Sequence[SqlType]], FunctionImpl | None]:
     """jsonb_exists_any / jsonb_exists_all(jsonb, text[]): the ``?|`` / ``?&`` operators."""
-
-    def exists(doc: str, keys: list[Any]) -> bool:
-        found = (jsonb_exists(doc, k) for k in keys if k is not None)
-        return all(found) if every else any(found)
+    exists = exists_all if every else exists_any
 
     def resolver(args: Sequence[SqlType]) -> FunctionImpl | None:
         if len(args) != 2 or not _is(args[0], TypeId.JSONB):

@@ -198,12 +198,19 @@ def jsonb_exists(doc: str, key: str) -> bool:
     return isinstance(v, str) and v == key
 
 
-def _exists_any(doc: str, keys: list[Any]) -> bool:
+def exists_any(doc: str, keys: list[Any]) -> bool:
+    """``doc ?| keys`` (jsonbexists_any): NULL keys match nothing."""
     return any(k is not None and jsonb_exists(doc, k) for k in keys)
 
 
-def _exists_all(doc: str, keys: list[Any]) -> bool:
+def exists_all(doc: str, keys: list[Any]) -> bool:
+    """``doc ?& keys`` (jsonbexists_all): NULL keys are left out."""
     return all(k is None or jsonb_exists(doc, k) for k in keys)
+
+
+def contains_text(container: str, contained: str) -> bool:
+    """``container @> contained`` of two jsonb texts (jsonb_contains)."""
+    return jsonb_contains(parse_json(container), parse_json(contained))
 
 
 # -- modification ---------------------------------------------------------------------------
@@ -409,12 +416,8 @@ def bind_operator(b: ExprBinder, node: exp.Expression, scope: Scope) -> BExpr:
             right = b.coerce(right, T.JSONB)
         elif rt.array or rt.id is not TypeId.JSONB:
             raise operator_missing(op, lt, rt)
-        pair = (0, 1) if op == "@>" else (1, 0)
-
-        def contains(*docs: str) -> bool:
-            return jsonb_contains(parse_json(docs[pair[0]]), parse_json(docs[pair[1]]))
-
-        return BCall(T.BOOL, op, contains, [left, right])
+        args = [left, right] if op == "@>" else [right, left]
+        return BCall(T.BOOL, op, contains_text, args)
     if op == "?":
         if rt.id is TypeId.UNKNOWN:
             right = b.coerce(right, T.TEXT)
@@ -424,7 +427,7 @@ def bind_operator(b: ExprBinder, node: exp.Expression, scope: Scope) -> BExpr:
     right = _text_array(b, op, left, right)
     if op == "#-":
         return BCall(T.JSONB, op, jsonb_delete_path, [left, right])
-    return BCall(T.BOOL, op, _exists_any if op == "?|" else _exists_all, [left, right])
+    return BCall(T.BOOL, op, exists_any if op == "?|" else exists_all, [left, right])
 
 
 def _subscript_key(b: ExprBinder, key: BExpr) -> BExpr:

@@ -88,7 +88,7 @@ def positional(name: str, args: Sequence[exp.Expression]) -> list[exp.Expression
         elif default is not None:
             out.append(default.copy())
         else:
-            raise SqlError(UNDEFINED_FUNCTION, f"function {name} needs argument {param}", hint=None)
+            raise SqlError(UNDEFINED_FUNCTION, f"function {name} needs argument {param}")
     if any(k in names[:first_named] for k in given):
         raise SqlError(
             SYNTAX_ERROR, "argument name used more than once, or both by name and position"

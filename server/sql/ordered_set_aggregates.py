@@ -22,12 +22,12 @@ from percolator.server.sql import types as T
 from percolator.server.sql.aggregates import Accumulator
 from percolator.server.sql.bound import AggCall, BCall, BExpr, SortKey
 from percolator.server.sql.errors import (
-    DATATYPE_MISMATCH,
     FEATURE_NOT_SUPPORTED,
     GROUPING_ERROR,
     NUMERIC_VALUE_OUT_OF_RANGE,
     UNDEFINED_FUNCTION,
     SqlError,
+    undetermined_polymorphic,
     unsupported,
 )
 from percolator.server.sql.types import Interval, SqlType, TypeId
@@ -124,9 +124,7 @@ def bind(
         else:
             raise no_such_function(direct)
     elif arg.type.id is TypeId.UNKNOWN:
-        raise SqlError(
-            DATATYPE_MISMATCH, "could not determine polymorphic type because input has type unknown"
-        )
+        raise undetermined_polymorphic()
     else:
         # percentile_disc and mode take anyelement: the result is the input's type.
         value_type = SqlType(arg.type.id, -1, arg.type.array)

@@ -88,10 +88,6 @@ def pk_index_oid(table: TableDef) -> int:
     return PK_INDEX_OID_BASE + table.id
 
 
-def pk_index_name(table: TableDef) -> str:
-    return table.pk_name or f"{table.name}_pkey"
-
-
 def check_constraint_oid(table: TableDef, position: int) -> int:
     return CHECK_CONSTRAINT_OID_BASE + table.id * CHECKS_PER_TABLE + position
 
@@ -400,7 +396,7 @@ def indexes_of(table: TableDef) -> list[IndexInfo]:
     if table.primary_key:
         out.append(
             IndexInfo(
-                pk_index_oid(table), pk_index_name(table), table, table.primary_key,
+                pk_index_oid(table), table.pk_constraint_name, table, table.primary_key,
                 unique=True, primary=True, constraint=True,
             )
         )
@@ -541,11 +537,6 @@ def namespace_of(catalog: Catalog, key: str) -> int:
     """The OID of the schema of the object keyed ``key`` (server/sql/schemas.py)."""
     found = schemas.oid(catalog, schemas.schema_of(key))
     return found if found is not None else PUBLIC_NAMESPACE_OID
-
-
-def schema_name_of(key: str) -> str:
-    """information_schema's table_schema (and the like) of the object keyed ``key``."""
-    return schemas.schema_of(key)
 
 
 def relation_by_oid(catalog: Catalog, oid: int) -> Relation | None:

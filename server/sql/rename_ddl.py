@@ -45,11 +45,6 @@ class IgnoredAction(exp.Expression):
     arg_types = {"this": True, "column": False}
 
 
-def pk_constraint_name(table: TableDef) -> str:
-    """The name of the table's primary key constraint (and of its index)."""
-    return table.pk_name or f"{table.name}_pkey"
-
-
 def check_new_constraint(catalog: Catalog, table: TableDef, name: str, indexed: bool) -> None:
     """Refuse a new constraint ``name`` on ``table`` as Postgres does: one with an index
     (UNIQUE, PRIMARY KEY) takes a relation name first (42P07); every constraint needs a name
@@ -84,7 +79,7 @@ def rename_constraint(catalog: Catalog, table: TableDef, old: str, new: str) -> 
         raise SqlError(
             UNDEFINED_OBJECT, f'constraint "{old}" for table "{table.name}" does not exist'
         )
-    indexed = (table.primary_key and old == pk_constraint_name(table)) or any(
+    indexed = (table.primary_key and old == table.pk_constraint_name) or any(
         ix.name == old and ix.constraint for ix in table.indexes
     )
     if indexed:
@@ -110,14 +105,14 @@ def _index_owner(catalog: Catalog, name: str) -> TableDef | None:
     if found is not None:
         return found[0]
     for table in catalog.tables.values():
-        if table.primary_key and pk_constraint_name(table) == name:
+        if table.primary_key and table.pk_constraint_name == name:
             return table
     return None
 
 
 def _renamed(table: TableDef, old: str, new: str) -> TableDef:
     """``table`` with its constraint or index ``old`` named ``new``."""
-    if table.primary_key and old == pk_constraint_name(table):
+    if table.primary_key and old == table.pk_constraint_name:
         return table.replace(pk_name=new)
     indexes = tuple(
         dataclasses.replace(ix, name=new) if ix.name == old else ix for ix in table.indexes

@@ -1163,7 +1163,7 @@ def _copy_statement(
         key = next(iter(options))
         raise SqlError(SYNTAX_ERROR, f'option "{key}" not recognized', position=positions[key])
     csv_mode = fmt == "csv"
-    _check_copy_options(fmt, direction_in, delimiter, null, header, quote, escape)
+    _check_copy_options(fmt, delimiter, null, header, quote, escape)
     for word, given, wants_in in (
         ("force quote", force_quote, False),
         ("force not null", force_not_null, True),
@@ -1299,7 +1299,6 @@ def _copy_encoding(value: _CopyValue | None, position: int | None) -> str | None
 
 def _check_copy_options(
     fmt: str,
-    direction_in: bool,
     delimiter: str | None,
     null: str | None,
     header: bool,

@@ -38,6 +38,7 @@ from percolator.server.sql.errors import (
     UNDEFINED_OBJECT,
     WRONG_OBJECT_TYPE,
     SqlError,
+    undetermined_polymorphic,
     unsupported,
 )
 from percolator.server.sql.types import SqlType, TypeId
@@ -129,9 +130,7 @@ def _polymorphic(e: BExpr) -> BExpr:
     """The value argument of an ``anyelement`` function: an untyped literal (or parameter,
     which is what a lifted literal is) has no type to give it (42804, as in Postgres)."""
     if e.type.id is TypeId.UNKNOWN:
-        raise SqlError(
-            DATATYPE_MISMATCH, "could not determine polymorphic type because input has type unknown"
-        )
+        raise undetermined_polymorphic()
     return e
 
 

@@ -925,9 +925,9 @@ class Transaction:
             elif self._writes:
                 mutations = list(self._writes.values())
                 self._writes = {}
-                checks = list(self._checks)
-                if self.read_set:
-                    checks.append(Unchanged(self.read_set))
+                checks = (
+                    [*self._checks, Unchanged(self.read_set)] if self.read_set else self._checks
+                )
                 committer = TwoPhaseCommitter(
                     self._s.store,
                     self._s.clock,

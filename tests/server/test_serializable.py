@@ -143,7 +143,7 @@ def test_a_reader_is_never_refused(dsns: dict[str, str]) -> None:
     assert both(dsns, read, go_off_call(1)) == {"first": "ok", "second": "ok"}
 
 
-def test_a_scan_claims_only_what_it_read(sql_server: SqlServer, dsns: dict[str, str]) -> None:
+def test_a_scan_claims_only_what_it_read(dsns: dict[str, str]) -> None:
     """A LIMIT scan of the first shifts, and a write of the last one by another transaction:
     no dependency, so both commit (the read set holds the pages the scan fetched only)."""
 
