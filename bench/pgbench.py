@@ -119,6 +119,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run the server under cProfile and write its statistics to FILE (read them with "
         "python -m pstats FILE); figures measured this way are slower than without",
     )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="the server's SQL worker processes (percolator serve --processes; default 1)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
 
@@ -140,7 +147,15 @@ def run(args: argparse.Namespace) -> int:
         # GC deferred: a pass scans the whole shard (docs/storage.md), and with millions of
         # cells it would compete with the measured rounds.
         profile = ["-m", "cProfile", "-o", str(args.profile)] if args.profile else []
-        server = ServerProcess(store_dsn, "--gc-interval", "3600", stderr=log, python_args=profile)
+        server = ServerProcess(
+            store_dsn,
+            "--gc-interval",
+            "3600",
+            "--processes",
+            str(args.processes),
+            stderr=log,
+            python_args=profile,
+        )
         port = server.start()
         ours = {
             "PGHOST": "127.0.0.1",

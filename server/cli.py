@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+# Before gRPC loads: the processes this CLI forks (serve --processes' workers, embedded Postgres)
+# exec at once, so gRPC's fork handlers have nothing to protect, and they log a line at each
+# fork while gRPC threads run.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 from percolator.server import logs, python_gc
 

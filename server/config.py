@@ -20,6 +20,7 @@ idle_in_transaction_session_timeout  PERCOLATOR_IDLE_IN_TRANSACTION_SESSION_TIME
 locking               PERCOLATOR_LOCKING           pessimistic (row locks; or optimistic)
 catalog_poll          PERCOLATOR_CATALOG_POLL      1 (seconds; 0: never look for others' DDL)
 metrics_listen        PERCOLATOR_METRICS_LISTEN    (off; e.g. 127.0.0.1:9187, port 0 = any free)
+processes             PERCOLATOR_PROCESSES         1 (SQL worker processes; see worker_pool.py)
 ====================  ===========================  ==========================================
 
 The config file (``--config FILE``) holds the same keys at its top level, e.g.
@@ -72,10 +73,15 @@ class ServerConfig:
     """Seconds before the first retry of a failed run (doubling, up to a minute)."""
     metrics_listen: str | None = None
     """``HOST:PORT`` of the Prometheus endpoint (``/metrics``); None or empty: none."""
+    processes: int = 1
+    """SQL worker processes (1: this process serves SQL itself; more: an acceptor process runs
+    the coordinator and hands connections to that many workers, :mod:`..worker_pool`)."""
 
     def __post_init__(self) -> None:
         if self.locking not in ("pessimistic", "optimistic"):
             raise ValueError(f"locking must be pessimistic or optimistic, not {self.locking!r}")
+        if not 1 <= self.processes <= 256:
+            raise ValueError(f"processes must be between 1 and 256, not {self.processes}")
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -148,6 +154,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tls-cert", metavar="FILE")
     p.add_argument("--tls-key", metavar="FILE")
     p.add_argument("--max-connections", type=int)
+    p.add_argument(
+        "--processes",
+        type=int,
+        metavar="N",
+        help="SQL worker processes, one core each (default 1: this process serves SQL)",
+    )
     p.add_argument("--statement-timeout", metavar="DURATION")
     p.add_argument("--idle-in-transaction-session-timeout", metavar="DURATION")
     p.add_argument(

@@ -27,7 +27,7 @@ from percolator.server.cluster.processes import free_ports
 from percolator.server.config import ServerConfig
 from percolator.server.engine import Engine, EngineConfig
 from percolator.server.frontend.config import AuthMethod, FrontendConfig
-from percolator.server.frontend.listener import Server, serve
+from percolator.server.frontend.listener import Server, WorkerSlot, serve
 from percolator.server.metrics.collectors import ObserverBacklog, StoreRoundTrips
 from percolator.server.metrics.http import MetricsServer, start_metrics_server
 from percolator.server.observer_programs import CatalogObservers
@@ -45,6 +45,7 @@ from percolator.server.txn.liveness import LivenessReporter
 from percolator.server.txn.membership import GroupMember, GroupRegistry, MembershipService
 from percolator.server.txn.observers.slices import DEFAULT_WORKER_LEASE_MS, GroupSlices
 from percolator.server.txn.observers.worker import ObserverWorker, WorkerConfig
+from percolator.server.txn.shared_timestamps import SharedRange, SharedTimestampSource
 from percolator.server.txn.timestamp_client import CoordinatorClient, GrpcTimestampSource
 
 log = logging.getLogger(__name__)
@@ -137,8 +138,19 @@ def resolve_dsns(config: ServerConfig) -> tuple[list[str], EmbeddedPostgres | No
     return [embedded.start()], embedded
 
 
-async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
-    """Open everything and start listening for SQL clients."""
+async def start_server(
+    config: ServerConfig,
+    dsns: list[str],
+    *,
+    worker_slot: WorkerSlot | None = None,
+    shared_timestamps: str | None = None,
+) -> RunningServer:
+    """Open everything and start listening for SQL clients.
+
+    A worker process of ``percolator serve --processes N`` passes its ``worker_slot`` (its
+    connections come from the acceptor) and the path of the coordinator's shared timestamp
+    range (``config.coordinator`` is then the coordinator in the acceptor's process).
+    """
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
         store = await PostgresCellStore.connect(dsns)
@@ -161,7 +173,11 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 _RegistryTarget(handle.registry), client.min_running_start_ts
             )
         else:
-            clock = GrpcTimestampSource(config.coordinator)
+            clock: GrpcTimestampSource | SharedTimestampSource = (
+                GrpcTimestampSource(config.coordinator)
+                if shared_timestamps is None
+                else SharedTimestampSource(SharedRange.open(shared_timestamps))
+            )
             closers.append(clock.close)
             client = TransactionClient(store, clock)
             control = CoordinatorClient(config.coordinator)
@@ -225,6 +241,7 @@ async def start_server(config: ServerConfig, dsns: list[str]) -> RunningServer:
                 )
                 / 1000,
             ),
+            worker_slot,
         )
         # Listed in the coordinator's "servers" group (percolator status, the /status page).
         metrics_url = metrics.url("/metrics") if metrics is not None else None

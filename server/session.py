@@ -184,26 +184,33 @@ _UNKNOWN_NAME = frozenset({UNDEFINED_TABLE, UNDEFINED_COLUMN, UNDEFINED_OBJECT})
 """Binding errors that a catalog newer than this server's may resolve."""
 
 
-def _same_tables(old: Catalog, new: Catalog, storages: frozenset[str]) -> bool:
-    """Whether each of ``storages`` belongs to a table defined alike in both catalogs (same
-    storage, columns, indexes and constraints). The catalog's own storage is not a table's;
-    the sequences' counters count as changed when a sequence's definition did."""
+def _same_tables(planned: Sequence[Catalog], new: Catalog, storages: frozenset[str]) -> bool:
+    """Whether each of ``storages`` belongs to a table defined alike (same storage, columns,
+    indexes and constraints) in ``new`` and in each ``planned`` catalog that has it, and in
+    one at least: a storage a catalog does not know was not used by what was planned with
+    it. The catalog's own storage is not a table's; the sequences' counters count as changed
+    when a sequence's definition did."""
     for storage in storages:
         if storage == catalog_store.CATALOG_TABLE:
             continue
         if storage == SEQUENCE_TABLE:
-            if old.sequences != new.sequences:
+            if any(old.sequences != new.sequences for old in planned):
                 return False
             continue
-        table = old.owner_of_storage(storage)
-        if table is None or new.tables.get(table.name) != table:
+        owners = [t for t in (old.owner_of_storage(storage) for old in planned) if t is not None]
+        if not owners or any(new.tables.get(t.name) != t for t in owners):
             return False
     return True
 
 
-def _same_views(old: Catalog, new: Catalog, names: Iterable[str]) -> bool:
-    """Whether each of the views ``names`` is defined alike in both catalogs."""
-    return all(old.views.get(name) == new.views.get(name) for name in names)
+def _same_views(planned: Sequence[Catalog], new: Catalog, names: Iterable[str]) -> bool:
+    """Whether each of the views ``names`` is defined alike in ``new`` and in each
+    ``planned`` catalog that has it, and in one at least."""
+    for name in names:
+        defs = [old.views[name] for old in planned if name in old.views]
+        if not defs or any(new.views.get(name) != d for d in defs):
+            return False
+    return True
 
 
 def _result_columns(cols: list[OutCol]) -> list[ResultColumn]:
@@ -415,8 +422,9 @@ class SqlSession:
         self.failed = False
         self._implicit_failed = False
         self.txn_catalog: Catalog | None = None
-        self._catalog_floor: Catalog | None = None
-        """The oldest catalog the open transaction's statements were planned with."""
+        self._planned_with: list[Catalog] = []
+        """The catalogs the open transaction's statements were planned with (one, unless the
+        catalog was reloaded meanwhile)."""
         self._ddl_read_catalog = False
         """This transaction's DDL read the catalog version itself (the guard is moot)."""
         self._views_used: set[str] = set()
@@ -534,7 +542,7 @@ class SqlSession:
         or index this server's catalog does not know may have been created by another server
         since the last poll (within a second): the catalog is then reloaded, and the
         statement bound again if it changed."""
-        floor = self._catalog_floor
+        planned = len(self._planned_with)
         try:
             return self._prepare_now(statement, param_oids)
         except SqlError as exc:
@@ -543,7 +551,7 @@ class SqlSession:
             known = self.engine.catalog
             if await self.engine.refresh_catalog() is known:
                 raise
-        self._catalog_floor = floor  # nothing was planned with the catalog that failed
+        del self._planned_with[planned:]  # nothing was planned with the catalog that failed
         return self._prepare_now(statement, param_oids)
 
     def _prepare_now(
@@ -936,8 +944,9 @@ class SqlSession:
         if self.txn_catalog is not None:
             return self.temp_tables.overlay(self.txn_catalog)
         catalog = self.engine.catalog
-        if self._catalog_floor is None or catalog.version < self._catalog_floor.version:
-            self._catalog_floor = catalog
+        planned = self._planned_with
+        if not planned or planned[-1] is not catalog:
+            planned.append(catalog)
         return self.temp_tables.overlay(catalog)
 
     def row_codec(self, table: TableDef, read: frozenset[int] | None = None) -> RowCodec:
@@ -949,7 +958,7 @@ class SqlSession:
         then has none), with the state the catalog guard kept for them."""
         txn, self.txn = self.txn, None
         catalog, self.txn_catalog = self.txn_catalog, None
-        self._catalog_floor = None
+        self._planned_with = []
         self._ddl_read_catalog = False
         self._views_used = set()
         self.temp_tables.detach()
@@ -981,11 +990,11 @@ class SqlSession:
         reloaded first, so the retry (and the transaction's next statements) see the new one."""
         if self.txn_catalog is not None or self._ddl_read_catalog:
             return  # DDL reads the version itself, reloads if behind, and conflicts on it
-        planned = self._catalog_floor or self.engine.catalog
+        planned = self._planned_with or [self.engine.catalog]
         # No other session's DDL can change this one's temporary tables.
         used = frozenset(s for s in used if not temp_tables.is_temp_storage(s))
         stored = int(raw) if raw is not None else 0
-        if stored <= planned.version:
+        if stored <= min(c.version for c in planned):
             return
         await self.engine.refresh_catalog()
         if _same_tables(planned, self.engine.catalog, used) and _same_views(

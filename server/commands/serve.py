@@ -17,10 +17,11 @@ import signal
 import sys
 
 from percolator.server import config as server_config
-from percolator.server.runtime import resolve_dsns, start_server
+from percolator.server.runtime import RunningServer, resolve_dsns, start_server
 from percolator.server.storage.errors import StoreError
 from percolator.server.txn import eventloop
 from percolator.server.txn.timestamps import OracleError
+from percolator.server.worker_pool import RunningPool, start_pool
 
 log = logging.getLogger("percolator.serve")
 
@@ -55,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
     except (StoreError, OSError, RuntimeError) as exc:
         print(f"percolator: cannot start the embedded Postgres: {exc}", file=sys.stderr)
         return 1
+    log_settings = (getattr(args, "log_level", "WARNING"), getattr(args, "log_format", "text"))
     try:
-        return eventloop.run(_serve(config, dsns))
+        return eventloop.run(_serve(config, dsns, log_settings))
     except (OracleError, StoreError, OSError, ValueError) as exc:
         print(f"percolator: {exc}", file=sys.stderr)
         return 1
@@ -65,12 +67,18 @@ def run(args: argparse.Namespace) -> int:
             embedded.stop()
 
 
-async def _serve(config: server_config.ServerConfig, dsns: list[str]) -> int:
+async def _serve(
+    config: server_config.ServerConfig, dsns: list[str], log_settings: tuple[str, str]
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    server = await start_server(config, dsns)
+    server: RunningServer | RunningPool = (
+        await start_server(config, dsns)
+        if config.processes == 1
+        else await start_pool(config, dsns, log_settings)
+    )
     host, _ = config.host_port
     if config.auth_method == "trust" and host not in ("127.0.0.1", "localhost", "::1"):
         print(

@@ -25,6 +25,7 @@ from percolator.server.txn.lock_resolver import LockResolver
 from percolator.server.txn.membership import GroupMember, GroupRegistry
 from percolator.server.txn.proto import coordinator_pb2 as pb
 from percolator.server.txn.proto import coordinator_pb2_grpc as pb_grpc
+from percolator.server.txn.shared_timestamps import SharedRange, SharedTimestampOracle
 from percolator.server.txn.timestamps import (
     DEFAULT_TABLE,
     DEFAULT_WINDOW_MS,
@@ -188,15 +189,23 @@ async def start_coordinator(
     groups: GroupRegistry | None = None,
     gc_store: CellStore | None = None,
     gc_interval_s: float = DEFAULT_GC_INTERVAL_S,
+    shared_timestamps: SharedRange | None = None,
 ) -> CoordinatorHandle:
     """Open the oracle on ``store_dsn`` and serve the coordinator on ``listen`` (``host:port``,
     port 0 = any free port). With ``gc_store``, also run MVCC GC on it every ``gc_interval_s``
     at the registry's safe point. ``registry`` and ``groups`` default to empty ones (tests pass
-    theirs, e.g. with a fake clock)."""
+    theirs, e.g. with a fake clock). With ``shared_timestamps`` the oracle keeps its state there,
+    for the worker processes of this machine to take timestamps from directly."""
     host, sep, port = listen.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ValueError(f"listen address must be HOST:PORT, got {listen!r}")
-    oracle = await TimestampOracle.open(store_dsn, table=oracle_table, window_ms=window_ms)
+    oracle = (
+        await TimestampOracle.open(store_dsn, table=oracle_table, window_ms=window_ms)
+        if shared_timestamps is None
+        else await SharedTimestampOracle.open_shared(
+            store_dsn, shared_timestamps, table=oracle_table, window_ms=window_ms
+        )
+    )
     registry = registry or LivenessRegistry()
     groups = GroupRegistry() if groups is None else groups
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])

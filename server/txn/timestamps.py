@@ -149,7 +149,7 @@ class TimestampOracle:
             if first is not None:
                 return first
             metrics.ORACLE_PERSIST_WAITS.inc()
-            await self._persist(max(self._last + 1, self._now_ts()) + count)
+            await self._persist(max(self.last + 1, self._now_ts()) + count)
 
     def try_allocate(self, count: int) -> int | None:
         """Like :meth:`allocate` without waiting: None when the range would reach the persisted
@@ -172,7 +172,7 @@ class TimestampOracle:
 
     async def _renew(self) -> None:
         try:
-            await self._persist(max(self._last + 1, self._now_ts()))
+            await self._persist(max(self.last + 1, self._now_ts()))
         except Exception:
             # The hot path will retry synchronously when it reaches the mark and report the error.
             log.warning(
@@ -188,7 +188,7 @@ class TimestampOracle:
                 raise OracleError("the timestamp oracle is closed")
             # Another caller may have renewed while we waited; then nothing to do unless this
             # renewal is ahead-of-time and the remaining window is short again.
-            if self._limit - at_least >= self._renew_below:
+            if self.persisted_mark - at_least >= self._renew_below:
                 return
             mark = max(at_least, self._now_ts()) + self._window
             conn = await self._connection()
@@ -207,10 +207,8 @@ class TimestampOracle:
                     f"{exc}"
                 ) from exc
             metrics.ORACLE_PERSIST_SECONDS.observe(time.monotonic() - started)
-            if stored != mark:
-                # Only another writer can have put a larger mark there: never go below it.
-                self._last = max(self._last, stored)
-            self._limit = stored
+            # Only another writer can have put a larger mark there: never go below it.
+            self._publish_mark(stored, raise_last=stored != mark)
             self.persist_count += 1
 
     async def _connection(self) -> asyncpg.Connection:
@@ -240,13 +238,19 @@ class TimestampOracle:
         except BaseException:
             await conn.close()
             raise
-        if mark > self._limit:
+        if mark > self.persisted_mark:
             # Written by a predecessor (or, after a reconnect, by a coordinator that took over
             # meanwhile): start strictly above anything it may have handed out. The first
             # allocation then writes a new mark.
-            self._last = max(self._last, mark)
-            self._limit = mark
+            self._publish_mark(mark, raise_last=True)
         self._conn = conn
+
+    def _publish_mark(self, mark: int, *, raise_last: bool) -> None:
+        """``mark`` is the persisted high-water mark now; with ``raise_last`` nothing at or
+        below it may be handed out any more."""
+        if raise_last:
+            self._last = max(self._last, mark)
+        self._limit = mark
 
     async def _take_ownership(self, conn: asyncpg.Connection) -> None:
         deadline = time.monotonic() + self._lock_wait_s

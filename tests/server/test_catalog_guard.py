@@ -226,3 +226,19 @@ async def test_a_table_created_through_another_server_is_found_at_once(
     assert (await other.run("SELECT id, note FROM fresh")).rows == [(1, "seen")]
     error = await refused(other, "SELECT nope FROM fresh")  # still unknown after a reload
     assert error.sqlstate == "42703"
+
+
+async def test_a_block_uses_a_table_created_through_another_server_after_its_first_statement(
+    api_db: Database, other: OtherServer
+) -> None:
+    await other.engine.refresh_catalog()
+    await api_db.execute("CREATE TABLE later (id int PRIMARY KEY)")
+    txn = await other.db.client.begin()
+    session = internal_session(other.engine, txn)
+    # Planned with the catalog that does not know the table: nothing it planned uses it, so
+    # the statement planned after the reload is not refused for it.
+    await session.run_statement("SELECT 1")
+    await session.run_statement("INSERT INTO later VALUES (1)")
+    await txn.commit()
+    await other.db.client.secondaries.drain()
+    assert await api_db.fetch("SELECT id FROM later") == [{"id": 1}]

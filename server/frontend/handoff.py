@@ -1,0 +1,160 @@
+"""Client connections handed from the acceptor process to SQL worker processes.
+
+With ``percolator serve --processes N`` one process listens and N worker processes serve. The
+acceptor passes each accepted socket to the worker with the fewest open connections over a Unix
+``SOCK_SEQPACKET`` pair (the descriptor travels as ``SCM_RIGHTS``; one packet is one message),
+and routes CancelRequests: a backend key's pid names its worker (``pid % N``), and a worker that
+receives a CancelRequest for another worker's pid sends it back to the acceptor, which forwards
+it. A worker reports each handed connection's end, so the acceptor knows how many each holds and
+can enforce ``max_connections`` over all of them.
+
+Messages (first byte):
+
+- ``C`` + admit flag, with one descriptor: acceptor -> worker, a client connection (flag 1: the
+  deployment is full, answer 53300 after the startup message).
+- ``K`` + pid, secret (two big-endian int32): a cancel, in either direction.
+- ``E``: worker -> acceptor, a handed connection ended.
+- ``R``: worker -> acceptor, the worker is serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+_CANCEL = struct.Struct(">ii")
+MAX_MESSAGE = 16
+
+
+class Kind(enum.Enum):
+    """What a message on the acceptor/worker pair says."""
+
+    CONNECTION = b"C"
+    CANCEL = b"K"
+    ENDED = b"E"
+    READY = b"R"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One decoded message."""
+
+    kind: Kind
+    fd: int | None = None
+    full: bool = False
+    pid: int = 0
+    secret: int = 0
+
+
+def encode_cancel(pid: int, secret: int) -> bytes:
+    """A ``K`` message."""
+    return Kind.CANCEL.value + _CANCEL.pack(pid, secret)
+
+
+def encode_connection(full: bool) -> bytes:
+    """A ``C`` message (send it with the connection's descriptor)."""
+    return Kind.CONNECTION.value + (b"\x01" if full else b"\x00")
+
+
+def receive(channel: socket.socket) -> Message | None:
+    """The next message on a non-blocking ``channel``; None when none is waiting.
+
+    Raises :class:`EOFError` when the other end closed (its process is gone).
+    """
+    try:
+        data, fds, _, _ = socket.recv_fds(channel, MAX_MESSAGE, 1)
+    except BlockingIOError:
+        return None
+    if not data:
+        raise EOFError("the other process closed the channel")
+    kind = Kind(data[:1])
+    fd = fds[0] if fds else None
+    if kind is Kind.CONNECTION:
+        if fd is None:
+            raise ValueError("a connection message without its descriptor")
+        return Message(kind, fd=fd, full=data[1:2] == b"\x01")
+    for extra in fds:  # a descriptor on any other message is a bug: do not leak it
+        socket.close(extra)
+    if kind is Kind.CANCEL:
+        pid, secret = _CANCEL.unpack_from(data, 1)
+        return Message(kind, pid=pid, secret=secret)
+    return Message(kind)
+
+
+def send(channel: socket.socket, payload: bytes, fd: int | None = None) -> bool:
+    """Send one message; False when the other end is gone or its buffer is full."""
+    try:
+        if fd is None:
+            channel.send(payload)
+        else:
+            socket.send_fds(channel, [payload], [fd])
+    except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+        return False
+    return True
+
+
+class WorkerChannel:
+    """A worker's end of the pair: receives connections and cancels, reports back."""
+
+    def __init__(
+        self,
+        channel: socket.socket,
+        *,
+        on_connection: Callable[[socket.socket, bool], None],
+        on_cancel: Callable[[int, int], None],
+        on_closed: Callable[[], None],
+    ) -> None:
+        """``on_connection(sock, full)`` for a handed client socket, ``on_cancel(pid,
+        secret)`` for a forwarded cancel, ``on_closed()`` once the acceptor is gone."""
+        channel.setblocking(False)
+        self._channel = channel
+        self._on_connection = on_connection
+        self._on_cancel = on_cancel
+        self._on_closed = on_closed
+        self._reading = False
+
+    def start(self) -> None:
+        """Start receiving and tell the acceptor this worker serves."""
+        asyncio.get_running_loop().add_reader(self._channel.fileno(), self._readable)
+        self._reading = True
+        send(self._channel, Kind.READY.value)
+
+    def _readable(self) -> None:
+        while True:
+            try:
+                message = receive(self._channel)
+            except (EOFError, OSError):
+                self.stop()
+                self._on_closed()
+                return
+            if message is None:
+                return
+            if message.kind is Kind.CONNECTION and message.fd is not None:
+                self._on_connection(socket.socket(fileno=message.fd), message.full)
+            elif message.kind is Kind.CANCEL:
+                self._on_cancel(message.pid, message.secret)
+            else:
+                log.warning("unexpected message from the acceptor: %s", message.kind)
+
+    def connection_ended(self) -> None:
+        """A handed connection ended (counted down by the acceptor)."""
+        send(self._channel, Kind.ENDED.value)
+
+    def forward_cancel(self, pid: int, secret: int) -> None:
+        """A CancelRequest for another worker's session: the acceptor routes it."""
+        send(self._channel, encode_cancel(pid, secret))
+
+    def stop(self) -> None:
+        """Stop receiving (connections already handed over keep running)."""
+        if self._reading:
+            self._reading = False
+            with contextlib.suppress(RuntimeError, ValueError, OSError):
+                asyncio.get_running_loop().remove_reader(self._channel.fileno())
