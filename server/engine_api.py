@@ -109,6 +109,9 @@ class PreparedStatement:
     payload: object = None
     """Engine-private plan."""
     param_oids_requested: list[int] = field(default_factory=list)
+    wire_cache: dict[object, object] = field(default_factory=dict, repr=False, compare=False)
+    """Front-end-private: what its results look like on the wire, per result format request
+    (so that each execution of a prepared statement does not work it out again)."""
 
 
 class Session(Protocol):

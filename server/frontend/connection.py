@@ -549,7 +549,10 @@ class Connection:
             self.channel.send(row_description(columns, [FormatCode.TEXT] * len(columns)))
             return
         description = portal.row_description()
-        self.channel.send(NoData() if description is None else description)
+        if description is None:
+            self.channel.send(NoData())
+        else:
+            self.channel.send_bytes(description)
 
     async def _execute(self, msg: Execute) -> None:
         portal = self._portal(msg.portal)
@@ -630,7 +633,7 @@ class Connection:
         if describe and execution.columns is not None:
             description = portal.row_description()
             assert description is not None
-            channel.send(description)
+            channel.send_bytes(description)
         batch = self.config.fetch_batch_rows
         remaining = max_rows if max_rows > 0 else -1
         while not execution.done and remaining != 0:

@@ -8,7 +8,7 @@ first Execute, as in Postgres, so a portal that is only described or closed cost
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from percolator.server.engine_api import Execution, PreparedStatement, ResultColumn
 from percolator.server.frontend.values import Encoder, decode_param, encoder_for
@@ -18,9 +18,37 @@ from percolator.server.sql.errors import (
     PROTOCOL_VIOLATION,
     SqlError,
 )
+from percolator.server.sql.textio import float_digits_reduced
 from percolator.server.sql.types import TypeId
-from percolator.server.wire.codec import encode_data_row
+from percolator.server.wire.codec import encode, encode_data_row
 from percolator.server.wire.messages import FieldDescription, FormatCode, RowDescription
+
+
+@dataclass(frozen=True, slots=True)
+class ResultShape:
+    """How a result goes out on the wire for one request of result formats: worked out once
+    per prepared statement and format request, not per execution."""
+
+    columns: list[ResultColumn] | None
+    formats: list[int]
+    description: bytes | None
+    """The encoded RowDescription (None: NoData)."""
+    encoders: list[Encoder]
+
+
+def _shape(columns: list[ResultColumn] | None, result_formats: tuple[int, ...]) -> ResultShape:
+    formats = expand_formats(result_formats, len(columns or ()), "result")
+    if columns is None:
+        return ResultShape(None, formats, None, [])
+    return ResultShape(
+        columns,
+        formats,
+        encode(row_description(columns, formats)),
+        [
+            encoder_for(c.type, f == FormatCode.BINARY)
+            for c, f in zip(columns, formats, strict=True)
+        ],
+    )
 
 
 @dataclass
@@ -36,7 +64,6 @@ class Portal:
     completed_tag: str | None = None
     """The CommandComplete tag once the portal ran to its end."""
     notices_sent: int = 0
-    encoders: list[Encoder] | None = field(default=None, repr=False)
 
     @property
     def columns(self) -> list[ResultColumn] | None:
@@ -45,27 +72,30 @@ class Portal:
             return self.execution.columns
         return self.prepared.columns
 
+    def shape(self) -> ResultShape:
+        """How the results go out (raises for a result format count that does not fit)."""
+        columns = self.columns
+        cache = self.prepared.wire_cache
+        # Float text encoders depend on the session's extra_float_digits.
+        key = (self.result_formats, float_digits_reduced())
+        shape = cache.get(key)
+        # An execution planned again may bring other columns than the statement's.
+        if not isinstance(shape, ResultShape) or shape.columns is not columns:
+            shape = _shape(columns, self.result_formats)
+            cache[key] = shape
+        return shape
+
     def formats(self) -> list[int]:
         """One format code per result column."""
-        return expand_formats(self.result_formats, len(self.columns or ()), "result")
+        return self.shape().formats
 
-    def row_description(self) -> RowDescription | None:
-        """The RowDescription for this portal's results, or None (NoData)."""
-        columns = self.columns
-        if columns is None:
-            return None
-        return row_description(columns, self.formats())
+    def row_description(self) -> bytes | None:
+        """The encoded RowDescription for this portal's results, or None (NoData)."""
+        return self.shape().description
 
     def encode_rows(self, rows: Sequence[tuple[object, ...]]) -> list[bytes]:
         """The DataRow messages of ``rows``, in the portal's result formats."""
-        encoders = self.encoders
-        if encoders is None:
-            columns = self.columns or []
-            encoders = [
-                encoder_for(c.type, f == FormatCode.BINARY)
-                for c, f in zip(columns, self.formats(), strict=True)
-            ]
-            self.encoders = encoders
+        encoders = self.shape().encoders
         return [
             encode_data_row(
                 [None if v is None else enc(v) for v, enc in zip(row, encoders, strict=True)]

@@ -70,3 +70,21 @@ def test_out_of_range(pair: tuple[psycopg.Connection, psycopg.Connection], value
             conn.execute(f"SET extra_float_digits = {value}")
         errors.append((info.value.sqlstate, info.value.diag.message_primary))
     assert errors[0] == errors[1]
+
+
+def test_a_prepared_statement_follows_the_setting(
+    pair: tuple[psycopg.Connection, psycopg.Connection],
+) -> None:
+    # Its result encoders are kept between executions: they must change with the setting.
+    outputs = []
+    for conn in pair:
+        seen = []
+        with conn.cursor(binary=False) as cur:
+            for digits in ("1", "0", "1"):
+                conn.execute(f"SET extra_float_digits = {digits}")
+                cur.execute("SELECT %s::float8 / 3", (1,), prepare=True)
+                assert cur.pgresult is not None
+                seen.append(cur.pgresult.get_value(0, 0))
+        outputs.append(seen)
+    assert outputs[0] == outputs[1]
+    assert outputs[0][0] != outputs[0][1]
