@@ -31,6 +31,7 @@ from percolator.server.frontend.listener import Server, WorkerSlot, serve
 from percolator.server.metrics.collectors import ObserverBacklog, StoreRoundTrips
 from percolator.server.metrics.http import MetricsServer, start_metrics_server
 from percolator.server.observer_programs import CatalogObservers
+from percolator.server.pool_backends import ActivityBoard, PoolBackends
 from percolator.server.settings import parse_duration_ms
 from percolator.server.status.announce import announce_server
 from percolator.server.status.service import start_status_page
@@ -143,7 +144,7 @@ async def start_server(
     dsns: list[str],
     *,
     worker_slot: WorkerSlot | None = None,
-    shared_timestamps: str | None = None,
+    shared_dir: str | None = None,
 ) -> RunningServer:
     """Open everything and start listening for SQL clients.
 
@@ -175,8 +176,8 @@ async def start_server(
         else:
             clock: GrpcTimestampSource | SharedTimestampSource = (
                 GrpcTimestampSource(config.coordinator)
-                if shared_timestamps is None
-                else SharedTimestampSource(SharedRange.open(shared_timestamps))
+                if shared_dir is None
+                else SharedTimestampSource(SharedRange.open(Path(shared_dir) / "timestamps"))
             )
             closers.append(clock.close)
             client = TransactionClient(store, clock)
@@ -243,6 +244,8 @@ async def start_server(
             ),
             worker_slot,
         )
+        if worker_slot is not None and shared_dir is not None:
+            closers.append(share_sessions(engine, frontend, worker_slot, Path(shared_dir)))
         # Listed in the coordinator's "servers" group (percolator status, the /status page).
         metrics_url = metrics.url("/metrics") if metrics is not None else None
         announcement = await announce_server(membership, f"{host}:{frontend.port}", metrics_url)
@@ -257,6 +260,24 @@ async def start_server(
     return RunningServer(
         config, engine, frontend, coordinator_address, closers, workers, metrics=metrics
     )
+
+
+def share_sessions(
+    engine: Engine, frontend: Server, slot: WorkerSlot, shared_dir: Path
+) -> Callable[[], Awaitable[None]]:
+    """Make a worker's pg_stat_activity and backend signals reach the other workers'
+    sessions (:mod:`percolator.server.pool_backends`); returns the function that stops it."""
+    backends = PoolBackends(
+        engine.backends,
+        ActivityBoard(shared_dir, slot.index, slot.count),
+        frontend.forward_signal,
+        slot.index,
+        slot.count,
+    )
+    engine.backends = backends
+    frontend.on_signal(lambda pid, terminate: backends.local.signal(pid, terminate=terminate))
+    backends.start()
+    return backends.stop
 
 
 async def start_process_metrics(

@@ -18,18 +18,21 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from percolator.server.config import ServerConfig
 from percolator.server.frontend import handoff
 from percolator.server.runtime import start_reclaimer
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.txn.coordinator import start_coordinator
-from percolator.server.txn.shared_timestamps import SharedRange
+from percolator.server.txn.shared_timestamps import SharedRange, shared_memory_dir
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,8 @@ class WorkerSpec:
     index: int
     count: int
     channel_fd: int
-    shared_timestamps: str
+    shared_dir: str
+    """The pool's directory in shared memory: the oracle's timestamps, the workers' activity."""
     log_level: str
     log_format: str
 
@@ -87,13 +91,13 @@ class WorkerPool:
         config: ServerConfig,
         dsns: list[str],
         coordinator: str,
-        shared_timestamps: str,
+        shared_dir: str,
         log_settings: tuple[str, str],
     ) -> None:
         self._config = config
         self._dsns = dsns
         self._coordinator = coordinator
-        self._shared_timestamps = shared_timestamps
+        self._shared_dir = shared_dir
         self._log_settings = log_settings
         self._workers = [_Worker(i) for i in range(config.processes)]
         self._listeners: list[socket.socket] = []
@@ -147,7 +151,7 @@ class WorkerPool:
             index=worker.index,
             count=len(self._workers),
             channel_fd=channel_fd,
-            shared_timestamps=self._shared_timestamps,
+            shared_dir=self._shared_dir,
             log_level=self._log_settings[0],
             log_format=self._log_settings[1],
         )
@@ -239,12 +243,15 @@ class WorkerPool:
             elif message.kind is handoff.Kind.ENDED:
                 worker.open_connections = max(0, worker.open_connections - 1)
             elif message.kind is handoff.Kind.CANCEL:
-                self._route_cancel(message.pid, message.secret)
+                self._route(message.pid, handoff.encode_cancel(message.pid, message.secret))
+            elif message.kind is handoff.Kind.SIGNAL:
+                self._route(message.pid, handoff.encode_signal(message.pid, message.terminate))
 
-    def _route_cancel(self, pid: int, secret: int) -> None:
+    def _route(self, pid: int, payload: bytes) -> None:
+        """Pass a message to the worker whose session has ``pid``."""
         target = self._workers[pid % len(self._workers)]
         if target.channel is not None:
-            handoff.send(target.channel, handoff.encode_cancel(pid, secret))
+            handoff.send(target.channel, payload)
 
     def _drop_channel(self, worker: _Worker) -> None:
         channel, worker.channel = worker.channel, None
@@ -350,10 +357,12 @@ async def start_pool(
         )
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
-        shared = SharedRange.create()
+        shared_dir = Path(tempfile.mkdtemp(prefix="percolator-", dir=shared_memory_dir()))
+        shared = SharedRange.create(shared_dir)
 
         async def remove_shared() -> None:
-            shared.close(unlink=True)
+            shared.close()
+            shutil.rmtree(shared_dir, ignore_errors=True)
 
         closers.append(remove_shared)
         store = await PostgresCellStore.connect(dsns)
@@ -368,7 +377,7 @@ async def start_pool(
         )
         closers.append(handle.stop)
         closers.append(await start_reclaimer(store, handle, config.gc_interval))
-        pool = WorkerPool(config, dsns, handle.address, str(shared.path), log_settings)
+        pool = WorkerPool(config, dsns, handle.address, str(shared_dir), log_settings)
         closers.append(pool.close)
         await pool.start()
     except BaseException:

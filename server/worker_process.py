@@ -32,7 +32,7 @@ async def _serve(spec: WorkerSpec) -> int:
         spec.server_config(),
         spec.dsns,
         worker_slot=WorkerSlot(spec.index, spec.count, spec.channel_fd),
-        shared_timestamps=spec.shared_timestamps,
+        shared_dir=spec.shared_dir,
     )
     gone = asyncio.ensure_future(server.frontend.acceptor_gone.wait())
     stopped = asyncio.ensure_future(stop.wait())

@@ -150,6 +150,7 @@ class Connection:
         self._ready_sent = False
         self._notifications: list[NotificationResponse] = []
         self._flush_task: asyncio.Task[None] | None = None
+        self._terminating = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -164,6 +165,7 @@ class Connection:
 
     def _terminate(self) -> None:
         """pg_terminate_backend: cancel the running statement, then close with 57P01."""
+        self._terminating = True
         self.cancel()
         self.request_shutdown()
 
@@ -348,6 +350,10 @@ class Connection:
         """Report a failed statement or message (the connection goes on)."""
         if isinstance(exc, ClientGone | ProtocolViolation) or self.protocol.closed:
             raise exc
+        if self._terminating:
+            # Its statement stopped for pg_terminate_backend: the client gets the FATAL, as
+            # from Postgres, not the cancel's 57014 first.
+            raise ShutdownRequested from exc
         error = from_exception(exc)
         metrics.STATEMENT_ERRORS.labels(error.sqlstate).inc()  # errors only: off the hot path
         if not isinstance(exc, SqlError):

@@ -13,6 +13,8 @@ Messages (first byte):
 - ``C`` + admit flag, with one descriptor: acceptor -> worker, a client connection (flag 1: the
   deployment is full, answer 53300 after the startup message).
 - ``K`` + pid, secret (two big-endian int32): a cancel, in either direction.
+- ``S`` + pid (big-endian int32) + terminate flag: pg_cancel_backend / pg_terminate_backend of
+  another worker's session, in either direction.
 - ``E``: worker -> acceptor, a handed connection ended.
 - ``R``: worker -> acceptor, the worker is serving.
 """
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 log = logging.getLogger(__name__)
 
 _CANCEL = struct.Struct(">ii")
+_PID = struct.Struct(">i")
 MAX_MESSAGE = 16
 
 
@@ -39,6 +42,7 @@ class Kind(enum.Enum):
 
     CONNECTION = b"C"
     CANCEL = b"K"
+    SIGNAL = b"S"
     ENDED = b"E"
     READY = b"R"
 
@@ -52,11 +56,17 @@ class Message:
     full: bool = False
     pid: int = 0
     secret: int = 0
+    terminate: bool = False
 
 
 def encode_cancel(pid: int, secret: int) -> bytes:
     """A ``K`` message."""
     return Kind.CANCEL.value + _CANCEL.pack(pid, secret)
+
+
+def encode_signal(pid: int, terminate: bool) -> bytes:
+    """An ``S`` message."""
+    return Kind.SIGNAL.value + _PID.pack(pid) + (b"\x01" if terminate else b"\x00")
 
 
 def encode_connection(full: bool) -> bytes:
@@ -86,6 +96,9 @@ def receive(channel: socket.socket) -> Message | None:
     if kind is Kind.CANCEL:
         pid, secret = _CANCEL.unpack_from(data, 1)
         return Message(kind, pid=pid, secret=secret)
+    if kind is Kind.SIGNAL:
+        (pid,) = _PID.unpack_from(data, 1)
+        return Message(kind, pid=pid, terminate=data[5:6] == b"\x01")
     return Message(kind)
 
 
@@ -113,12 +126,14 @@ class WorkerChannel:
         on_closed: Callable[[], None],
     ) -> None:
         """``on_connection(sock, full)`` for a handed client socket, ``on_cancel(pid,
-        secret)`` for a forwarded cancel, ``on_closed()`` once the acceptor is gone."""
+        secret)`` for a forwarded cancel, ``on_closed()`` once the acceptor is gone;
+        :attr:`on_signal` for a forwarded pg_cancel_backend / pg_terminate_backend."""
         channel.setblocking(False)
         self._channel = channel
         self._on_connection = on_connection
         self._on_cancel = on_cancel
         self._on_closed = on_closed
+        self.on_signal: Callable[[int, bool], object] | None = None
         self._reading = False
 
     def start(self) -> None:
@@ -141,6 +156,8 @@ class WorkerChannel:
                 self._on_connection(socket.socket(fileno=message.fd), message.full)
             elif message.kind is Kind.CANCEL:
                 self._on_cancel(message.pid, message.secret)
+            elif message.kind is Kind.SIGNAL and self.on_signal is not None:
+                self.on_signal(message.pid, message.terminate)
             else:
                 log.warning("unexpected message from the acceptor: %s", message.kind)
 
@@ -151,6 +168,10 @@ class WorkerChannel:
     def forward_cancel(self, pid: int, secret: int) -> None:
         """A CancelRequest for another worker's session: the acceptor routes it."""
         send(self._channel, encode_cancel(pid, secret))
+
+    def forward_signal(self, pid: int, terminate: bool) -> None:
+        """pg_cancel_backend / pg_terminate_backend of another worker's session."""
+        send(self._channel, encode_signal(pid, terminate))
 
     def stop(self) -> None:
         """Stop receiving (connections already handed over keep running)."""

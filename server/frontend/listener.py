@@ -14,6 +14,7 @@ import itertools
 import logging
 import secrets
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from percolator.server.engine_api import Engine
@@ -99,6 +100,16 @@ class Server:
         self._addresses = [(self.config.host, self.config.port)]
         self._channel.start()
         logger.info("worker %d of %d serving", worker.index, worker.count)
+
+    def forward_signal(self, pid: int, terminate: bool) -> None:
+        """Pass pg_cancel_backend / pg_terminate_backend of another worker's session on."""
+        if self._channel is not None:
+            self._channel.forward_signal(pid, terminate)
+
+    def on_signal(self, handler: Callable[[int, bool], object]) -> None:
+        """Call ``handler(pid, terminate)`` for such a signal another worker passed on."""
+        if self._channel is not None:
+            self._channel.on_signal = handler
 
     def _handed_over(self, sock: socket.socket, full: bool) -> None:
         if self._shutting_down:

@@ -5,7 +5,8 @@ pg_terminate_backend ends its connection, as an administrator does with a sessio
 locks others wait for.
 
 Only the sessions of the server process the statement runs in are seen: another server of the
-deployment keeps its own.
+deployment keeps its own (the workers of ``percolator serve --processes N`` share theirs,
+:mod:`percolator.server.pool_backends`).
 """
 
 from __future__ import annotations

@@ -50,6 +50,12 @@ DEFAULT_WAIT_S = 10.0
 """How long a worker waits for the owner to renew a mark it reached before giving up."""
 
 
+def shared_memory_dir() -> str | None:
+    """``/dev/shm`` where there is one (files there live in memory), else the default
+    temporary directory."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
 def _now_ts() -> int:
     return ts_from_physical_ms(wall_clock_ms())
 
@@ -63,13 +69,17 @@ class SharedRange:
         self._map = mmap.mmap(fd, _LAYOUT.size)
 
     @classmethod
-    def create(cls) -> SharedRange:
-        """A new, zeroed range in a fresh file (in ``/dev/shm`` where there is one), readable
-        by this user only."""
-        directory = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        fd, name = tempfile.mkstemp(prefix="percolator-ts-", dir=directory)
+    def create(cls, directory: Path | None = None) -> SharedRange:
+        """A new, zeroed range in a fresh file, readable by this user only: ``timestamps`` in
+        ``directory``, or a temporary file (in ``/dev/shm`` where there is one)."""
+        if directory is None:
+            fd, name = tempfile.mkstemp(prefix="percolator-ts-", dir=shared_memory_dir())
+            path = Path(name)
+        else:
+            path = directory / "timestamps"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.ftruncate(fd, _LAYOUT.size)
-        return cls(Path(name), fd)
+        return cls(path, fd)
 
     @classmethod
     def open(cls, path: str | Path) -> SharedRange:

@@ -224,3 +224,57 @@ def test_settings_processes_cannot_serve_are_refused(
     )  # fmt: skip
     assert out.returncode == code, out.stderr
     assert message in out.stderr
+
+
+def _listed(conn: psycopg.Connection, pid: int, state: str) -> bool:
+    """Whether ``conn``'s pg_stat_activity shows the session ``pid`` in ``state`` (another
+    worker's rows are published every tenth of a second: poll)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        row = conn.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
+        if row == (state,):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_pg_stat_activity_lists_every_workers_sessions(server: SqlServer) -> None:
+    with _one_per_worker(server) as (first, second):
+        second.execute("BEGIN")
+        second.execute("SELECT 1")
+        assert _listed(first, second.info.backend_pid, "idle in transaction")
+        assert _listed(second, first.info.backend_pid, "idle")
+        assert _listed(second, second.info.backend_pid, "active")  # its own query
+        second.execute("ROLLBACK")
+        assert _listed(first, second.info.backend_pid, "idle")
+
+
+@pytest.mark.parametrize("terminate", [False, True])
+def test_pg_cancel_and_terminate_backend_reach_another_worker(
+    server: SqlServer, terminate: bool
+) -> None:
+    with _one_per_worker(server) as (first, second):
+        target = second.info.backend_pid
+        outcome: list[BaseException | None] = []
+
+        def sleep() -> None:
+            try:
+                second.execute("SELECT pg_sleep(30)")
+                outcome.append(None)
+            except psycopg.Error as exc:
+                outcome.append(exc)
+
+        sleeper = threading.Thread(target=sleep)
+        sleeper.start()
+        assert _listed(first, target, "active")
+        function = "pg_terminate_backend" if terminate else "pg_cancel_backend"
+        assert first.execute(f"SELECT {function}(%s)", (target,)).fetchone() == (True,)
+        sleeper.join(10)
+        assert not sleeper.is_alive()
+        if terminate:
+            assert isinstance(outcome[0], psycopg.OperationalError)
+            assert "terminating connection" in str(outcome[0])
+        else:
+            assert isinstance(outcome[0], errors.QueryCanceled)
+            assert second.execute("SELECT 1").fetchone() == (1,)
+        assert first.execute(f"SELECT {function}(%s)", (2_000_000_001,)).fetchone() == (False,)

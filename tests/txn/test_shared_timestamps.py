@@ -134,7 +134,7 @@ async def test_processes_taking_at_once_get_disjoint_increasing_timestamps(
                 str(shared.path),
                 str(count),
                 stdout=subprocess.PIPE,
-            )  # fmt: skip
+            )
             for _ in range(3)
         ]
         mine = [await oracle.allocate(1) for _ in range(2_000)]
