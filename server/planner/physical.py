@@ -104,6 +104,11 @@ class TableAccess:
         return row if pred is None or pred(row, ctx) is True else None
 
 
+def _backward(reverse: bool) -> str:
+    """The marker of an access that reads backward (Postgres: "Index Scan Backward")."""
+    return " Backward" if reverse else ""
+
+
 def _explain_tree(label: str, details: list[str], children: Sequence[Node]) -> list[str]:
     lines = [label] + [f"  {d}" for d in details]
     for c in children:
@@ -246,6 +251,8 @@ class TableScan(TableAccess, Node):
     """Rows locked per round trip: 1 under a LIMIT, which must lock only the rows it takes
     (a job queue's LIMIT 1 ... SKIP LOCKED); more when every row read is returned."""
     width: int = 0
+    reverse: bool = False
+    """Read backward, in descending key order (an ORDER BY of the key, DESC)."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         start = end = None
@@ -271,7 +278,8 @@ class TableScan(TableAccess, Node):
         """The rows in [start, end) that pass the filters, with their keys."""
         codec = self.codec
         pred = self.predicate
-        async for key, cells in ctx.txn.scan(codec.storage, start, end, codec.read_names):
+        scan = ctx.txn.scan(codec.storage, start, end, codec.read_names, reverse=self.reverse)
+        async for key, cells in scan:
             if not codec.exists(cells):
                 continue
             row = codec.decode(key, cells)
@@ -280,10 +288,12 @@ class TableScan(TableAccess, Node):
             yield key, row
 
     def explain(self) -> list[str]:
+        backward = _backward(self.reverse)
         if self.key_range is not None:
-            label = f"Range Scan on {self.table_name} (primary key {self.key_range.describe})"
+            key = f"(primary key {self.key_range.describe})"
+            label = f"Range Scan{backward} on {self.table_name} {key}"
         else:
-            label = f"Seq Scan on {self.table_name}"
+            label = f"Seq Scan{backward} on {self.table_name}"
         details = [f"Filter: {self.filter_text}"] if self.filter_text else []
         if self.lock_rows:
             details.append("Lock Rows: FOR UPDATE")
@@ -306,12 +316,14 @@ class PointGet(TableAccess, Node):
     key_only: bool = False
     """The filters only say which keys (every row found by key is a match)."""
     width: int = 0
+    reverse: bool = False
+    """Rows in descending key order (an ORDER BY of the key, DESC)."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         keys = self.keys(ctx)
         if not keys:
             return
-        keys = sorted(set(keys))
+        keys = sorted(set(keys), reverse=self.reverse)
         found = await self.codec.get_rows(ctx.txn, keys)
         pred = self.predicate
         hits = [
@@ -332,9 +344,8 @@ class PointGet(TableAccess, Node):
         details = [f"Filter: {self.filter_text}"] if self.filter_text else []
         if self.lock_rows:
             details.append("Lock Rows: FOR UPDATE")
-        return _explain_tree(
-            f"Point Get on {self.table_name} (primary key {self.describe})", details, []
-        )
+        label = f"Point Get{_backward(self.reverse)} on {self.table_name}"
+        return _explain_tree(f"{label} (primary key {self.describe})", details, [])
 
 
 @dataclass
@@ -358,13 +369,15 @@ class IndexLookup(TableAccess, Node):
     whole_key: bool = False
     """Every column of the index is fixed by an equality: the entries, and so the rows, come
     in primary-key order (an entry's key ends with its row's key)."""
+    reverse: bool = False
+    """Read the entries backward: with ``whole_key``, rows in descending key order."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         prefix = self.prefix(ctx)
         if prefix is None:
             return
         end = prefix_successor(prefix)
-        entries = ctx.txn.scan(self.index.storage, prefix, end, ["_"])
+        entries = ctx.txn.scan(self.index.storage, prefix, end, ["_"], reverse=self.reverse)
         row_keys = (cells["_"] async for _, cells in entries if "_" in cells)
         async for batch in batched(row_keys, BATCH_GET):
             async for r in self._fetch(batch, ctx):
@@ -391,11 +404,9 @@ class IndexLookup(TableAccess, Node):
 
     def explain(self) -> list[str]:
         details = [f"Filter: {self.filter_text}"] if self.filter_text else []
-        return _explain_tree(
-            f"Index Lookup using {self.index.index.name} on {self.table_name} ({self.describe})",
-            details,
-            [],
-        )
+        index = f"using {self.index.index.name} on {self.table_name}"
+        label = f"Index Lookup{_backward(self.reverse)} {index} ({self.describe})"
+        return _explain_tree(label, details, [])
 
 
 @dataclass

@@ -529,8 +529,12 @@ class Planner:
         locked = _locked_table_below(project.input) if isinstance(project, ProjectRel) else None
         if locked is None:
             child = self.plan(rel.input)
-            if _sorted_by_primary_key(rel) and _reads_in_key_order(child):
-                return child  # the scan yields the rows in this order already
+            backward = _primary_key_order(rel)
+            access = _key_ordered_access(child)
+            if backward is not None and access is not None:
+                # the access yields the rows in this order already (read backward for DESC)
+                access.reverse = backward
+                return child
             return Sort(child, keys)
         # FOR UPDATE on a sorted table: lock after the sort, row by row as rows are taken, not
         # every row the scan reads (a job queue's ORDER BY ... LIMIT 1 FOR UPDATE SKIP LOCKED).
@@ -812,41 +816,47 @@ _KEY_ORDERED_TYPES = frozenset(
 """Key column types whose memcomparable encoding orders as ORDER BY does (keycodec.py)."""
 
 
-def _sorted_by_primary_key(rel: SortRel) -> bool:
-    """Whether ``rel`` sorts a single table's rows ascending by a prefix of its primary key,
-    which is the order its scans and point gets produce them in (keys are memcomparable)."""
+def _primary_key_order(rel: SortRel) -> bool | None:
+    """Whether ``rel`` sorts a single table's rows by a prefix of its primary key, the order its
+    scans and point gets produce them in (keys are memcomparable): False if every key is
+    ascending, True if every key is descending (read backward), each with its default NULLS
+    order; None if it sorts otherwise (mixed directions keep their sort)."""
     project = rel.input
-    if not isinstance(project, ProjectRel):
-        return False
+    if not isinstance(project, ProjectRel) or not rel.keys:
+        return None
     source = project.input
     while isinstance(source, FilterRel):
         source = source.input
     if not isinstance(source, TableRel) or not source.table.primary_key:
-        return False
+        return None
     table = source.table
     pk = [table.position(c) for c in table.primary_key]
-    if not rel.keys or len(rel.keys) > len(pk):
-        return False
+    backward = rel.keys[0].descending
+    if len(rel.keys) > len(pk):
+        return None
     for key, position in zip(rel.keys, pk, strict=False):
-        if key.descending or key.nulls_first or not isinstance(key.expr, BColumn):
-            return False
+        if key.descending != backward or key.nulls_first not in (None, backward):
+            return None
+        if not isinstance(key.expr, BColumn):
+            return None
         e = project.exprs[key.expr.index]
         if not isinstance(e, BColumn) or e.index != position:
-            return False
+            return None
         t = table.columns[position].type
         if t.array or t.id not in _KEY_ORDERED_TYPES:
-            return False
-    return True
+            return None
+    return backward
 
 
-def _reads_in_key_order(node: Node) -> bool:
-    """Whether ``node`` yields its table's rows in primary-key order: a scan, a point get, or
-    an index lookup fixing every column of its index, under projections and filters."""
+def _key_ordered_access(node: Node) -> TableScan | PointGet | IndexLookup | None:
+    """The access under ``node``'s projections and filters if it yields its table's rows in
+    primary-key order (forward, or backward when asked): a scan, a point get, or an index
+    lookup fixing every column of its index; None otherwise."""
     while isinstance(node, Project | Filter):
         node = node.input
-    return isinstance(node, TableScan | PointGet) or (
-        isinstance(node, IndexLookup) and node.whole_key
-    )
+    if isinstance(node, TableScan | PointGet) or (isinstance(node, IndexLookup) and node.whole_key):
+        return node
+    return None
 
 
 def _key_alternatives(filters: list[BExpr], pk: list[int]) -> list[dict[int, BExpr]] | None:

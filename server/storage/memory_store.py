@@ -263,16 +263,20 @@ class MemoryCellStore(CellStore):
         columns: Sequence[str] | None = None,
         *,
         page_size: int = 1000,
+        reverse: bool = False,
     ) -> AsyncIterator[CellRead]:
         self._check_snapshot(ts)
         wanted = set(columns) if columns is not None else None
         keys = sorted(
-            k
-            for k in self._cells
-            if k.table == table
-            and (start is None or k.row >= start)
-            and (end is None or k.row < end)
-            and (wanted is None or k.column in wanted)
+            (
+                k
+                for k in self._cells
+                if k.table == table
+                and (start is None or k.row >= start)
+                and (end is None or k.row < end)
+                and (wanted is None or k.column in wanted)
+            ),
+            reverse=reverse,
         )
         shards = {self.shard_of(k.table, k.row) for k in keys} or {0}
         self.stats.round_trips["scan"] += max(len(shards), (len(keys) + page_size - 1) // page_size)

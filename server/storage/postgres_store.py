@@ -21,7 +21,7 @@ import itertools
 import operator
 import sys
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, NamedTuple, TypeVar
 
@@ -77,6 +77,7 @@ T = TypeVar("T")
 C = TypeVar("C")
 D = TypeVar("D")
 P = TypeVar("P")
+K = TypeVar("K")
 
 STATEMENTS_PER_POOL_FRACTION = 16
 """Coalesced statements of one kind in flight per shard: a sixteenth of the pool (one for the
@@ -387,25 +388,44 @@ transaction's own start_ts. Recent records are found through ``percolator_write_
 ((tbl, commit_ts, ...) for PUT and DELETE records), locks through the lock table's key."""
 
 
-def _scan_sql(first: bool, bounded: bool) -> str:
+def _scan_sql(cursor: bool, near: bool, far: bool, reverse: bool) -> str:
     """One page of a scan: the newest visible write records and the blocking locks of the next
-    page of cells after the cursor, in one statement.
+    page of cells, in one statement.
 
-    Parameters: $1 table, $2 columns (or NULL), $3 ts, $4 page size, $5 row (start or cursor),
-    then $6 the cursor's column when not ``first``, then the end row when ``bounded``.
+    The scan walks the range from its near end (ascending: ``start``; descending: ``end``,
+    exclusive) toward its far end. Parameters: $1 table, $2 columns (or NULL), $3 ts, $4 page
+    size, then the near bound when ``near`` (a row; with ``cursor``, the cursor's row and
+    column, the page starting after it in the scan's direction), then the far bound when
+    ``far``. An ascending scan always has a near bound (its start, or the empty key).
+
+    A descending page walks the key indexes backward. The write table's index then yields
+    each cell's versions oldest first, so Postgres orders the versions of each cell newest
+    first for ``DISTINCT ON`` (an incremental sort, over each cell's few versions, never the
+    range: the walk is presorted by row and column). A plan that kept the last version of
+    each cell instead (``lead`` over the walk, no sort node) was a little slower, and its
+    generic plan for a page bounded at both ends sorted the whole range.
     """
-    after = "rkey >= $5" if first else "(rkey, col) > ($5, $6)"
-    end = f" AND rkey < ${6 if first else 7}" if bounded else ""
-    where = f"tbl = $1 AND {after}{end} AND ($2::text[] IS NULL OR col = ANY($2))"
+    n = itertools.count(5)
+    conds = ["tbl = $1"]
+    if near:
+        if cursor:
+            conds.append(f"(rkey, col) {'<' if reverse else '>'} (${next(n)}, ${next(n)})")
+        else:
+            conds.append(f"rkey {'<' if reverse else '>='} ${next(n)}")
+    if far:
+        conds.append(f"rkey {'>=' if reverse else '<'} ${next(n)}")
+    conds.append("($2::text[] IS NULL OR col = ANY($2))")
+    where = " AND ".join(conds)
+    order = "rkey DESC, col DESC" if reverse else "rkey, col"
     return f"""
 WITH w AS (
     SELECT DISTINCT ON (rkey, col) rkey, col, commit_ts, kind, value FROM percolator_write
     WHERE {where} AND commit_ts <= $3 AND kind NOT IN (3, 4)
-    ORDER BY rkey, col, commit_ts DESC LIMIT $4
+    ORDER BY {order}, commit_ts DESC LIMIT $4
 ), l AS (
     SELECT rkey, col, start_ts, primary_tbl, primary_rkey, primary_col, ttl_ms, kind
     FROM percolator_lock WHERE {where} AND start_ts <= $3 AND kind <> 4
-    ORDER BY rkey, col LIMIT $4
+    ORDER BY {order} LIMIT $4
 )
 SELECT false AS is_lock, rkey, col, commit_ts, kind, value, NULL::bigint AS start_ts,
     NULL::text AS primary_tbl, NULL::bytea AS primary_rkey, NULL::text AS primary_col,
@@ -418,10 +438,12 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, {_SAFE_POINT}, NULL, NULL, NULL, NULL
 
 
 _SCAN_SQL = {
-    (first, bounded): _scan_sql(first, bounded)
-    for first in (True, False)
-    for bounded in (True, False)
+    shape: _scan_sql(*shape)
+    for shape in itertools.product((False, True), repeat=4)
+    # a cursor is a near bound; an ascending scan always has one
+    if (shape[1] or not shape[0]) and (shape[1] or shape[3])
 }
+"""The scan statements by (cursor, near, far, reverse)."""
 
 
 _SCAN_PACKED = "SELECT * FROM percolator_scan_packed($1, $2, $3, $4, $5, $6)"
@@ -986,61 +1008,46 @@ class PostgresCellStore(CellStore):
         columns: Sequence[str] | None = None,
         *,
         page_size: int = 1000,
+        reverse: bool = False,
     ) -> AsyncIterator[CellRead]:
-        streams = [
-            self._scan_shard(s, ts, table, start, end, columns, page_size) for s in self._shards
-        ]
+        spec = _ScanSpec(ts, table, start, end, _column_list(columns), page_size, reverse)
+        streams = [self._scan_shard(s, spec) for s in self._shards]
         if len(streams) == 1:
             async for cell in streams[0]:
                 yield cell
             return
-        async for cell in _merge(streams):
+        async for cell in _merge(streams, reverse):
             yield cell
 
-    async def _scan_shard(
-        self,
-        shard: _Shard,
-        ts: int,
-        table: str,
-        start: bytes | None,
-        end: bytes | None,
-        columns: Sequence[str] | None,
-        page_size: int,
-    ) -> AsyncIterator[CellRead]:
+    async def _scan_shard(self, shard: _Shard, spec: _ScanSpec) -> AsyncIterator[CellRead]:
         cursor: tuple[bytes, str] | None = None
-        cols = list(columns) if columns is not None else None
         while True:
-            records = await self._scan_records(
-                shard, ts, table, start, end, cols, page_size, cursor
-            )
-            cells, cursor = _scan_page(table, records, page_size)
+            records = await self._scan_records(shard, spec, cursor)
+            cells, cursor = _scan_page(spec, records)
             for cell in cells:
                 yield cell
             if cursor is None:
                 return
 
     async def _scan_records(
-        self,
-        shard: _Shard,
-        ts: int,
-        table: str,
-        start: bytes | None,
-        end: bytes | None,
-        cols: list[str] | None,
-        page_size: int,
-        cursor: tuple[bytes, str] | None,
+        self, shard: _Shard, spec: _ScanSpec, cursor: tuple[bytes, str] | None
     ) -> list[asyncpg.Record]:
-        """One page of a shard's scan: write records and locks after the cursor (one round
-        trip); SnapshotTooOld if GC has passed ``ts``."""
-        sql = _SCAN_SQL[(cursor is None, end is not None)]
-        args: list[Any] = [table, cols, ts, page_size]
-        args += [start or b""] if cursor is None else list(cursor)
-        if end is not None:
-            args.append(end)
+        """One page of a shard's scan: write records and locks after the cursor, in the scan's
+        direction (one round trip); SnapshotTooOld if GC has passed the scan's ts."""
+        args: list[Any] = [spec.table, spec.columns, spec.ts, spec.page_size]
+        near, far = (spec.end, spec.start) if spec.reverse else (spec.start or b"", spec.end)
+        if cursor is not None:
+            args += cursor
+        elif near is not None:
+            args.append(near)
+        if far is not None:
+            args.append(far)
+        shape = (cursor is not None, cursor is not None or near is not None, far is not None)
+        sql = _SCAN_SQL[(*shape, spec.reverse)]
         records = await self._call("scan", shard, lambda conn: conn.fetch(sql, *args))
         safe_point = next(r[_SCAN_START_TS] for r in records if r[_SCAN_IS_LOCK] is None)
-        if ts < safe_point:
-            raise SnapshotTooOld(ts, safe_point)
+        if spec.ts < safe_point:
+            raise SnapshotTooOld(spec.ts, safe_point)
         return records
 
     async def scan_rows(
@@ -1053,41 +1060,28 @@ class PostgresCellStore(CellStore):
         *,
         page_size: int = 1000,
         prefetch: bool = False,
+        reverse: bool = False,
     ) -> AsyncIterator[list[RowRead]]:
-        streams = [
-            self._scan_shard_rows(s, ts, table, start, end, columns, page_size, prefetch)
-            for s in self._shards
-        ]
+        spec = _ScanSpec(ts, table, start, end, _column_list(columns), page_size, reverse)
+        streams = [self._scan_shard_rows(s, spec, prefetch) for s in self._shards]
         if len(streams) == 1:
             async for page in streams[0]:
                 yield page
             return
-        async for page in _merge_row_pages(streams, page_size):
+        async for page in _merge_row_pages(streams, page_size, reverse):
             yield page
 
     async def _scan_shard_rows(
-        self,
-        shard: _Shard,
-        ts: int,
-        table: str,
-        start: bytes | None,
-        end: bytes | None,
-        columns: Sequence[str] | None,
-        page_size: int,
-        prefetch: bool,
+        self, shard: _Shard, spec: _ScanSpec, prefetch: bool
     ) -> AsyncIterator[list[RowRead]]:
         """One shard's rows, a page per round trip. The last row of a page may go on in the
         next page, so it is held back and completed from there. With ``prefetch``, the next
         page is asked for before this one is handed on, so Postgres works on it meanwhile."""
-        cols = list(columns) if columns is not None else None
 
         async def fetch(
             cursor: tuple[bytes, str] | None,
         ) -> tuple[list[RowRead], tuple[bytes, str] | None]:
-            records = await self._scan_records(
-                shard, ts, table, start, end, cols, page_size, cursor
-            )
-            return _rows_of_page(table, records, page_size)
+            return _rows_of_page(spec, await self._scan_records(shard, spec, cursor))
 
         held: RowRead | None = None
         async for rows, cursor in _pages(fetch, None, operator.itemgetter(1), prefetch):
@@ -1159,9 +1153,8 @@ class PostgresCellStore(CellStore):
         async for page in _pages(fetch, first, after, prefetch):
             if page.locked:
                 upto = page.resume if page.resume is not None else end
-                async for rows in self._scan_shard_rows(
-                    shard, ts, table, at, upto, columns, page.asked, False
-                ):
+                spec = _ScanSpec(ts, table, at, upto, list(columns), page.asked, False)
+                async for rows in self._scan_shard_rows(shard, spec, False):
                     yield rows
             elif page.cells.count:
                 yield page.cells
@@ -1722,27 +1715,79 @@ _PUT = int(WriteKind.PUT)
 _DELETE = int(WriteKind.DELETE)
 
 
-def _split_page(
-    records: list[asyncpg.Record], page_size: int
-) -> tuple[list[asyncpg.Record], list[asyncpg.Record], tuple[bytes, str] | None]:
-    """A scan page's write records and locks, each in (row, column) order and cut at the
-    page's bound, and that bound: the cursor after the page, None at the end of the range.
+@dataclass(frozen=True)
+class _ScanSpec:
+    """What a scan reads, the same for each of its shards and pages."""
 
-    Writes and locks are each limited to ``page_size``; where one list was cut short, cells past
-    its last key are not yet known, so the page ends there and the next starts after it.
+    ts: int
+    table: str
+    start: bytes | None
+    end: bytes | None
+    columns: list[str] | None
+    page_size: int
+    reverse: bool
+    """Descending (row, column) order: pages walk from the range's end toward its start."""
+
+
+def _column_list(columns: Sequence[str] | None) -> list[str] | None:
+    return list(columns) if columns is not None else None
+
+
+class _Descending(Generic[K]):
+    """A sort key that orders its value backward: what heaps and bisections of a descending
+    scan compare, so that they share the ascending scan's code."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: K) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Descending[K]) -> bool:
+        return other.value < self.value  # type: ignore[operator]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Descending) and self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _in_scan_order(reverse: bool) -> Callable[[Any], Any]:
+    """The sort key that orders values as a scan in this direction yields them."""
+    return _Descending if reverse else _as_is
+
+
+def _as_is(value: T) -> T:
+    return value
+
+
+def _split_page(
+    records: list[asyncpg.Record], spec: _ScanSpec
+) -> tuple[list[asyncpg.Record], list[asyncpg.Record], tuple[bytes, str] | None]:
+    """A scan page's write records and locks, each in the scan's (row, column) order and cut
+    at the page's bound, and that bound: the cursor after the page, None at the end of the
+    range.
+
+    Writes and locks are each limited to the page size; where one list was cut short, cells
+    past its last key (in the scan's direction) are not yet known, so the page ends at the
+    nearer of those keys and the next starts after it.
     """
     writes = [r for r in records if r[_SCAN_IS_LOCK] is False]
     locks = [r for r in records if r[_SCAN_IS_LOCK]]
-    if not _in_order(writes):
-        # Each list comes out of Postgres in (row, column) order, but a plan is free to
+    if not _in_order(reversed(writes) if spec.reverse else writes):
+        # Each list comes out of Postgres in the scan's order, but a plan is free to
         # interleave UNION ALL's branches: sort when the check finds it did.
-        writes.sort(key=_SCAN_POSITION)
-    locks.sort(key=_SCAN_POSITION)
-    full = [_SCAN_POSITION(rs[-1]) for rs in (writes, locks) if len(rs) >= page_size]
-    bound: tuple[bytes, str] | None = min(full) if full else None
+        writes.sort(key=_SCAN_POSITION, reverse=spec.reverse)
+    locks.sort(key=_SCAN_POSITION, reverse=spec.reverse)
+    order = _in_scan_order(spec.reverse)
+    full = [_SCAN_POSITION(rs[-1]) for rs in (writes, locks) if len(rs) >= spec.page_size]
+    bound: tuple[bytes, str] | None = min(full, key=order) if full else None
     if bound is not None:
-        writes = writes[: bisect.bisect_right(writes, bound, key=_SCAN_POSITION)]
-        locks = locks[: bisect.bisect_right(locks, bound, key=_SCAN_POSITION)]
+
+        def position(r: asyncpg.Record) -> Any:
+            return order(_SCAN_POSITION(r))
+
+        writes = writes[: bisect.bisect_right(writes, order(bound), key=position)]
+        locks = locks[: bisect.bisect_right(locks, order(bound), key=position)]
     return writes, locks, bound
 
 
@@ -1768,11 +1813,12 @@ def _put_value(r: asyncpg.Record) -> bytes | None:
 
 
 def _scan_page(
-    table: str, records: list[asyncpg.Record], page_size: int
+    spec: _ScanSpec, records: list[asyncpg.Record]
 ) -> tuple[list[CellRead], tuple[bytes, str] | None]:
-    """A scan page's cells up to its bound (a lock hides the value of its cell), and the
-    cursor after it."""
-    writes, locks, bound = _split_page(records, page_size)
+    """A scan page's cells up to its bound (a lock hides the value of its cell), in the
+    scan's order, and the cursor after it."""
+    table = spec.table
+    writes, locks, bound = _split_page(records, spec)
     cells: dict[tuple[bytes, str], CellRead] = {}
     for r in writes:
         value = _put_value(r)
@@ -1783,7 +1829,7 @@ def _scan_page(
     for r in locks:
         lock = _scan_lock(table, r)
         cells[_SCAN_POSITION(r)] = CellRead(lock.key, None, lock=lock)
-    return [cells[pos] for pos in sorted(cells)], bound
+    return [cells[pos] for pos in sorted(cells, reverse=spec.reverse)], bound
 
 
 async def _pages(
@@ -1836,11 +1882,11 @@ def _next_page_cells(page: _PackedPage, smallest: int, largest: int) -> int:
 
 
 def _rows_of_page(
-    table: str, records: list[asyncpg.Record], page_size: int
+    spec: _ScanSpec, records: list[asyncpg.Record]
 ) -> tuple[list[RowRead], tuple[bytes, str] | None]:
-    """A scan page's records as rows, and the cursor after the page (None at the end); the
-    row-wise twin of :func:`_scan_page`, with no object per cell."""
-    writes, locks, bound = _split_page(records, page_size)
+    """A scan page's records as rows, in the scan's order, and the cursor after the page
+    (None at the end); the row-wise twin of :func:`_scan_page`, with no object per cell."""
+    writes, locks, bound = _split_page(records, spec)
     rows: list[RowRead] = []
     row: bytes | None = None
     values: dict[str, bytes] = {}
@@ -1853,11 +1899,11 @@ def _rows_of_page(
             rows.append(RowRead(row, values))
         values[r[_SCAN_COL]] = value
     if locks:
-        rows = _with_locks(table, rows, locks)
+        rows = _with_locks(spec, rows, locks)
     return rows, bound
 
 
-def _in_order(records: list[asyncpg.Record]) -> bool:
+def _in_order(records: Iterable[asyncpg.Record]) -> bool:
     """Whether the records are in strictly increasing (row, column) order: one comparison of
     columns per cell and of row keys per row, cheaper than sorting."""
     row: bytes | None = None
@@ -1875,11 +1921,12 @@ def _in_order(records: list[asyncpg.Record]) -> bool:
     return True
 
 
-def _with_locks(table: str, rows: list[RowRead], locks: list[asyncpg.Record]) -> list[RowRead]:
-    """``rows`` with the page's locks added to theirs (a locked row may have no value yet)."""
+def _with_locks(spec: _ScanSpec, rows: list[RowRead], locks: list[asyncpg.Record]) -> list[RowRead]:
+    """``rows`` with the page's locks added to theirs (a locked row may have no value yet),
+    in the scan's order."""
     by_row: dict[bytes, list[LockInfo]] = defaultdict(list)
     for r in locks:
-        by_row[r[_SCAN_RKEY]].append(_scan_lock(table, r))
+        by_row[r[_SCAN_RKEY]].append(_scan_lock(spec.table, r))
     merged = {row.row: row for row in rows}
     for rkey, infos in by_row.items():
         found = merged.get(rkey)
@@ -1887,7 +1934,7 @@ def _with_locks(table: str, rows: list[RowRead], locks: list[asyncpg.Record]) ->
         for info in infos:
             values.pop(info.key.column, None)  # what the lock's owner may have changed
         merged[rkey] = RowRead(rkey, values, tuple(infos))
-    return [merged[k] for k in sorted(merged)]
+    return [merged[k] for k in sorted(merged, reverse=spec.reverse)]
 
 
 def _joined(first: RowRead, rest: RowRead) -> RowRead:
@@ -1944,13 +1991,14 @@ class _Pumped(NamedTuple, Generic[T]):
 
 
 async def _merge_row_pages(
-    streams: list[AsyncIterator[list[RowRead]]], page_size: int
+    streams: list[AsyncIterator[list[RowRead]]], page_size: int, reverse: bool
 ) -> AsyncIterator[list[RowRead]]:
-    """Merge per-shard pages of rows, each stream in row order, into pages in row order (a row
-    lives on one shard)."""
+    """Merge per-shard pages of rows, each stream in row order (descending with ``reverse``),
+    into pages in that order (a row lives on one shard)."""
+    order = _in_scan_order(reverse)
     pages: list[list[RowRead]] = await _firsts(streams, [])
     positions: list[int] = [0] * len(streams)
-    heap: list[tuple[bytes, int]] = [(page[0].row, i) for i, page in enumerate(pages) if page]
+    heap: list[tuple[Any, int]] = [(order(page[0].row), i) for i, page in enumerate(pages) if page]
     heapq.heapify(heap)
     out: list[RowRead] = []
     while heap:
@@ -1963,7 +2011,7 @@ async def _merge_row_pages(
             pages[i] = page
         positions[i] = at
         if page:
-            heapq.heapreplace(heap, (page[at].row, i))
+            heapq.heapreplace(heap, (order(page[at].row), i))
         else:
             heapq.heappop(heap)
         if len(out) >= page_size:
@@ -1986,19 +2034,21 @@ async def _firsts(streams: Sequence[AsyncIterator[T]], default: D) -> list[T | D
     return firsts  # type: ignore[return-value]
 
 
-async def _merge(streams: list[AsyncIterator[CellRead]]) -> AsyncIterator[CellRead]:
-    """Merge per-shard streams that are each in key order (a row lives on one shard)."""
-    heap: list[tuple[CellKey, int, CellRead]] = []
+async def _merge(streams: list[AsyncIterator[CellRead]], reverse: bool) -> AsyncIterator[CellRead]:
+    """Merge per-shard streams that are each in key order (descending with ``reverse``; a row
+    lives on one shard)."""
+    order = _in_scan_order(reverse)
+    heap: list[tuple[Any, int, CellRead]] = []
     for i, first in enumerate(await _firsts(streams, None)):
         if first is not None:
-            heap.append((first.key, i, first))
+            heap.append((order(first.key), i, first))
     heapq.heapify(heap)
     while heap:
         _, i, cell = heapq.heappop(heap)
         yield cell
         following = await anext(streams[i], None)
         if following is not None:
-            heapq.heappush(heap, (following.key, i, following))
+            heapq.heappush(heap, (order(following.key), i, following))
 
 
 _SERVER_SETTINGS = {

@@ -214,11 +214,15 @@ class CellStore(abc.ABC):
         columns: Sequence[str] | None = None,
         *,
         page_size: int = 1000,
+        reverse: bool = False,
     ) -> AsyncIterator[CellRead]:
-        """Stream the cells of rows in [start, end) as of ts, ordered by (row, column).
+        """Stream the cells of rows in [start, end) as of ts, ordered by (row, column), or
+        with ``reverse`` in descending (row, column) order, from the range's end.
 
         Yields cells with a value and cells blocked by a lock; absent and deleted cells are
         skipped. ``None`` bounds are open. Memory use is bounded by ``page_size`` per shard.
+        Both directions read the same snapshot, page the same way and report the same locks
+        (those with start_ts <= ts, LOCK-kind locks excepted).
         """
 
     async def scan_rows(
@@ -231,16 +235,18 @@ class CellStore(abc.ABC):
         *,
         page_size: int = 1000,
         prefetch: bool = False,
+        reverse: bool = False,
     ) -> AsyncIterator[list[RowRead]]:
         """What :meth:`scan` finds, grouped into rows and yielded a page of rows at a time, in
-        row order: rows with no value and no lock are left out. ``prefetch``: a bulk read
-        that will consume every page; the store may fetch the next page while the caller
-        works on this one. A store may answer this with less work per cell than :meth:`scan`;
-        this default groups :meth:`scan`'s cells."""
+        row order (descending with ``reverse``): rows with no value and no lock are left out.
+        ``prefetch``: a bulk read that will consume every page; the store may fetch the next
+        page while the caller works on this one. A store may answer this with less work per
+        cell than :meth:`scan`; this default groups :meth:`scan`'s cells."""
         page: list[RowRead] = []
         cells = 0
         current: RowRead | None = None
-        async for cell in self.scan(ts, table, start, end, columns, page_size=page_size):
+        scan = self.scan(ts, table, start, end, columns, page_size=page_size, reverse=reverse)
+        async for cell in scan:
             if current is None or cell.key.row != current.row:
                 if current is not None:
                     page.append(current)

@@ -10,8 +10,9 @@ serialized in commit_ts order; a read-only transaction is serialized at its snap
 never checked (nor aborted).
 
 The read set is kept per store table as row-key ranges: a point read adds the row itself, a
-scan the range up to the last row it fetched (all of it once it ran to the end), so a scan a
-LIMIT stopped early claims no more than it read. Whole rows are claimed, whatever columns were
+scan the range from where it began up to the last row it fetched (a reverse scan: from that row
+up to the range's end; all of it once it ran to its other end), so a scan a LIMIT stopped early
+claims no more than it read. Whole rows are claimed, whatever columns were
 read: a little more than needed, never less.
 """
 
@@ -33,20 +34,48 @@ def _after(row: bytes) -> bytes:
 
 @dataclass
 class ScanClaim:
-    """The part of a scan read so far: [start, end), end growing as pages arrive."""
+    """A scan of the rows [start, end) and the part of it read so far: from the end the scan
+    starts at (``start`` ascending, ``end`` with ``reverse``) up to the farthest row fetched,
+    or all of it once the scan ran to its other end."""
 
     start: bytes
     end: bytes | None
+    reverse: bool = False
+    frontier: bytes | None = None
+    """Where the part read ends: ascending, the first row key after the last row fetched;
+    descending, the last (lowest) row fetched. None: no row fetched yet."""
+    done: bool = False
+    """The scan ran to its end: it read the whole range."""
 
     def reached(self, row: bytes) -> None:
-        """The scan fetched ``row`` (rows come in key order within a shard, not across)."""
-        after = _after(row)
-        if self.end is not None and after > self.end:
-            self.end = after
+        """The scan fetched ``row``."""
+        if self.reverse:
+            if self.frontier is None or row < self.frontier:
+                self.frontier = row
+        else:
+            after = _after(row)
+            if self.frontier is None or after > self.frontier:
+                self.frontier = after
 
-    def finished(self, end: bytes | None) -> None:
+    def reached_page(self, rows: Iterable[bytes]) -> None:
+        """The scan fetched a page of rows (in key order within a shard, not across)."""
+        farthest = min(rows, default=None) if self.reverse else max(rows, default=None)
+        if farthest is not None:
+            self.reached(farthest)
+
+    def finished(self) -> None:
         """The scan ran to its end: it read the whole range."""
-        self.end = end
+        self.done = True
+
+    def claimed(self) -> RowRange | None:
+        """The rows read so far (None: none)."""
+        if self.done:
+            return RowRange(self.start, self.end)
+        if self.frontier is None:
+            return None
+        if self.reverse:
+            return RowRange(self.frontier, self.end)
+        return RowRange(self.start, self.frontier)
 
 
 @dataclass
@@ -59,16 +88,18 @@ class ReadSet:
     def add_rows(self, table: str, rows: Iterable[bytes]) -> None:
         self.rows.setdefault(table, set()).update(rows)
 
-    def add_scan(self, table: str, start: bytes | None) -> ScanClaim:
-        """A scan from ``start`` begins: it claims nothing until it fetches rows."""
-        first = start or b""
-        claim = ScanClaim(first, first)
+    def add_scan(
+        self, table: str, start: bytes | None, end: bytes | None, *, reverse: bool = False
+    ) -> ScanClaim:
+        """A scan of [start, end) begins (from ``end`` down with ``reverse``): it claims
+        nothing until it fetches rows."""
+        claim = ScanClaim(start or b"", end, reverse)
         self.scans.setdefault(table, []).append(claim)
         return claim
 
     def add_range(self, table: str, start: bytes | None, end: bytes | None) -> None:
         """The whole range [start, end) was read (a check that it is empty)."""
-        self.scans.setdefault(table, []).append(ScanClaim(start or b"", end))
+        self.scans.setdefault(table, []).append(ScanClaim(start or b"", end, done=True))
 
     def tables(self) -> list[str]:
         return sorted(set(self.rows) | set(self.scans))
@@ -82,11 +113,8 @@ class ReadSet:
             out = [RowRange(rows[0], _after(rows[-1]))]
         else:
             out = [RowRange(row, _after(row)) for row in rows]
-        out += [
-            RowRange(c.start, c.end)
-            for c in self.scans.get(table, ())
-            if c.end is None or c.end > c.start
-        ]
+        claimed = (c.claimed() for c in self.scans.get(table, ()))
+        out += [r for r in claimed if r is not None and (r.end is None or r.end > r.start)]
         return out
 
     def __bool__(self) -> bool:

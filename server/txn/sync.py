@@ -78,9 +78,12 @@ class SyncTransaction:
         start: bytes | None = None,
         end: bytes | None = None,
         columns: Sequence[str] | None = None,
+        *,
+        reverse: bool = False,
     ) -> Iterator[Row]:
-        """Rows in [start, end), fetched from the store as the iterator advances."""
-        rows = self._txn.scan(table, start, end, columns)
+        """Rows in [start, end) in key order (descending with ``reverse``), fetched from the
+        store as the iterator advances."""
+        rows = self._txn.scan(table, start, end, columns, reverse=reverse)
         try:
             while True:
                 try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import operator
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -325,9 +326,12 @@ class Transaction:
         start: bytes | None = None,
         end: bytes | None = None,
         columns: Sequence[str] | None = None,
+        *,
+        reverse: bool = False,
     ) -> AsyncIterator[Row]:
-        """Rows with row key in [start, end) in key order, with this transaction's writes."""
-        async for page in self.scan_pages(table, start, end, columns):
+        """Rows with row key in [start, end) in key order (descending with ``reverse``), with
+        this transaction's writes."""
+        async for page in self.scan_pages(table, start, end, columns, reverse=reverse):
             for row in page:
                 yield row
 
@@ -340,15 +344,18 @@ class Transaction:
         *,
         page_size: int = 1000,
         prefetch: bool = False,
+        reverse: bool = False,
     ) -> AsyncIterator[list[Row]]:
         """The rows of :meth:`scan`, a page at a time: about ``page_size`` cells per shard
         and round trip (larger pages suit bulk reads, smaller ones a scan with a LIMIT).
         ``prefetch``: the caller reads to the end, so the next page may be fetched early.
+        ``reverse``: descending key order, from ``end`` down (what a SERIALIZABLE
+        transaction claims grows from ``end`` down too).
 
         The read guard, when it has not passed at this snapshot yet, is checked alongside the
         first page (in parallel with it) and before any row is returned."""
         self._check_active()
-        pages = self._scan_pages(table, start, end, columns, page_size, prefetch)
+        pages = self._scan_pages(table, start, end, columns, page_size, prefetch, reverse)
         async for page in self._guarded(table, pages):
             yield page
 
@@ -425,12 +432,13 @@ class Transaction:
         columns: Sequence[str] | None,
         page_size: int,
         prefetch: bool,
+        reverse: bool = False,
     ) -> AsyncIterator[list[Row]]:
-        own = self._own_writes_in(table, start, end, columns)
+        own = self._own_writes_in(table, start, end, columns, reverse)
+        claim = self._claim_scan(table, start, end, reverse)
         if own:
-            claim = self._claim_scan(table, start)
             page: list[Row] = []
-            async for row in self._scan_merged(table, start, end, columns, own):
+            async for row in self._scan_merged(table, start, end, columns, own, reverse):
                 if claim is not None:
                     claim.reached(row[0])
                 page.append(row)
@@ -438,22 +446,28 @@ class Transaction:
                     yield page
                     page = []
             if claim is not None:
-                claim.finished(end)
+                claim.finished()
             if page:
                 yield page
             return
         store = self._s.store
-        claim = self._claim_scan(table, start)
         try:
             async for rows in store.scan_rows(
-                self.read_ts, table, start, end, columns, page_size=page_size, prefetch=prefetch
+                self.read_ts,
+                table,
+                start,
+                end,
+                columns,
+                page_size=page_size,
+                prefetch=prefetch,
+                reverse=reverse,
             ):
-                if claim is not None and rows:
-                    claim.reached(max(r.row for r in rows))
+                if claim is not None:
+                    claim.reached_page(r.row for r in rows)
                 found = [(r.row, await self._resolved(r) if r.locks else r.values) for r in rows]
                 yield [row for row in found if row[1]]
             if claim is not None:
-                claim.finished(end)
+                claim.finished()
         except SnapshotTooOld as exc:
             raise self._too_old(exc) from exc
 
@@ -471,7 +485,7 @@ class Transaction:
                 yield pack_rows(rows, columns)
             return
         store = self._s.store
-        claim = self._claim_scan(table, start)
+        claim = self._claim_scan(table, start, end)
         try:
             async for page in store.scan_packed(
                 self.read_ts, table, start, end, columns, page_size=page_size, prefetch=prefetch
@@ -484,13 +498,17 @@ class Transaction:
                 found = [(r.row, await self._resolved(r) if r.locks else r.values) for r in page]
                 yield pack_rows(found, columns)
             if claim is not None:
-                claim.finished(end)
+                claim.finished()
         except SnapshotTooOld as exc:
             raise self._too_old(exc) from exc
 
-    def _claim_scan(self, table: str, start: bytes | None) -> ScanClaim | None:
+    def _claim_scan(
+        self, table: str, start: bytes | None, end: bytes | None, reverse: bool = False
+    ) -> ScanClaim | None:
         """The read set's claim for a scan beginning (None when reads are not kept)."""
-        return self.read_set.add_scan(table, start) if self.read_set is not None else None
+        if self.read_set is None:
+            return None
+        return self.read_set.add_scan(table, start, end, reverse=reverse)
 
     async def _resolved(self, row: RowRead) -> dict[str, bytes]:
         """The values of a scanned row once the locks on its cells are resolved."""
@@ -509,12 +527,13 @@ class Transaction:
         end: bytes | None,
         columns: Sequence[str] | None,
         own: list[Mutation],
+        reverse: bool,
     ) -> AsyncIterator[Row]:
         """The rows of a range in which this transaction has written, cell by cell."""
         current: bytes | None = None
         values: dict[str, bytes] = {}
         try:
-            async for cell in self._merged_cells(table, start, end, columns, own):
+            async for cell in self._merged_cells(table, start, end, columns, own, reverse):
                 if cell.key.row != current:
                     if current is not None and values:
                         yield current, values
@@ -527,8 +546,15 @@ class Transaction:
             yield current, values
 
     def _own_writes_in(
-        self, table: str, start: bytes | None, end: bytes | None, columns: Sequence[str] | None
+        self,
+        table: str,
+        start: bytes | None,
+        end: bytes | None,
+        columns: Sequence[str] | None,
+        reverse: bool = False,
     ) -> list[Mutation]:
+        """This transaction's buffered PUTs and DELETEs in the range, in the order a scan in
+        that direction meets them."""
         wanted = set(columns) if columns is not None else None
         return sorted(
             (
@@ -541,6 +567,7 @@ class Transaction:
                 and (wanted is None or k.column in wanted)
             ),
             key=lambda m: m.key,
+            reverse=reverse,
         )
 
     async def _merged_cells(
@@ -550,11 +577,15 @@ class Transaction:
         end: bytes | None,
         columns: Sequence[str] | None,
         own: list[Mutation],
+        reverse: bool,
     ) -> AsyncIterator[CellRead]:
-        """The store's cells merged with our own writes, in (row, column) order."""
+        """The store's cells merged with our own writes (``own``, in the same order), in
+        (row, column) order, descending with ``reverse``."""
+        before = operator.gt if reverse else operator.lt
         i = 0
-        async for cell in self._s.store.scan(self.read_ts, table, start, end, columns):
-            while i < len(own) and own[i].key < cell.key:
+        cells = self._s.store.scan(self.read_ts, table, start, end, columns, reverse=reverse)
+        async for cell in cells:
+            while i < len(own) and before(own[i].key, cell.key):
                 yield _as_read(own[i])
                 i += 1
             if i < len(own) and own[i].key == cell.key:
@@ -1025,10 +1056,6 @@ def _check_cell_limits(column: str, value: bytes) -> None:
 def _claim_page(claim: ScanClaim, page: PackedCells | list[RowRead]) -> None:
     """Extend a scan's claim over a page it fetched (packed, or rows)."""
     if isinstance(page, PackedCells):
-        last = None
-        for row, _, _ in page.cells():
-            last = row if last is None or row > last else last
-        if last is not None:
-            claim.reached(last)
-    elif page:
-        claim.reached(max(r.row for r in page))
+        claim.reached_page(row for row, _, _ in page.cells())
+    else:
+        claim.reached_page(r.row for r in page)

@@ -253,7 +253,19 @@ def test_grouping_sets_and_ordered_set_aggregates(
         ("SELECT * FROM xd WHERE w = 1 ORDER BY w, i", False),
         ("SELECT * FROM xd ORDER BY w", False),
         ("SELECT * FROM xa WHERE id IN (3, 1) ORDER BY id", False),
-        ("SELECT * FROM xa ORDER BY id DESC LIMIT 5", True),
+        ("SELECT * FROM xa ORDER BY id DESC LIMIT 5", False),
+        ("SELECT v FROM xa WHERE id < 30 ORDER BY id DESC", False),
+        ("SELECT * FROM xd ORDER BY w DESC, i DESC", False),
+        ("SELECT * FROM xd WHERE w = 1 ORDER BY w DESC", False),
+        ("SELECT * FROM xa WHERE id IN (3, 1) ORDER BY id DESC", False),
+        ("SELECT * FROM xb WHERE w = 3 ORDER BY id DESC", False),
+        ("SELECT * FROM xd ORDER BY w DESC, i", True),  # mixed directions
+        ("SELECT * FROM xd ORDER BY w, i DESC", True),
+        ("SELECT * FROM xa ORDER BY id DESC NULLS LAST", True),  # as ASC NULLS FIRST does
+        ("SELECT * FROM xa ORDER BY id NULLS FIRST", True),
+        ("SELECT * FROM xa ORDER BY id DESC NULLS FIRST", False),
+        ("SELECT * FROM xb WHERE aid = 3 ORDER BY id DESC", False),  # a filtered scan
+        ("SELECT * FROM xb WHERE w = 3 ORDER BY aid DESC", True),
         ("SELECT * FROM xd ORDER BY i", True),
         ("SELECT * FROM xa ORDER BY v", True),
         ("SELECT * FROM xb WHERE w = 3 ORDER BY id", False),  # (w, id) entries: id order
@@ -264,5 +276,36 @@ def test_a_sort_by_the_primary_key_is_the_scan_order(
     conn: psycopg.Connection, sql: str, sorted_: bool
 ) -> None:
     """Rows come from a scan or a point get in primary-key order (keys are memcomparable):
-    ``ORDER BY id LIMIT n`` reads the first rows instead of sorting the table."""
+    ``ORDER BY id LIMIT n`` reads the first rows instead of sorting the table, and
+    ``ORDER BY id DESC LIMIT n`` the last ones, reading backward."""
     assert ("Sort" in plan(conn, sql)) is sorted_
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT * FROM xa ORDER BY id DESC LIMIT 5", "Seq Scan Backward on xa"),
+        (
+            "SELECT v FROM xa WHERE id < 30 ORDER BY id DESC",
+            "Range Scan Backward on xa (primary key id < ...)",
+        ),
+        (
+            "SELECT * FROM xa WHERE id IN (3, 1) ORDER BY id DESC",
+            "Point Get Backward on xa (primary key id IN ...)",
+        ),
+        (
+            "SELECT * FROM xb WHERE w = 3 ORDER BY id DESC LIMIT 2",
+            "Index Lookup Backward using xb_w on xb (w = ...)",
+        ),
+        ("SELECT * FROM xa ORDER BY id LIMIT 5", "Seq Scan on xa"),
+        ("SELECT * FROM xa ORDER BY v DESC LIMIT 5", "Seq Scan on xa"),
+    ],
+)
+def test_a_descending_sort_by_the_key_reads_backward(
+    conn: psycopg.Connection, sql: str, expected: str
+) -> None:
+    """EXPLAIN marks an access that reads in descending key order, as Postgres's "Index Scan
+    Backward" does; any other order reads forward."""
+    assert any(line.lstrip(" ->") == expected for line in plan(conn, sql).splitlines()), plan(
+        conn, sql
+    )

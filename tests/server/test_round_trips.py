@@ -151,3 +151,34 @@ def test_lookup_join_reads_once_per_batch_of_outer_rows(
     # it), looked up in 3 batches of at most 20
     sql = "SELECT rt.a, l.tag FROM rt LEFT JOIN rt_l l ON l.id = rt.a + 5 WHERE rt.id >= 1"
     assert counted(sql_server, conn, sql) == {"scan": 1, "read": 4}
+
+
+@pytest.fixture(scope="module")
+def big(conn: psycopg.Connection) -> str:
+    """5,000 rows: a whole scan of them is about 15 pages of 1,000 cells."""
+    conn.execute("CREATE TABLE rt_big (id int PRIMARY KEY, cust int, v text)")
+    conn.execute("CREATE INDEX rt_big_cust ON rt_big (cust)")
+    conn.execute("INSERT INTO rt_big SELECT g, g % 10, 'v' || g FROM generate_series(1, 5000) g")
+    return "rt_big"
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("", {"scan": 1, "read": 1}),  # the page, and the catalog's version beside it
+        ("WHERE id < 2500", {"scan": 1, "read": 1}),
+        ("WHERE id > 10", {"scan": 1, "read": 1}),
+        ("WHERE cust = 3", {"scan": 1, "read": 2}),  # a page of entries, a read of the rows
+    ],
+)
+def test_order_by_key_desc_limit_reads_one_page_from_the_end(
+    sql_server: SqlServer, conn: psycopg.Connection, big: str, where: str, expected: dict
+) -> None:
+    """``ORDER BY id DESC LIMIT 10`` reads backward from the end of the table (or range, or
+    index entries) and stops after a page, as ``ORDER BY id LIMIT 10`` does from the start;
+    a top-N sort read all 5,000 rows (15 pages)."""
+    desc = counted(sql_server, conn, f"SELECT * FROM {big} {where} ORDER BY id DESC LIMIT 10")
+    assert desc == expected
+    assert counted(sql_server, conn, f"SELECT * FROM {big} {where} ORDER BY id LIMIT 10") == desc
+    sorted_ = counted(sql_server, conn, f"SELECT * FROM {big} {where} ORDER BY v DESC LIMIT 10")
+    assert sorted_["scan"] > 1 or where == "WHERE cust = 3"

@@ -158,6 +158,28 @@ def test_a_scan_claims_only_what_it_read(dsns: dict[str, str]) -> None:
     assert outcome == {"first": "ok", "second": "ok"}
 
 
+def test_a_reverse_scan_claims_from_the_end_down_to_what_it_read(
+    dsns: dict[str, str],
+) -> None:
+    """``ORDER BY id DESC LIMIT 1`` reads the last shift only: a write of the first one by
+    another transaction is no dependency, a write of the last one is (its commit fails)."""
+
+    def last_shift(conn: psycopg.Connection) -> None:
+        conn.execute("SELECT id FROM shifts ORDER BY id DESC LIMIT 1").fetchone()
+        conn.execute("UPDATE doctors SET on_call = true WHERE id = 1")
+
+    def change(shift: int) -> Step:
+        def step(conn: psycopg.Connection) -> None:
+            conn.execute("UPDATE shifts SET day = 0 WHERE id = %s", (shift,))
+
+        return step
+
+    outcome = interleave(dsns["ours"], change(1), last_shift)
+    assert outcome == {"first": "ok", "second": "ok"}
+    outcome = interleave(dsns["ours"], change(3000), last_shift)
+    assert outcome == {"first": "ok", "second": "40001"}
+
+
 def test_serializable_as_the_default(sql_server: SqlServer, dsns: dict[str, str]) -> None:
     with psycopg.connect(sql_server.conninfo(), autocommit=True) as conn:
         conn.execute("SET default_transaction_isolation = 'serializable'")

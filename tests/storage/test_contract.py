@@ -407,6 +407,80 @@ async def test_scan_rows_groups_what_scan_finds(store: CellStore) -> None:
     assert ranged == [(b"r004", ["a"]), (b"r007", ["a"])]
 
 
+async def test_reverse_scan_is_the_scan_backward(store: CellStore) -> None:
+    """Descending (row, column) order, the same cells, bounds, columns and snapshot, over
+    pages of every size (a page cut inside a row, on a deleted cell, on a lock)."""
+    await rows_to_scan(store, 30, "r010")
+    await write(store, key("r007", "b"), b"newer", ts(3), ts(4))
+    await write(store, key("r008", "b"), b"too new", ts(7), ts(8))  # after the snapshot
+    ranges = [(None, None), (b"r004", b"r012"), (b"r004", None), (None, b"r012"), (b"r1", None)]
+    for start, end in ranges:
+        for columns in (None, ["b", "c"]):
+            forward = [c async for c in store.scan(ts(6), "t", start, end, columns)]
+            for page_size in (1, 2, 3, 5, 1000):
+                backward = store.scan(
+                    ts(6), "t", start, end, columns, page_size=page_size, reverse=True
+                )
+                got = [c async for c in backward]
+                assert got == forward[::-1], (start, end, columns, page_size)
+
+
+async def test_reverse_scan_meets_the_same_locks(store: CellStore) -> None:
+    """A reverse scan at ts reports the locks below ts (a new row's too), not those above it
+    nor LOCK-kind ones, and each hides its cell's committed value."""
+    for i in range(6):
+        await write(store, key(f"r{i}"), f"v{i}".encode(), ts(1), ts(2))
+    assert await store.prewrite(ts(3), key("r4"), 3000, [put(key("r4"), b"x")]) == []
+    assert await store.prewrite(ts(3), key("r9"), 3000, [put(key("r9"), b"new")]) == []
+    lock_only = Mutation(key("r2"), WriteKind.LOCK, None)
+    assert await store.prewrite(ts(3), key("r2"), 3000, [lock_only]) == []
+    assert await store.prewrite(ts(8), key("r1"), 3000, [put(key("r1"), b"later")]) == []
+    for page_size in (1, 2, 1000):
+        cells = [
+            c async for c in store.scan(ts(5), "t", None, None, page_size=page_size, reverse=True)
+        ]
+        assert [(c.key.row, c.value, c.lock and c.lock.start_ts) for c in cells] == [
+            (b"r9", None, ts(3)),
+            (b"r5", b"v5", None),
+            (b"r4", None, ts(3)),
+            (b"r3", b"v3", None),
+            (b"r2", b"v2", None),
+            (b"r1", b"v1", None),
+            (b"r0", b"v0", None),
+        ], page_size
+
+
+async def test_reverse_scan_rows_groups_rows_backward(store: CellStore) -> None:
+    rows = await rows_to_scan(store, 30, "r010")
+    forward = [r async for p in store.scan_rows(ts(6), "t", None, None) for r in p]
+    assert len(forward) == len(rows)  # r005 deleted, r100 locked
+    for page_size in (1, 2, 3, 4, 1000):  # pages that cut rows in two, and one page
+        pages = [
+            p
+            async for p in store.scan_rows(
+                ts(6), "t", None, None, page_size=page_size, reverse=True
+            )
+        ]
+        assert all(pages)
+        got = [r for p in pages for r in p]
+        assert got == forward[::-1], page_size
+    ranged = [
+        (r.row, sorted(r.values))
+        async for p in store.scan_rows(
+            ts(6), "t", b"r004", b"r008", ["a"], page_size=2, reverse=True
+        )
+        for r in p
+    ]
+    assert ranged == [(b"r007", ["a"]), (b"r004", ["a"])]
+
+
+async def test_reverse_scan_below_the_safe_point_is_refused(store: CellStore) -> None:
+    await write(store, key("a"), b"1", ts(1), ts(2))
+    await store.set_gc_safe_point(ts(5))
+    with pytest.raises(SnapshotTooOld):
+        [c async for c in store.scan(ts(4), "t", None, None, reverse=True)]
+
+
 async def test_scan_packed_packs_clean_pages_and_hands_locked_ones_over_as_rows(
     store: CellStore,
 ) -> None:

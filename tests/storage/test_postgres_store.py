@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable
 
@@ -26,7 +27,12 @@ from percolator.server.storage.errors import (
     StoreResourceExhausted,
     StoreUnavailable,
 )
-from percolator.server.storage.postgres_store import MAX_ROWS_PER_STATEMENT, PostgresCellStore
+from percolator.server.storage.postgres_store import (
+    _SCAN_SQL,
+    _SERVER_SETTINGS,
+    MAX_ROWS_PER_STATEMENT,
+    PostgresCellStore,
+)
 from percolator.server.storage.schema import MIGRATIONS, SCHEMA_VERSION
 from percolator.server.storage.sharding import row_hash
 
@@ -365,6 +371,10 @@ def _keys_on_both_shards(store: PostgresCellStore, n: int) -> list[CellKey]:
     return keys
 
 
+async def _count(cells: AsyncIterator[object]) -> int:
+    return sum([1 async for _ in cells])
+
+
 async def test_round_trips_per_operation_are_as_documented(two_shards) -> None:
     """docs/storage.md, "Operations and their round trips": one statement per shard batch."""
     store, _ = two_shards
@@ -394,6 +404,9 @@ async def test_round_trips_per_operation_are_as_documented(two_shards) -> None:
     scan = [c async for c in store.scan(ts(5), "t", None, None, page_size=page)]
     assert len(scan) == len(keys)
     assert store.stats.round_trips["scan"] == sum(n // page + 1 for n in per_shard)
+    # A reverse scan pages the same way, from the range's end.
+    backward = store.scan(ts(5), "t", None, None, page_size=page, reverse=True)
+    assert await trips("scan", _count(backward)) == sum(n // page + 1 for n in per_shard)
 
     assert await trips("set_gc_safe_point", store.set_gc_safe_point(ts(5))) == 2
     assert await trips("gc", store.gc(ts(5))) == 2
@@ -478,6 +491,59 @@ async def test_rows_live_on_their_shard_and_scans_merge_in_order(two_shards) -> 
     assert all(c.value == c.key.row for c in scanned)
     ranged = [c.key async for c in store.scan(ts(3), "t", b"r010", b"r020", ["b"], page_size=3)]
     assert ranged == [c for c in sorted(cells) if b"r010" <= c.row < b"r020" and c.column == "b"]
+
+
+async def test_reverse_scans_merge_shards_backward(two_shards) -> None:
+    store, _ = two_shards
+    keys = _keys_on_both_shards(store, 40)
+    cells = [CellKey(k.table, k.row, col) for k in keys for col in ("a", "b")]
+    assert await store.prewrite(ts(1), cells[0], 3000, [put(c, c.row) for c in cells]) == []
+    assert await store.commit(ts(1), ts(2), cells) == []
+    backward = store.scan(ts(3), "t", b"r005", b"r030", ["b"], page_size=3, reverse=True)
+    want = [c for c in cells if b"r005" <= c.row < b"r030" and c.column == "b"]
+    assert [c.key async for c in backward] == sorted(want, reverse=True)
+    pages = store.scan_rows(ts(3), "t", None, b"r020", page_size=5, reverse=True)
+    rows = [r.row async for page in pages for r in page]
+    assert rows == sorted((k.row for k in keys if k.row < b"r020"), reverse=True)
+
+
+async def test_a_reverse_page_walks_the_key_indexes_backward(fresh_dsns) -> None:
+    """Each shape of a reverse scan's statement, planned generically as the store's
+    connections plan it, walks the write and lock tables' keys backward and stops after a
+    page: no sort of the range (the incremental sort orders the versions of each cell)."""
+    [dsn] = await fresh_dsns(1)
+    store = await PostgresCellStore.connect([dsn])
+    cells = [key(f"r{i:05d}", col) for i in range(3000) for col in ("a", "b")]
+    for version in range(2):
+        start = ts(1 + 2 * version)
+        assert await store.prewrite(start, cells[0], 3000, [put(c, b"v") for c in cells]) == []
+        assert await store.commit(start, start + 1, cells) == []
+    await store.close()
+    conn = await asyncpg.connect(dsn, server_settings=_SERVER_SETTINGS)
+    try:
+        await conn.execute("ANALYZE")
+        bounds = {
+            (False, False, False): [],
+            (False, False, True): ["'r00100'::bytea"],
+            (False, True, False): ["'r02000'::bytea"],
+            (False, True, True): ["'r02000'::bytea", "'r00100'::bytea"],
+            (True, True, False): ["'r02000'::bytea", "'b'"],
+            (True, True, True): ["'r02000'::bytea", "'b'", "'r00100'::bytea"],
+        }
+        for n, (shape, values) in enumerate(bounds.items()):
+            # PREPARE, so that EXPLAIN shows the generic plan (the parameters unknown)
+            await conn.execute(f"PREPARE p{n} AS {_SCAN_SQL[(*shape, True)]}")
+            args = ", ".join(["'t'", "NULL", str(ts(9)), "100", *values])
+            explained = await conn.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE p{n}({args})")
+            plan = [r[0].strip() for r in explained]
+            text = "\n".join(plan)
+            assert "Index Cond: ((tbl = $1)" in text, text  # generic
+            assert "Index Scan Backward using percolator_write_key" in text, text
+            assert "Index Scan Backward using percolator_lock_pkey" in text, text
+            assert not any(re.match(r"(->  )?Sort \(", line) for line in plan), text
+            assert "Unique (actual time" in text and "rows=100 loops=1" in text, text
+    finally:
+        await conn.close()
 
 
 async def test_unknown_lock_kind_is_an_error_and_the_store_stays_usable(fresh_dsns) -> None:

@@ -14,6 +14,7 @@ from percolator.server.txn.client import TransactionClient
 from percolator.server.txn.config import TxnConfig
 from percolator.server.txn.errors import (
     LockWaitTimeout,
+    SerializationFailure,
     TransactionAborted,
     TransactionClosed,
     TransactionTooLarge,
@@ -287,6 +288,68 @@ async def test_scan_merges_own_writes_and_hides_deletes(client: TransactionClien
         txn.set("acct", b"c", "v", b"33")
         rows = [row async for row in txn.scan("acct", b"a", b"d")]
     assert rows == [(b"a", {"v": b"1"}), (b"bb", {"v": b"new"}), (b"c", {"v": b"33"})]
+
+
+async def test_reverse_scan_merges_own_writes_backward(
+    client: TransactionClient, clock: WallClock
+) -> None:
+    """A scan in descending key order sees the same rows as the ascending one, backward: the
+    transaction's own inserts, updates and deletes merged in, locks of others resolved."""
+    await put_committed(client, a=b"1", b=b"2", c=b"3", d=b"4", e=b"5", f=b"6")
+    # Past its commit point, the writer died: the reader rolls "e" forward.
+    await crashed_committer(client.store, clock, {"a": b"11", "e": b"55"}, commit_primary=True)
+    async with client.begin() as txn:
+        txn.delete("acct", b"b", "v")
+        txn.set("acct", b"bb", "v", b"new")
+        txn.set("acct", b"c", "v", b"33")
+        txn.set("acct", b"zz", "v", b"past the end")
+        txn.set("acct", b"0", "v", b"before the start")
+        for start, end in [(b"a", b"f"), (None, None), (b"bb", None), (None, b"c")]:
+            forward = [row async for row in txn.scan("acct", start, end)]
+            backward = [row async for row in txn.scan("acct", start, end, reverse=True)]
+            assert backward == forward[::-1], (start, end)
+            paged = txn.scan_pages("acct", start, end, page_size=1, reverse=True)
+            assert [row async for page in paged for row in page] == backward
+        assert [row async for row in txn.scan("acct", b"a", b"f", reverse=True)] == [
+            (b"e", {"v": b"55"}),
+            (b"d", {"v": b"4"}),
+            (b"c", {"v": b"33"}),
+            (b"bb", {"v": b"new"}),
+            (b"a", {"v": b"11"}),
+        ]
+
+
+async def test_a_reverse_scan_claims_from_its_last_row_to_the_range_end(
+    client: TransactionClient,
+) -> None:
+    """SERIALIZABLE: a reverse scan a LIMIT stopped claims [the last row fetched, end); one
+    that ran to the start of its range claims the whole range; a change below the claim does
+    not fail the commit, one inside it does."""
+    await put_committed(client, a=b"1", b=b"2", c=b"3", d=b"4")
+    txn = await client.begin()
+    txn.track_reads()
+    rows = txn.scan_pages("acct", b"a", b"y", page_size=1, reverse=True)
+    assert (await anext(rows))[0][0] == b"d"
+    await rows.aclose()
+    assert txn.read_set is not None
+    assert [tuple(r) for r in txn.read_set.ranges("acct")] == [(b"d", b"y")]
+    assert len([row async for row in txn.scan("acct", None, b"c", reverse=True)]) == 2
+    assert [tuple(r) for r in txn.read_set.ranges("acct")] == [(b"d", b"y"), (b"", b"c")]
+    await txn.rollback()
+
+    async def reader_writes_after(change: str) -> None:
+        reader = await client.begin()
+        reader.track_reads()
+        rows = reader.scan_pages("acct", b"b", b"w", page_size=1, reverse=True)
+        assert (await anext(rows))[0][0] == b"d"
+        await rows.aclose()
+        await put_committed(client, **{change: b"changed"})
+        reader.set("acct", b"x", "v", b"written")
+        await reader.commit()
+
+    await reader_writes_after("c")  # below the claim [d, w)
+    with pytest.raises(SerializationFailure):
+        await reader_writes_after("dd")  # inside it
 
 
 async def packed_rows(txn: Transaction, start: bytes, end: bytes) -> list[Row]:
