@@ -119,6 +119,28 @@ async def start_reclaimer(
     return stop
 
 
+async def start_local_coordinator(
+    config: ServerConfig,
+    dsns: list[str],
+    store: PostgresCellStore,
+    closers: list[Callable[[], Awaitable[None]]],
+    shared_timestamps: SharedRange | None = None,
+) -> CoordinatorHandle:
+    """The coordinator of ``percolator serve`` in this process, with its settings from
+    ``config``, and the storage reclaimer beside it; their stops go onto ``closers``."""
+    handle = await start_coordinator(
+        config.coordinator_listen,
+        dsns[0],
+        gc_lifetime_ms=int(config.gc_lifetime * 1000),
+        gc_store=store,
+        gc_interval_s=config.gc_interval,
+        shared_timestamps=shared_timestamps,
+    )
+    closers.append(handle.stop)
+    closers.append(await start_reclaimer(store, handle, config.gc_interval))
+    return handle
+
+
 class _GroupTarget:
     """Group membership straight in an in-process coordinator's registry."""
 
@@ -158,15 +180,7 @@ async def start_server(
         closers.append(store.close)
         coordinator_address = config.coordinator
         if config.coordinator is None:
-            handle = await start_coordinator(
-                config.coordinator_listen,
-                dsns[0],
-                gc_lifetime_ms=int(config.gc_lifetime * 1000),
-                gc_store=store,
-                gc_interval_s=config.gc_interval,
-            )
-            closers.append(handle.stop)
-            closers.append(await start_reclaimer(store, handle, config.gc_interval))
+            handle = await start_local_coordinator(config, dsns, store, closers)
             coordinator_address = handle.address
             membership: MembershipService = _GroupTarget(handle.groups)
             client = TransactionClient(store, handle.oracle)

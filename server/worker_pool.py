@@ -29,9 +29,8 @@ from pathlib import Path
 
 from percolator.server.config import ServerConfig
 from percolator.server.frontend import handoff
-from percolator.server.runtime import start_reclaimer
+from percolator.server.runtime import start_local_coordinator
 from percolator.server.storage.postgres_store import PostgresCellStore
-from percolator.server.txn.coordinator import start_coordinator
 from percolator.server.txn.shared_timestamps import SharedRange, shared_memory_dir
 
 log = logging.getLogger(__name__)
@@ -367,16 +366,7 @@ async def start_pool(
         closers.append(remove_shared)
         store = await PostgresCellStore.connect(dsns)
         closers.append(store.close)
-        handle = await start_coordinator(
-            config.coordinator_listen,
-            dsns[0],
-            gc_lifetime_ms=int(config.gc_lifetime * 1000),
-            gc_store=store,
-            gc_interval_s=config.gc_interval,
-            shared_timestamps=shared,
-        )
-        closers.append(handle.stop)
-        closers.append(await start_reclaimer(store, handle, config.gc_interval))
+        handle = await start_local_coordinator(config, dsns, store, closers, shared)
         pool = WorkerPool(config, dsns, handle.address, str(shared_dir), log_settings)
         closers.append(pool.close)
         await pool.start()
