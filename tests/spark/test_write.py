@@ -96,7 +96,10 @@ def test_per_partition_mode_is_not_atomic(spark: Any, deployment: Deployment) ->
     deployment.sql("CREATE TABLE partial (id bigint PRIMARY KEY, name text)")
     writer(numbers(spark, 500), deployment, "partial", writeMode="partition").mode("append").save()
     assert deployment.sql("SELECT count(*) FROM partial") == [(500,)]
-    df = numbers(spark, 2000).mapInArrow(fail_in(0, after_rows=200), "id long, name string")
+    # The last partition fails: with local[2] it starts only once an earlier task has finished
+    # and committed its batches, however slow the machine (a failing first partition could
+    # abort the job before any other task had committed a batch).
+    df = numbers(spark, 2000).mapInArrow(fail_in(3, after_rows=200), "id long, name string")
     df = df.withColumn("id", F.col("id") + 1000)
     with pytest.raises(PySparkException, match="injected failure"):
         writer(df, deployment, "partial", writeMode="partition", batchSize="100").mode(
