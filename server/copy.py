@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from percolator.server.planner.dml import CHUNK, insert_rows
-from percolator.server.sql import binaryio, schemas, textio
+from percolator.server.sql import binaryio, generated_columns, schemas, textio
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
     BAD_COPY_FORMAT,
@@ -56,13 +56,22 @@ def copy_target(catalog: Catalog, stmt: Any) -> tuple[TableDef, list[ColumnDef]]
             hint="Try the COPY (SELECT ...) TO variant.",
         )
     table = catalog.table(name)
-    names = list(stmt.columns) if stmt.columns else [c.name for c in table.columns]
-    seen: set[str] = set()
+    # Generated columns are not copied, either way (Postgres 15): without a list they are
+    # left out, and a list may not name one.
+    names = (
+        list(stmt.columns)
+        if stmt.columns
+        else [c.name for c in table.columns if c.generated is None]
+    )
+    columns: list[ColumnDef] = []
     for n in names:
-        if n in seen:
+        col = table.column(n)
+        if col.generated is not None:
+            raise generated_columns.copy_error(col)
+        if col in columns:
             raise SqlError(DUPLICATE_COLUMN, f'column "{n}" specified more than once')
-        seen.add(n)
-    return table, [table.column(n) for n in names]
+        columns.append(col)
+    return table, columns
 
 
 def _force_flags(

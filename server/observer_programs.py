@@ -25,7 +25,7 @@ from percolator.server.storage.cells import CellKey
 from percolator.server.txn.observers import admin as observer_admin
 from percolator.server.txn.transaction import Transaction
 
-BODY_STATEMENT_KINDS = frozenset({"query", "insert", "update", "delete"})
+BODY_STATEMENT_KINDS = frozenset({"query", "insert", "update", "delete", "with"})
 UNDEFINED_FUNCTION = "42883"
 INVALID_FUNCTION_DEFINITION = "42P13"
 

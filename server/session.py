@@ -44,6 +44,7 @@ from percolator.server.engine_api import (
 )
 from percolator.server.metrics import definitions as metrics
 from percolator.server.notifications import SessionNotifications
+from percolator.server.planner import modifying_ctes
 from percolator.server.planner.compile import compile_expr
 from percolator.server.planner.context import ExecContext
 from percolator.server.planner.ddl_data import run_action
@@ -75,6 +76,7 @@ from percolator.server.sql import (
     ddl,
     ddl_validate,
     enums,
+    generated_columns,
     introspection,
     observer_ddl,
     schemas,
@@ -82,6 +84,7 @@ from percolator.server.sql import (
     temp_tables,
     utility,
 )
+from percolator.server.sql import modifying_ctes as sql_modifying_ctes
 from percolator.server.sql import types as T
 from percolator.server.sql.backends import BackendActivity
 from percolator.server.sql.binder import Binder
@@ -139,7 +142,8 @@ class Plan:
     """What preparing a statement produced (PreparedStatement.payload)."""
 
     kind: str
-    """query, insert, update, delete, ddl, utility, explain."""
+    """query, insert, update, delete, merge, with (data-modifying CTEs: the statement is a
+    ModifyingWith), ddl, utility, explain, ..."""
     catalog: Catalog | None
     statement: Any
     node: Node | None = None
@@ -175,7 +179,7 @@ class ConcurrentDdl(SqlError):
 Rerun = Callable[[ConcurrentDdl], Awaitable[AsyncIterator[tuple[object, ...]]]]
 """A refused query's rows, planned again (or the error again)."""
 
-_DML = frozenset({"insert", "update", "delete", "merge"})
+_DML = frozenset({"insert", "update", "delete", "merge", "with"})
 _RERUNS_ON_CHANGE = 10
 """Runs of a READ COMMITTED statement whose locked rows keep changing, before 40001 (after
 the first, the statement holds its rows' locks: only writers that take none change them)."""
@@ -368,6 +372,13 @@ class RowsExecution:
                 except Exception:
                     log.debug("closing an unfinished result", exc_info=True)
         self._done = True
+
+
+async def _drained(execution: RowsExecution) -> list[tuple[object, ...]]:
+    """The rows of a statement's execution, read to the end without being sent (a part of a
+    statement with data-modifying CTEs)."""
+    rows = execution._rows
+    return [r async for r in rows] if rows is not None else []
 
 
 def _same_shape(a: list[ResultColumn] | None, b: list[ResultColumn] | None) -> bool:
@@ -610,7 +621,8 @@ class SqlSession:
                 IN_FAILED_SQL_TRANSACTION,
                 "current transaction is aborted, commands ignored until end of transaction block",
             )
-        metrics.count_statement(plan.kind)
+        # A statement with data-modifying CTEs counts as its main statement, as its tag says.
+        metrics.count_statement(plan.statement.main.kind if plan.kind == "with" else plan.kind)
         self._query = prepared.statement.sql
         self._query_started = time.time()
         self._start_timer()
@@ -1124,6 +1136,8 @@ class SqlSession:
         bound = binder.bind_statement(payload)
         param_types = params.finish()
         plan = self._plan_bound(bound, binder, catalog, param_types)
+        if binder.modifying_ctes:
+            plan = self._plan_with(plan, binder, catalog, param_types)
         plan.views = frozenset(binder.dependencies.expanded)
         plan.search_path = tuple(schemas.path(catalog))
         return plan
@@ -1201,6 +1215,20 @@ class SqlSession:
             )
         raise unsupported(type(bound).__name__)
 
+    def _plan_with(
+        self, main: Plan, binder: Binder, catalog: Catalog, param_types: list[SqlType]
+    ) -> Plan:
+        """A statement with data-modifying CTEs: each planned as it would be alone, run by
+        server/planner/modifying_ctes.py; described as its main statement."""
+        ctes = [
+            modifying_ctes.CtePart(
+                c.name, c.slot, self._plan_bound(c.statement, binder, catalog, param_types)
+            )
+            for c in binder.modifying_ctes
+        ]
+        statement = modifying_ctes.ModifyingWith(ctes, main)
+        return Plan("with", catalog, statement, None, main.columns, param_types, writes=True)
+
     def _plan_declare(
         self, stmt: utility.DeclareCursor, param_oids: Sequence[int], catalog: Catalog
     ) -> Plan:
@@ -1216,6 +1244,8 @@ class SqlSession:
                 SYNTAX_ERROR, f'syntax error at or near "{word}"', position=stmt.offset + 1
             )
         query = self._plan(inner, stmt.query, param_oids, catalog)
+        if query.kind == "with":
+            raise sql_modifying_ctes.in_cursor()
         if query.kind == "query" and query.statement.lock_rows:
             # FOR UPDATE: each row locked as FETCH reads it, not a batch ahead of the position.
             query.node = self.engine.planner.plan_query(query.statement.rel, lock_as_fetched=True)
@@ -1240,6 +1270,7 @@ class SqlSession:
             checks,
             catalog,
             lambda child: self._writer(child, Binder(catalog, Params())),
+            generated_columns.bind_all(binder, table),
         )
 
     def _plan_insert(
@@ -1301,6 +1332,8 @@ class SqlSession:
             if inner.args.get("into") is not None:
                 raise unsupported("COPY (SELECT INTO)")
             plan = self._plan(inner, stmt.query, param_oids, catalog)
+            if plan.kind == "with":
+                raise unsupported("COPY (query) TO with data-modifying statements in WITH")
             return Plan(
                 "copy",
                 catalog,
@@ -1366,12 +1399,7 @@ class SqlSession:
         if kind == "declare":
             return await self._declare(plan, params)
         if kind == "explain":
-            inner: Plan = plan.statement
-            lines = inner.node.explain() if inner.node is not None else ["Result"]
-            if inner.kind in ("insert", "update", "delete"):
-                lines = _explain_dml(inner, lines)
-            elif inner.kind == "merge":
-                lines = explain_merge(inner.statement.table.name, lines)
+            lines = _explain_lines(plan.statement)
             return _result(
                 self, plan.columns or [], [(line,) for line in lines], "EXPLAIN", count=False
             )
@@ -1451,7 +1479,20 @@ class SqlSession:
             assert plan.writer is not None
             count = await run_merge(plan.extra["merge"], plan.writer, ctx)
             return _done(self, f"MERGE {count}")
+        if kind == "with":
+            return await self._run_with(plan.statement, ctx)
         raise unsupported(kind)
+
+    async def _run_with(self, statement: modifying_ctes.ModifyingWith, ctx: ExecContext) -> Any:
+        """A statement with data-modifying CTEs: each part runs as it would alone."""
+
+        async def run_part(part: Plan) -> Any:
+            execution = await self._run_statement(part, ctx)
+            if part.kind == "query":  # its rows read now, on the statement's snapshot
+                return _result(self, part.columns or [], await _drained(execution), "SELECT")
+            return execution
+
+        return await modifying_ctes.run(statement, ctx, run_part, _drained)
 
     async def _declare(self, plan: Plan, params: list[object]) -> Any:
         stmt, query = plan.statement
@@ -1532,7 +1573,7 @@ class SqlSession:
                 new = list(existing)
                 for pos, f in assigns:
                     new[pos] = f(combined, ctx)
-                updated = tuple(new)
+                updated = plan.writer.generate(tuple(new), ctx)  # type: ignore[union-attr]
                 plan.writer.check_row(updated, ctx)  # type: ignore[union-attr]
                 return updated
 
@@ -1610,11 +1651,15 @@ class SqlSession:
         await self._ddl_resolved(create)
         if no_data:
             return _done(self, "CREATE TABLE AS")
+        source = query.copy()
+        with_ = source.args.get("with_")  # the INSERT's, where data-modifying CTEs may be
+        source.set("with_", None)
         insert = exp.Insert(
             this=exp.Schema(
                 this=table.copy(), expressions=[exp.to_identifier(n, quoted=True) for n in names]
             ),
-            expression=query.copy(),
+            expression=source,
+            with_=with_,
         )
         plan = self._plan(insert, "", [], self.current_catalog())
         inserted = await self._execute(plan, [])
@@ -2359,6 +2404,18 @@ def _utility_columns(stmt: Any, session: SqlSession) -> list[ResultColumn] | Non
     return None
 
 
+def _explain_lines(plan: Plan) -> list[str]:
+    """EXPLAIN's lines for a planned statement."""
+    if plan.kind == "with":
+        return modifying_ctes.explain(plan.statement, _explain_lines)
+    lines = plan.node.explain() if plan.node is not None else ["Result"]
+    if plan.kind in ("insert", "update", "delete"):
+        return _explain_dml(plan, lines)
+    if plan.kind == "merge":
+        return explain_merge(plan.statement.table.name, lines)
+    return lines
+
+
 def _explain_dml(plan: Plan, lines: list[str]) -> list[str]:
     word = {"insert": "Insert", "update": "Update", "delete": "Delete"}[plan.kind]
     head = f"{word} on {plan.statement.table.name}"
@@ -2463,7 +2520,7 @@ def _locks_rows(plan: Plan) -> bool:
     if plan.kind == "insert":
         table = plan.statement.table
         return bool(table.primary_key) or any(ix.unique for ix in table.indexes)
-    return plan.kind in ("query", "update", "delete", "merge")
+    return plan.kind in ("query", "update", "delete", "merge", "with")
 
 
 def _split_options(value: str) -> list[str]:

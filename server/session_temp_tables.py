@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from percolator.server.sql import catalog_store, ddl
+from percolator.server.sql import catalog_store, ddl, ddl_validate
 from percolator.server.sql import temp_tables as tt
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.catalog import Catalog, IndexDef, SequenceDef, TableDef
@@ -200,6 +200,7 @@ class SessionTempTables:
         if isinstance(node, exp.Create):
             on_commit = _take_properties(node)
         result = ddl.apply_ddl(before, node, Binder(before, Params()).exprs.bind_type)
+        ddl_validate.validate(before, result.catalog)
         old = _storages(before.tables)
         names = {
             s: f"{tt.STORAGE_PREFIX}{uuid.uuid4().hex}"

@@ -1,9 +1,9 @@
 """Writing rows of a table inside one transaction, as INSERT (or an upsert) does.
 
-The SQL layer's building blocks do the work (:mod:`percolator.server.planner.dml`): NOT NULL and
-CHECK constraints, the unique checks of the primary key and of unique indexes against the
-snapshot (one batched read per constraint and chunk), index entries, and the update of an
-existing row for an upsert. What differs from INSERT is what a Spark job needs:
+The SQL layer's building blocks do the work (:mod:`percolator.server.planner.dml`): generated
+columns, NOT NULL and CHECK constraints, the unique checks of the primary key and of unique
+indexes against the snapshot (one batched read per constraint and chunk), index entries, and
+the update of an existing row for an upsert. What differs from INSERT is what a Spark job needs:
 
 - keys must not depend on the attempt: a retried task writes the same cells again, which a
   prewrite at the same start_ts accepts (idempotent). A table without a primary key gets hidden
@@ -96,6 +96,7 @@ class RowWriter:
 
     async def _write_chunk(self, ctx: ExecContext, rows: list[Row]) -> None:
         writer = self.writer
+        rows = [writer.generate(row, ctx) for row in rows]
         for row in rows:
             writer.check_row(row, ctx)
         keys = self.keys_of(rows)
@@ -132,7 +133,7 @@ class RowWriter:
             new = list(existing[: len(self.table.columns)])
             for p in self.upsert_positions:
                 new[p] = row[p]
-            updated = tuple(new)
+            updated = writer.generate(tuple(new), ctx)
             writer.check_row(updated, ctx)
             await update_row(writer, ctx, key, existing, updated)
             self.stats.updated += 1

@@ -45,6 +45,7 @@ from percolator.server.planner.context import ExecContext
 from percolator.server.planner.dml import make_writer
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.session import internal_session
+from percolator.server.sql import generated_columns
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.catalog import Catalog, TableDef
 from percolator.server.sql.ddl_validate import bind_table_expr
@@ -157,6 +158,15 @@ def _bind_columns(
                 f'column "{field.name}" of relation "{table.name}" does not exist',
                 hint="the DataFrame's columns are matched to the table's by name",
             )
+        if column.generated is not None:
+            # As Postgres refuses a value for it: the writer computes it for every row.
+            err = generated_columns.insert_error(column)
+            raise PercolatorSparkError(
+                err.sqlstate,
+                err.message,
+                detail=err.detail,
+                hint="drop the column from the DataFrame: its value is computed from the row",
+            )
         position = table.position(column.id)
         if position in seen:
             raise PercolatorSparkError(
@@ -173,11 +183,13 @@ def _bind_columns(
 
 
 def _check_missing(table: TableDef, missing: Sequence[int]) -> None:
-    """A NOT NULL column that the DataFrame lacks needs a default (else every row fails)."""
+    """A NOT NULL column that the DataFrame lacks needs a default or a generation expression
+    (else every row fails)."""
     pk = set(table.primary_key)
     for p in missing:
         c = table.columns[p]
-        if (c.not_null or c.id in pk) and c.default is None and c.serial_sequence is None:
+        given = c.default is not None or c.serial_sequence is not None or c.generated is not None
+        if (c.not_null or c.id in pk) and not given:
             raise PercolatorSparkError(
                 NOT_NULL_VIOLATION,
                 f'column "{c.name}" of relation "{table.name}" is NOT NULL and has no default, '
@@ -287,7 +299,12 @@ class TaskWrite:
             missing = [table.columns[p] for p in plan.missing]
             defaults = session.insert_defaults(table, missing, plan.catalog, binder)
             rows_writer = RowWriter(
-                make_writer(table, RowCodec(table), checks),
+                make_writer(
+                    table,
+                    RowCodec(table),
+                    checks,
+                    generated=generated_columns.bind_all(binder, table),
+                ),
                 job_ts=plan.job_ts,
                 partition=self.partition,
                 upsert=plan.options.upsert,

@@ -4,6 +4,7 @@ marker, and checking a new constraint (CHECK, NOT NULL, FOREIGN KEY) against eve
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import sqlglot
@@ -76,9 +77,9 @@ async def run_action(
         table = catalog.table(action.table)
         codec = RowCodec(table, trust_not_null=False)
         pos = table.position(action.column.id)
-        value_fn = bind_default(table, action.column)
+        value_of = _fill_value(table, action, ctx, writer_for, bind_default)
         async for key, row in _rows(codec, ctx):
-            value = await value_fn(ctx)
+            value = await value_of(row)
             if value is None:
                 if action.column.not_null:
                     raise SqlError(
@@ -133,6 +134,27 @@ async def run_action(
                     "violated by some row",
                     detail=f"Failing row contains {format_row(table, row)}.",
                 )
+
+
+def _fill_value(
+    table: TableDef, action: FillColumn, ctx: Any, writer_for: Any, bind_default: Any
+) -> Callable[[tuple[Any, ...]], Awaitable[object]]:
+    """The new column's value for an existing row: its generation expression over the row
+    (the table's writer computes it, as for a new row), else its default."""
+    if action.column.generated is not None:
+        writer: TableWriter = writer_for(table)
+        pos = table.position(action.column.id)
+
+        async def generated(row: tuple[Any, ...]) -> object:
+            return writer.generate(row, ctx)[pos]
+
+        return generated
+    value_fn = bind_default(table, action.column)
+
+    async def default(_row: tuple[Any, ...]) -> object:
+        return await value_fn(ctx)
+
+    return default
 
 
 class _Changed:

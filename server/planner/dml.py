@@ -63,6 +63,8 @@ class TableWriter:
     checks: list[tuple[str, Compiled]]
     not_null: list[tuple[int, ColumnDef]]
     foreign_keys: ForeignKeys = field(default_factory=ForeignKeys)
+    generated: list[tuple[int, Compiled]] = field(default_factory=list)
+    """(position, expression over the row) of the stored generated columns."""
 
     @property
     def unique_indexes(self) -> list[IndexCodec]:
@@ -76,6 +78,16 @@ class TableWriter:
         table = self.table
         ids = [*table.primary_key, *(c for ix in self.unique_indexes for c in ix.index.column_ids)]
         return frozenset(table.position(c) for c in ids)
+
+    def generate(self, row: Row, ctx: Any) -> Row:
+        """``row`` with its generated columns computed from its other columns (which are
+        all a generation expression may read), as Postgres does before checking a row."""
+        if not self.generated:
+            return row
+        new = list(row)
+        for pos, expression in self.generated:
+            new[pos] = expression(row, ctx)
+        return tuple(new)
 
     def check_row(self, row: Row, ctx: Any) -> None:
         for pos, col in self.not_null:
@@ -300,7 +312,9 @@ async def insert_rows(
     on_conflict: OnConflict | None = None,
     conflict_update: Callable[[Row, Row], Any] | None = None,
 ) -> InsertResult:
-    """Insert complete rows (defaults already applied), checking constraints."""
+    """Insert complete rows (defaults already applied; generated columns are computed
+    here), checking constraints."""
+    rows = [writer.generate(r, ctx) for r in rows] if writer.generated else rows
     count = 0
     written: list[Row] = []
     changed: list[tuple[Row, Row]] = []
@@ -596,7 +610,9 @@ async def update_rows(
         new = list(old)
         for pos, fn in assignments:
             new[pos] = fn(full, ctx)
-        return old, tuple(new)
+        # Generated here already (update_keys does it for its other callers), so the row lock
+        # below sees whether a generated key column moves.
+        return old, writer.generate(tuple(new), ctx)
 
     recheck = _can_recheck(writer, source)
     keys_at = writer.key_positions
@@ -630,8 +646,11 @@ async def update_keys(
     targets: Sequence[tuple[bytes, Row, Row]],
     since: Mapping[bytes, int] | None = None,
 ) -> None:
-    """Update rows given as (row key, old row, new row), then enforce the foreign keys.
-    ``since``: rows re-read at a later timestamp than the snapshot (_recheck_targets)."""
+    """Update rows given as (row key, old row, new row; its generated columns computed
+    here), then enforce the foreign keys. ``since``: rows re-read at a later timestamp than
+    the snapshot (_recheck_targets)."""
+    if writer.generated:
+        targets = [(key, old, writer.generate(new, ctx)) for key, old, new in targets]
     await _lock_moved_keys(writer, ctx, targets)
     at = since or {}
     for key, old, new in targets:
@@ -785,9 +804,11 @@ def make_writer(
     checks: list[tuple[str, BExpr]],
     catalog: Catalog | None = None,
     writer_for: Callable[[TableDef], TableWriter] | None = None,
+    generated: Sequence[tuple[int, BExpr]] = (),
 ) -> TableWriter:
     """A writer of ``table``; with ``catalog``, one that enforces its foreign keys (building
-    the writers of referencing tables with ``writer_for`` when an action writes them)."""
+    the writers of referencing tables with ``writer_for`` when an action writes them).
+    ``generated``: the generated columns' positions and expressions over the row."""
     indexes = [IndexCodec(table, ix) for ix in table.indexes]
     pk = set(table.primary_key)
     not_null = [(i, c) for i, c in enumerate(table.columns) if c.not_null or c.id in pk]
@@ -795,7 +816,8 @@ def make_writer(
     fks = (
         foreign_keys.for_table(table, catalog, writer_for) if catalog is not None else ForeignKeys()
     )
-    return TableWriter(table, codec, indexes, compiled, not_null, fks)
+    computed = [(pos, compile_expr(e)) for pos, e in generated]
+    return TableWriter(table, codec, indexes, compiled, not_null, fks, computed)
 
 
 __all__ = ["TableWriter", "insert_rows", "make_writer"]

@@ -415,6 +415,7 @@ class VirtualScan(Node):
     source: Callable[[Any], Any]
     predicate: Compiled | None
     width: int = 0
+    label: str = "System Table Scan"
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
         pred = self.predicate
@@ -431,7 +432,7 @@ class VirtualScan(Node):
                 yield row
 
     def explain(self) -> list[str]:
-        return [f"System Table Scan on {self.name}"]
+        return [f"{self.label} on {self.name}"]
 
 
 @dataclass

@@ -273,7 +273,7 @@ class Planner:
         return 1 if self._under_limit else LOCK_BATCH
 
     def _plan_VirtualRel(self, rel: VirtualRel) -> Node:
-        return VirtualScan(rel.name, rel.rows, _conjunction(rel.filters))
+        return VirtualScan(rel.name, rel.rows, _conjunction(rel.filters), label=rel.label)
 
     def _plan_ValuesRel(self, rel: ValuesRel) -> Node:
         runners = [self.runners(row) for row in rel.rows]

@@ -14,7 +14,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from percolator.server.sql import identity_ddl
+from percolator.server.sql import generated_columns, identity_ddl
 from percolator.server.sql.rename_ddl import IgnoredAction, RenameConstraint, ValidateConstraint
 from percolator.server.sql.utility import Token, tokenize
 
@@ -112,6 +112,8 @@ def _action(sql: str, table: Token, piece: list[Token]) -> list[exp.Expression] 
     if words[:1] == ["ALTER"] and "STATISTICS" in words[2:5]:
         column = piece[2] if words[1] == "COLUMN" else piece[1]
         return [IgnoredAction(this=exp.Var(this="SET STATISTICS"), column=_ident(column))]
+    if words[:1] == ["ALTER"] and (dropped := _drop_expression(piece)) is not None:
+        return [dropped]
     if words[:1] == ["ALTER"] and (identity := identity_ddl.parse(piece)) is not None:
         return [identity]
     text = sql[piece[0].pos : piece[-1].pos + len(piece[-1].text)]
@@ -123,6 +125,19 @@ def _action(sql: str, table: Token, piece: list[Token]) -> list[exp.Expression] 
         return None
     node = normalize_identifiers(node, dialect="postgres")
     return list(node.args.get("actions") or [])
+
+
+def _drop_expression(piece: list[Token]) -> exp.Expression | None:
+    """``ALTER [COLUMN] c DROP EXPRESSION [IF EXISTS]``, or None for another action."""
+    words = [t.upper for t in piece]
+    at = 2 if words[1:2] == ["COLUMN"] else 1
+    if words[at + 1 : at + 3] != ["DROP", "EXPRESSION"]:
+        return None
+    rest = words[at + 3 :]
+    column = _ident(piece[at]) if at < len(piece) else None
+    if column is None or rest not in ([], ["IF", "EXISTS"]):
+        return None
+    return generated_columns.DropExpression(this=column, exists=bool(rest))
 
 
 def _expression(sql: str, tokens: list[Token]) -> exp.Expression | None:

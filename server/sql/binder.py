@@ -20,8 +20,10 @@ from sqlglot import exp
 from percolator.server.sql import (
     array_assignment,
     decorrelate,
+    generated_columns,
     grouping_sets,
     json_records,
+    modifying_ctes,
     recursive_cte,
     row_values,
     sequence_ddl,
@@ -105,7 +107,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class _Cte:
-    rel: Rel
+    rel: Rel | None
+    """None: a data-modifying CTE without RETURNING, which cannot be read."""
     names: list[str]
 
 
@@ -127,6 +130,10 @@ class Binder:
         self.params = params
         self.exprs = ExprBinder(self)
         self._ctes: list[dict[str, _Cte]] = []
+        self._statement: exp.Expression | None = None
+        """The statement being bound: its own WITH may hold data-modifying CTEs."""
+        self.modifying_ctes: list[modifying_ctes.ModifyingCte] = []
+        """The statement's data-modifying CTEs, in the order written (run in that order)."""
         self.dependencies = views.Dependencies()
         """The tables and views named (a view's dependencies; the plan's, for the catalog
         guard)."""
@@ -140,17 +147,24 @@ class Binder:
             from percolator.server.sql.merge import bind_merge  # it builds on this module
 
             return bind_merge(self, node)
-        if isinstance(node, exp.Insert | exp.Update | exp.Delete):
-            with self._with_clause(node, None):
-                if isinstance(node, exp.Insert):
-                    return self.bind_insert(node)
-                if isinstance(node, exp.Update):
-                    return self.bind_update(node)
-                return self.bind_delete(node)
-        if isinstance(node, exp.Query | exp.Values):
-            rel = self._resolve_unknown_output(self.bind_query(node, None))
-            return QueryStmt(rel, node.find(exp.Lock) is not None)
+        outer, self._statement = self._statement, node
+        try:
+            if isinstance(node, exp.Insert | exp.Update | exp.Delete):
+                return self._bind_dml(node)
+            if isinstance(node, exp.Query | exp.Values):
+                rel = self._resolve_unknown_output(self.bind_query(node, None))
+                return QueryStmt(rel, node.find(exp.Lock) is not None)
+        finally:
+            self._statement = outer
         raise unsupported(f"statement {type(node).__name__.upper()}")
+
+    def _bind_dml(self, node: exp.Insert | exp.Update | exp.Delete) -> modifying_ctes.ModifyingStmt:
+        with self._with_clause(node, None):
+            if isinstance(node, exp.Insert):
+                return self.bind_insert(node)
+            if isinstance(node, exp.Update):
+                return self.bind_update(node)
+            return self.bind_delete(node)
 
     def _resolve_unknown_output(self, rel: Rel) -> Rel:
         """A query's untyped output columns ('a', NULL) are text, as Postgres reports them."""
@@ -191,13 +205,15 @@ class Binder:
         try:
             for cte in with_.expressions:
                 name = cte.alias
-                if not isinstance(cte.this, exp.Query | exp.Values):
-                    raise unsupported("data-modifying statements in WITH")
                 aliases = (
                     [c.name for c in cte.args["alias"].columns]
                     if cte.args.get("alias") and cte.args["alias"].columns
                     else []
                 )
+                if modifying_ctes.is_modifying(cte.this):
+                    top = node is self._statement
+                    ctes[name] = self._bind_modifying_cte(name, cte.this, aliases, top, recursive)
+                    continue
                 if recursive and recursive_cte.references(cte.this, name):
                     ctes[name] = self._bind_recursive_cte(name, cte.this, aliases, outer)
                     continue
@@ -206,6 +222,25 @@ class Binder:
             yield
         finally:
             self._ctes.pop()
+
+    def _bind_modifying_cte(
+        self, name: str, body: exp.Expression, aliases: list[str], top: bool, recursive: bool
+    ) -> _Cte:
+        """``WITH name AS (INSERT / UPDATE / DELETE ...)``: bound as that statement alone
+        would be (seeing the CTEs before it), recorded to run before the main statement, and
+        read by name as its RETURNING rows (modifying_ctes.py)."""
+        modifying_ctes.check(body, name, top=top, recursive=recursive)
+        assert isinstance(body, exp.Insert | exp.Update | exp.Delete)
+        statement = self._bind_dml(body)
+        # Its rows go to a slot of the context's subquery values that no subquery takes (a
+        # view's subqueries are numbered by a binder of their own, from 0).
+        slot = -1 - len(self.modifying_ctes)
+        cte = modifying_ctes.ModifyingCte(name, statement, slot)
+        self.modifying_ctes.append(cte)
+        rel = modifying_ctes.relation(cte)
+        if rel is None:
+            return _Cte(None, [])
+        return _Cte(rel, aliases or [c.name for c in rel.columns])
 
     def _bind_recursive_cte(
         self, name: str, body: exp.Expression, aliases: list[str], outer: Scope | None
@@ -809,6 +844,8 @@ class Binder:
             for ctes in reversed(self._ctes):
                 if name in ctes:
                     cte = ctes[name]
+                    if cte.rel is None:
+                        raise modifying_ctes.no_returning(name)
                     return self._aliased(cte.rel, alias, col_aliases or cte.names, outer)
         if schema in (None, "public") or temp_tables.is_temp_schema(schema):
             table = temp_tables.visible(self.catalog.tables.get(name), schema)
@@ -1206,6 +1243,7 @@ class Binder:
             raise SqlError(SYNTAX_ERROR, "INSERT has more target columns than expressions")
         if node.meta.get("overriding") == "user":
             source, targets = _without_identity_targets(source, targets)
+        _check_generated_targets(targets, source)
         target_ids = [c.id for c in targets]
         defaults = {
             c.id: self.default_expr(table, c) for c in table.columns if c.id not in target_ids
@@ -1367,6 +1405,8 @@ class Binder:
             if col.serial_sequence is not None:
                 raise unsupported("SET column = DEFAULT on a serial or identity column")
             return self.default_expr(table, col)
+        if col.generated is not None:
+            raise generated_columns.update_error(col)
         if col.identity == "a":
             raise SqlError(
                 GENERATED_ALWAYS,
@@ -1499,6 +1539,16 @@ def _without_identity_targets(source: Rel, targets: list[ColumnDef]) -> tuple[Re
     return source, [targets[i] for i in keep]
 
 
+def _check_generated_targets(targets: list[ColumnDef], source: Rel) -> None:
+    """428C9 for a value given to a generated column: only ``DEFAULT`` in VALUES is one
+    (checked before DEFAULT is replaced by the column's default, a NULL like any other)."""
+    for i, col in enumerate(targets):
+        if col.generated is None:
+            continue
+        if not isinstance(source, ValuesRel) or any(row[i] is not _DEFAULT for row in source.rows):
+            raise generated_columns.insert_error(col)
+
+
 def _check_identity_targets(targets: list[ColumnDef], source: Rel) -> None:
     """428C9 for a value given to a GENERATED ALWAYS identity column (DEFAULT is allowed)."""
     for i, col in enumerate(targets):
@@ -1517,7 +1567,7 @@ def _check_identity_targets(targets: list[ColumnDef], source: Rel) -> None:
             )
 
 
-GENERATED_ALWAYS = "428C9"
+GENERATED_ALWAYS = generated_columns.GENERATED_ALWAYS
 
 _DEFAULT = BConst(T.UNKNOWN, None)
 """Marks a DEFAULT keyword inside VALUES until the target column is known."""

@@ -255,11 +255,14 @@ class TableRel(Rel):
 
 @dataclass(eq=False)
 class VirtualRel(Rel):
-    """A system table (pg_catalog, information_schema) computed from the catalog."""
+    """A system table (pg_catalog, information_schema) computed from the catalog, or rows
+    the statement computed before (a data-modifying CTE's RETURNING rows)."""
 
     name: str
     rows: Callable[[Any], Iterator[tuple[object, ...]]]
     filters: list[BExpr] = field(default_factory=list)
+    label: str = "System Table Scan"
+    """What EXPLAIN calls its scan."""
 
 
 @dataclass(eq=False)

@@ -54,6 +54,10 @@ class ColumnDef:
     """For serial columns: the sequence that supplies the default."""
     comment: str | None = None
     """COMMENT ON COLUMN (server/sql/comments.py); kept here so it goes with the column."""
+    generated: str | None = None
+    """A stored generated column's expression (``GENERATED ALWAYS AS (expr) STORED``), SQL
+    text over the table's other columns; computed whenever a row is written
+    (server/sql/generated_columns.py). Such a column has no ``default``."""
 
 
 @dataclass(frozen=True)
@@ -553,6 +557,7 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "serial_sequence": c.serial_sequence,
                 "identity": c.identity,
                 "comment": c.comment,
+                "generated": c.generated,
             }
             for c in t.columns
         ],
@@ -605,6 +610,7 @@ def table_from_json(d: dict[str, object]) -> TableDef:
             serial_sequence=c.get("serial_sequence"),
             identity=c.get("identity"),
             comment=c.get("comment"),
+            generated=c.get("generated"),
         )
         for c in d["columns"]  # type: ignore[union-attr]
     )

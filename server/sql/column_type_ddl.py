@@ -18,7 +18,7 @@ import sqlglot
 import sqlglot.errors
 from sqlglot import exp
 
-from percolator.server.sql import casts, foreign_key_ddl, sequence_ddl, views
+from percolator.server.sql import casts, foreign_key_ddl, generated_columns, sequence_ddl, views
 from percolator.server.sql.catalog import Catalog, ColumnDef, ForeignKeyDef, TableDef
 from percolator.server.sql.ddl import (
     BindType,
@@ -70,6 +70,7 @@ def alter_column_type(
             hint=f'You might need to specify "USING {col.name}::{new_type}".',
         )
     _check_default(catalog, table, col, new_type)
+    generated_columns.check_type_change(table, col)
     users = views.column_users(catalog, table, col.name)
     if users:
         raise SqlError(

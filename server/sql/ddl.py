@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from percolator.server.sql import (
     foreign_key_ddl,
+    generated_columns,
     identity_ddl,
     like_ddl,
     relation_kinds,
@@ -516,10 +517,15 @@ def _column(
     unique = False
     checks: list[CheckDef] = []
     references: list[tuple[str | None, exp.Reference]] = []
+    generated: str | None = None
     for c in node.args.get("constraints") or []:
         k = c.args.get("kind") if isinstance(c, exp.ColumnConstraint) else c
         cname = c.name if isinstance(c, exp.ColumnConstraint) and c.this else None
-        if isinstance(k, exp.NotNullColumnConstraint):
+        if (generation := generated_columns.clause_expression(k)) is not None:
+            if generated is not None:
+                raise generated_columns.conflicting_clause("generation", name, table)
+            generated = generation
+        elif isinstance(k, exp.NotNullColumnConstraint):
             if k.args.get("allow_null"):
                 not_null = False
                 explicit_null = True
@@ -558,6 +564,10 @@ def _column(
             f'conflicting NULL/NOT NULL declarations for column "{name}" of table '
             f'"{schemas.bare(table)}"',
         )
+    if generated is not None and identity is not None:
+        raise generated_columns.conflicting_clause("identity", name, table)
+    if generated is not None and (default is not None or serial):
+        raise generated_columns.conflicting_clause("default", name, table)
     seq = None
     if serial or identity is not None:
         if serial and identity is not None:
@@ -573,7 +583,7 @@ def _column(
         seq = f"{table}_{name}_seq"
         if serial:
             default = f"nextval('{seq}'::regclass)"
-    col = ColumnDef(col_id, name, sql_type, not_null, default, seq, identity)
+    col = ColumnDef(col_id, name, sql_type, not_null, default, seq, identity, generated=generated)
     return ColumnSpec(col, is_pk, unique, checks, seq, references, identity_options)
 
 
@@ -1053,7 +1063,7 @@ def _alter_action(
         if seq is not None:
             seq_oid, catalog = catalog.allocate_id()
             catalog = catalog.with_sequence(spec.new_sequence(catalog, seq_oid + 16384, table.name))
-        if col.default is not None or col.identity is not None:
+        if col.default is not None or col.identity is not None or col.generated is not None:
             actions.append(FillColumn(table.name, col))
         elif col.not_null:
             actions.append(ValidateRows(table.name, not_null_column=col.id))
@@ -1090,6 +1100,9 @@ def _alter_action(
                         UNDEFINED_COLUMN,
                         f'column "{target.name}" of relation "{table.name}" does not exist',
                     )
+                table = generated_columns.drop_users(
+                    table, col, bool(action.args.get("cascade")), notices
+                )
                 if col.id in table.primary_key:
                     raise SqlError(
                         DEPENDENT_OBJECTS_STILL_EXIST,
@@ -1130,7 +1143,8 @@ def _alter_action(
         cols = tuple(
             dataclasses.replace(c, name=new) if c.id == col.id else c for c in table.columns
         )
-        catalog = catalog.with_table(table.replace(columns=cols))
+        renamed = generated_columns.rename_column(table.replace(columns=cols), old, new)
+        catalog = catalog.with_table(renamed)
         return views.rename_column(catalog, table, old, new), table.name
     if isinstance(action, exp.AlterRename):
         new = _table_name(action.this)
@@ -1158,6 +1172,9 @@ def _alter_action(
             if fk.name == name:
                 actions.append(ValidateForeignKey(table.name, fk))
         return catalog, table.name
+    if isinstance(action, generated_columns.DropExpression):
+        table = generated_columns.drop_expression(table, action, notices)
+        return catalog.with_table(table), table.name
     if isinstance(action, identity_ddl.AlterIdentity):
         catalog, restart = identity_ddl.apply(catalog, table, action, notices)
         if restart is not None:
@@ -1254,10 +1271,14 @@ def _alter_action(
             else:
                 if col.identity is not None:
                     raise _identity_column(table, col, "DROP IDENTITY")
+                if col.generated is not None:
+                    raise generated_columns.set_default_error(table, col)
                 changed = dataclasses.replace(col, default=None)
         elif action.args.get("default") is not None:
             if col.identity is not None:
                 raise _identity_column(table, col)
+            if col.generated is not None:
+                raise generated_columns.set_default_error(table, col)
             changed = dataclasses.replace(col, default=expression_text(action.args["default"]))
         elif (
             action.args.get("allow_null") is False

@@ -1,4 +1,5 @@
-"""DDL-time checks of the expressions a statement stores: CHECK constraints and DEFAULTs.
+"""DDL-time checks of the expressions a statement stores: CHECK constraints, DEFAULTs and
+generation expressions.
 
 They are stored as SQL text and bound when a row is written, so without this a CHECK naming
 a missing column, or ``DEFAULT 'x'`` on an integer column, would be accepted and fail every
@@ -11,6 +12,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from percolator.server.sql import generated_columns
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import BExpr, OutCol
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
@@ -20,8 +22,8 @@ from percolator.server.sql.scope import Scope
 
 
 def validate(before: Catalog, after: Catalog) -> None:
-    """Bind the CHECK constraints and column defaults that ``after`` has and ``before`` did
-    not (by table id), raising the binder's error for an invalid one."""
+    """Bind the CHECK constraints, column defaults and generation expressions that ``after``
+    has and ``before`` did not (by table id), raising the binder's error for an invalid one."""
     old = {t.id: t for t in before.tables.values()}
     binder = Binder(after, Params())
     for table in after.tables.values():
@@ -33,9 +35,12 @@ def validate(before: Catalog, after: Catalog) -> None:
             if (ck.name, ck.expression) not in known_checks:
                 _bind_check(binder, table, ck.expression)
         known_defaults = {(c.id, c.default) for c in previous.columns} if previous else set()
+        known_generated = {(c.id, c.generated) for c in previous.columns} if previous else set()
         for col in table.columns:
             if col.default is not None and (col.id, col.default) not in known_defaults:
                 _bind_default(binder, table, col)
+            if col.generated is not None and (col.id, col.generated) not in known_generated:
+                generated_columns.validate(binder, table, col)
 
 
 def _bind_check(binder: Binder, table: TableDef, sql: str) -> None:

@@ -1,10 +1,11 @@
 """``CREATE TABLE t (LIKE source [INCLUDING | EXCLUDING option] ...)``.
 
 As Postgres does: the source's column names, types and NOT NULL constraints always; its
-defaults (DEFAULTS), identity (IDENTITY), CHECK constraints (CONSTRAINTS), primary key,
+defaults (DEFAULTS), identity (IDENTITY), generation expressions (GENERATED: without it a
+generated column becomes an ordinary one), CHECK constraints (CONSTRAINTS), primary key,
 unique constraints and indexes (INDEXES, under names of the new table) and comments (COMMENTS)
 when asked; ALL is every option. Foreign keys are never copied. The source may be a view
-(columns only). STORAGE, COMPRESSION, STATISTICS and GENERATED have nothing to copy here.
+(columns only). STORAGE, COMPRESSION and STATISTICS have nothing to copy here.
 """
 
 from __future__ import annotations
@@ -86,9 +87,12 @@ def _column(col: ColumnDef, chosen: set[str]) -> ColumnDef:
     identity = col.identity if "IDENTITY" in chosen else None
     default = col.default if "DEFAULTS" in chosen and col.identity is None else None
     comment = col.comment if "COMMENTS" in chosen else None
+    generated = col.generated if "GENERATED" in chosen else None
     # A serial column's default goes on naming the source's sequence, which the new table
     # does not own (serial_sequence None), as in Postgres.
-    return ColumnDef(0, col.name, col.type, col.not_null, default, None, identity, comment)
+    return ColumnDef(
+        0, col.name, col.type, col.not_null, default, None, identity, comment, generated
+    )
 
 
 def _copy_indexes(source: TableDef, spec: LikeSpec) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from percolator.server.sql import generated_columns
 from percolator.server.sql.binder import (
     GENERATED_ALWAYS,
     Binder,
@@ -207,6 +208,8 @@ def _bind_insert(
         if isinstance(v, exp.Var) and v.name.upper() == "DEFAULT":
             values_bound.append(binder._values_default(table, col))
             continue
+        if col.generated is not None:
+            raise generated_columns.insert_error(col)
         if col.identity is not None and user_value:
             # OVERRIDING USER VALUE: the given value is ignored for the sequence's next one.
             values_bound.append(binder._values_default(table, col))

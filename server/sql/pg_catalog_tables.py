@@ -610,6 +610,9 @@ _Parent = tuple[str, ...] | None
 _LOW_OPS, _HIGH_OPS = ("+", "-"), ("*", "/", "%")
 
 
+_INTEGERS = (TypeId.INT2, TypeId.INT4, TypeId.INT8)
+
+
 class _Deparser:
     def __init__(self, columns: dict[str, SqlType], pretty: bool) -> None:
         self.columns = columns
@@ -696,7 +699,7 @@ class _Deparser:
     def _binary(self, e: exp.Expression) -> tuple[str, tuple[str, ...]]:
         op = _COMPARISONS.get(type(e)) or _ARITHMETIC[type(e)]
         left, right = _strip_parens(e.this), _strip_parens(e.expression)
-        ltext, rtext = self._typed_pair(left, right)
+        ltext, rtext = self._typed_pair(left, right, op)
         if ltext is None:
             ltext = self.expr(left, ("op", op, "left"))
         if rtext is None:
@@ -706,17 +709,36 @@ class _Deparser:
         return f"{ltext} {op} {rtext}", ("op", op)
 
     def _typed_pair(
-        self, left: exp.Expression, right: exp.Expression
+        self, left: exp.Expression, right: exp.Expression, op: str
     ) -> tuple[str | None, str | None]:
-        """A column compared with a literal: the casts Postgres's operator resolution adds."""
+        """A column compared with a literal, or with a column of another numeric type: the
+        casts Postgres's operator resolution adds."""
+        if isinstance(left, exp.Column) and isinstance(right, exp.Column):
+            return self._column_pair(left, right)
         for col, lit, col_first in ((left, right, True), (right, left, False)):
             t = self.column_type(col) if isinstance(col, exp.Column) else None
             if t is None:
                 continue
+            if op == "||" and not t.array and t.id is not TypeId.VARCHAR:
+                # text || anynonarray: the literal is text whatever the column's type.
+                return None, None
             coltext, littext = self._coerce(self.column_text(col), t, lit)
             if littext is None:
                 return None, None
             return (coltext, littext) if col_first else (littext, coltext)
+        return None, None
+
+    def _column_pair(self, left: exp.Column, right: exp.Column) -> tuple[str | None, str | None]:
+        """An integer column beside a numeric one is cast to numeric (there is no operator
+        taking both, as there are for two integer types)."""
+        lt, rt = self.column_type(left), self.column_type(right)
+        if lt is None or rt is None or lt.array or rt.array:
+            return None, None
+        ltext, rtext = self.column_text(left), self.column_text(right)
+        if lt.id in _INTEGERS and rt.id is TypeId.NUMERIC:
+            return self._cast_text(ltext, "numeric"), rtext
+        if rt.id in _INTEGERS and lt.id is TypeId.NUMERIC:
+            return ltext, self._cast_text(rtext, "numeric")
         return None, None
 
     def _coerce(self, coltext: str, t: SqlType, lit: exp.Expression) -> tuple[str, str | None]:
@@ -1052,6 +1074,14 @@ def default_text(column: ColumnDef) -> str | None:
         return column.default
 
 
+def generation_text(table: TableDef, column: ColumnDef) -> str | None:
+    """A generated column's expression as pg_attrdef.adbin holds it (``(a * 2)``), None for
+    another column."""
+    if column.generated is None:
+        return None
+    return redeparse(column.generated, table, pretty=False)
+
+
 def _referenced_attnums(table: TableDef, expression: str) -> tuple[int, ...]:
     tree = _parse(expression)
     if tree is None:
@@ -1248,8 +1278,9 @@ def _attribute_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
                     c.type,
                     i + 1,
                     c.not_null,
-                    default_text(c) is not None,
+                    _column_expression(r.table, c) is not None,
                     c.identity or "",
+                    "s" if c.generated is not None else "",
                 )
         elif r.index is not None:
             for i, cid in enumerate(r.index.column_ids):
@@ -1266,12 +1297,12 @@ def _attribute_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
 # fmt: off
 def _attribute_row(
     relid: int, name: str, t: SqlType, attnum: int, not_null: bool, has_default: bool,
-    identity: str = "",
+    identity: str = "", generated: str = "",
 ) -> tuple[object, ...]:
     pt = pg_type_of(t)
     return (
         relid, name, t.oid, pt.typlen, attnum, -1, t.typmod, 1 if t.array else 0, pt.typbyval,
-        pt.typalign, pt.typstorage, "", not_null, has_default, False, identity, "", False,
+        pt.typalign, pt.typstorage, "", not_null, has_default, False, identity, generated, False,
         True, 0,
         -1, pt.typcollation, None, None, None, None,
     )
@@ -1286,9 +1317,17 @@ def _pg_attrdef(ctx: Any) -> Iterable[tuple[object, ...]]:
 def _attrdef_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
     for t in _user_tables(catalog):
         for i, c in enumerate(t.columns):
-            text = default_text(c)
+            text = _column_expression(t, c)
             if text is not None:
                 yield (attrdef_oid(t, i + 1), t.oid, i + 1, text)
+
+
+def _column_expression(table: TableDef, column: ColumnDef) -> str | None:
+    """pg_attrdef.adbin of a column: its generation expression (Postgres keeps it there,
+    pg_attribute.attgenerated telling it apart), else its default."""
+    if column.generated is not None:
+        return generation_text(table, column)
+    return default_text(column)
 
 
 # -- pg_index, pg_constraint --------------------------------------------------------------------
@@ -2176,11 +2215,18 @@ def _info_columns(ctx: Any) -> Iterable[tuple[object, ...]]:
                     *_identity_facts(
                         r.table.columns[i] if r.table is not None else None, ctx.catalog
                     ),
-                    "NEVER", None, updatable,
+                    *_generation_facts(r.table, i), updatable,
                 )
             )
     return out
 # fmt: on
+
+
+def _generation_facts(table: TableDef | None, position: int) -> tuple[object, ...]:
+    """information_schema.columns' is_generated and generation_expression."""
+    if table is None or table.columns[position].generated is None:
+        return ("NEVER", None)
+    return ("ALWAYS", generation_text(table, table.columns[position]))
 
 
 def _identity_facts(col: ColumnDef | None, catalog: Any) -> tuple[object, ...]:

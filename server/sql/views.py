@@ -37,7 +37,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import traverse_scope
 from sqlglot.schema import MappingSchema
 
-from percolator.server.sql import relation_kinds, schemas
+from percolator.server.sql import modifying_ctes, relation_kinds, schemas
 from percolator.server.sql.bound import BColumn, OutCol, ProjectRel, Rel
 from percolator.server.sql.catalog import Catalog, TableDef, ViewColumn, ViewDef
 from percolator.server.sql.errors import (
@@ -89,7 +89,10 @@ def expand(binder: Binder, view: ViewDef, alias: str, col_aliases: list[str]) ->
     outer.expanded[view.name] = view
     child = type(binder)(binder.catalog, binder.params)
     child.dependencies = Dependencies(expanded=outer.expanded, stack=(*outer.stack, view.name))
+    # One statement's subqueries share one numbering: the view's go on from the query's.
+    child.exprs.subquery_slots = binder.exprs.subquery_slots
     rel = child.bind_statement(_parse(view.query).copy()).rel  # type: ignore[union-attr]
+    binder.exprs.subquery_slots = child.exprs.subquery_slots
     if len(rel.columns) < len(view.columns):
         raise SqlError("XX000", f'view "{view.name}" no longer matches its definition')
     cols = [
@@ -198,6 +201,8 @@ def _bind(catalog: Catalog, query: exp.Expression) -> tuple[Dependencies, Rel]:
 
     binder = Binder(catalog, Params())
     rel = binder.bind_statement(query.copy()).rel  # type: ignore[union-attr]
+    if binder.modifying_ctes:
+        raise modifying_ctes.in_view()
     return binder.dependencies, rel
 
 

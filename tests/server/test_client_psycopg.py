@@ -226,6 +226,28 @@ def test_prepared_statements_and_deallocate_all(sql_server: SqlServer) -> None:
         assert result.get_value(0, 0) == b"3"
 
 
+def test_data_modifying_cte_with_parameters(sql_server: SqlServer) -> None:
+    """``WITH ins AS (INSERT ... VALUES ($1) RETURNING id) SELECT id FROM ins`` through the
+    extended protocol: the parameter typed by the CTE's INSERT, the statement prepared and
+    run again (each run inserts once), the main statement's rows and command tag."""
+    with connect(sql_server, autocommit=True) as conn:
+        conn.execute("CREATE TABLE mcte (v text, id serial PRIMARY KEY)")
+        sql = "WITH ins AS (INSERT INTO mcte VALUES (%s) RETURNING id) SELECT id FROM ins"
+        assert conn.execute(sql, ["a"]).fetchall() == [(1,)]
+        for i, v in enumerate(["b", "c"], 2):
+            cur = conn.execute(sql, [v], prepare=True)
+            assert cur.fetchall() == [(i,)]
+            assert cur.statusmessage == "SELECT 1"
+        cur = conn.execute(
+            "WITH d AS (DELETE FROM mcte WHERE id <= %s RETURNING v) "
+            "INSERT INTO mcte (v) SELECT v || %s FROM d",
+            [2, "!"],
+        )
+        assert cur.statusmessage == "INSERT 0 2"
+        rows = conn.execute("SELECT v FROM mcte ORDER BY v").fetchall()
+        assert rows == [("a!",), ("b!",), ("c",)]
+
+
 def test_copy_from_stdin_text(sql_server: SqlServer) -> None:
     with connect(sql_server, autocommit=True) as conn:
         conn.execute("CREATE TABLE cp_text (id int PRIMARY KEY, name text, amount numeric(10,2))")

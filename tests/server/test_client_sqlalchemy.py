@@ -397,6 +397,10 @@ REFLECTION_DDL = [
     "CREATE INDEX ix_refl_item_title ON refl_item (title)",
     "CREATE UNIQUE INDEX ix_refl_item_day_small ON refl_item (day, small)",
     "CREATE TABLE refl_pair (a int, b text, note varchar(5), PRIMARY KEY (a, b))",
+    """CREATE TABLE refl_gen (
+        id int PRIMARY KEY, price numeric(8,2), qty int,
+        total numeric GENERATED ALWAYS AS (price * qty) STORED,
+        label text GENERATED ALWAYS AS (upper('q' || id)) STORED)""",
 ]
 
 
@@ -413,7 +417,7 @@ def reflected(sync_engine: sa.Engine, reference_dsn: str) -> Iterator[tuple[sa.E
     reference.dispose()
 
 
-REFLECTED = ("refl_item", "refl_pair")
+REFLECTED = ("refl_item", "refl_pair", "refl_gen")
 
 # SQLAlchemy reads index and constraint columns with
 #   SELECT ..., unnest(pg_catalog.pg_index.indkey) AS attnum,
@@ -425,7 +429,14 @@ REFLECTED = ("refl_item", "refl_pair")
 
 def _columns(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
     return [
-        (c["name"], str(c["type"]), c["nullable"], c.get("autoincrement"), c["default"] is None)
+        (
+            c["name"],
+            str(c["type"]),
+            c["nullable"],
+            c.get("autoincrement"),
+            c["default"] is None,
+            c.get("computed"),  # a generated column: {"sqltext": ..., "persisted": True}
+        )
         for c in sa.inspect(engine).get_columns(table)
     ]
 

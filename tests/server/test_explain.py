@@ -309,3 +309,17 @@ def test_a_descending_sort_by_the_key_reads_backward(
     assert any(line.lstrip(" ->") == expected for line in plan(conn, sql).splitlines()), plan(
         conn, sql
     )
+
+
+def test_data_modifying_ctes_show_under_the_main_plan(conn: psycopg.Connection) -> None:
+    """Each data-modifying CTE's plan under ``CTE name``, as Postgres shows them; nothing
+    runs."""
+    sql = "WITH d AS (DELETE FROM xa WHERE id = 1 RETURNING *) INSERT INTO xc SELECT id, v FROM d"
+    assert plan(conn, sql).splitlines() == [
+        "Insert on xc",
+        "  ->  CTE Scan on d",
+        "  CTE d",
+        "    ->  Delete on xa",
+        "          ->  Point Get on xa (primary key id = ...)",
+        "                Filter: (id = 1)",
+    ]

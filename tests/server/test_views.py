@@ -269,6 +269,21 @@ def test_joins_distinct_on_and_renames(pair: tuple[psycopg.Connection, ...]) -> 
     )
 
 
+def test_subqueries_of_a_view_and_of_its_query(pair: tuple[psycopg.Connection, ...]) -> None:
+    # The view's subqueries are bound by a binder of their own: they must not take the
+    # query's subqueries' places.
+    scripted.compare(
+        *pair,
+        [
+            "CREATE VIEW vsub AS SELECT (SELECT max(n) FROM vt) AS m, "
+            "(SELECT count(*) FROM vu) AS c",
+            "SELECT (SELECT count(*) FROM vt) AS k, m, c, (SELECT min(id) FROM vu) FROM vsub",
+            "SELECT m FROM vsub WHERE c = (SELECT count(*) FROM vu WHERE tag > 'w')",
+            "DROP VIEW vsub",
+        ],
+    )
+
+
 def test_array_concatenation(pair: tuple[psycopg.Connection, ...]) -> None:
     # psql's \\d+ concatenates arrays (reloptions).
     scripted.compare(

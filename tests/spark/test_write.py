@@ -165,6 +165,39 @@ def test_upsert(spark: Any, deployment: Deployment) -> None:
     assert rows == [(1, "1.00", "keep"), (2, "20.50", "keep"), (3, "30.25", None)]
 
 
+def test_generated_columns_are_computed_and_never_given(spark: Any, deployment: Deployment) -> None:
+    """A stored generated column is computed for every row written (insert and upsert,
+    indexed, checked); a DataFrame that has the column is refused before anything is written,
+    as Postgres refuses a value for it (428C9)."""
+    deployment.sql(
+        "CREATE TABLE gen_items (id bigint PRIMARY KEY, price numeric(8,2), qty int, "
+        "total numeric GENERATED ALWAYS AS (price * qty) STORED CHECK (total < 1000), "
+        "tag text GENERATED ALWAYS AS ('t' || id) STORED UNIQUE)"
+    )
+    deployment.sql("CREATE INDEX gen_items_total ON gen_items (total)")
+    df = spark.createDataFrame([(1, 2.5, 2), (2, 1.0, 3)], "id long, price double, qty int")
+    writer(df, deployment, "gen_items").mode("append").save()
+    assert deployment.sql("SELECT id, total::text, tag FROM gen_items ORDER BY id") == [
+        (1, "5.00", "t1"),
+        (2, "3.00", "t2"),
+    ]
+    assert deployment.sql("SELECT id FROM gen_items WHERE total = 5") == [(1,)]
+    changed = spark.createDataFrame([(2, 4)], "id long, qty int")
+    writer(changed, deployment, "gen_items", upsert="true").mode("append").save()
+    assert deployment.sql("SELECT total::text FROM gen_items WHERE id = 2") == [("4.00",)]
+    assert deployment.sql("SELECT id FROM gen_items WHERE total = 4") == [(2,)]
+    assert deployment.sql("SELECT id FROM gen_items WHERE total = 3") == []
+    given = spark.createDataFrame(
+        [(3, 1.0, 1, 9.0)], "id long, price double, qty int, total double"
+    )
+    with pytest.raises(PySparkException, match=r'428C9.*column "total".*generated column'):
+        writer(given, deployment, "gen_items").mode("append").save()
+    too_big = spark.createDataFrame([(4, 500.0, 3)], "id long, price double, qty int")
+    with pytest.raises(PySparkException, match=r"23514.*gen_items_total_check"):
+        writer(too_big, deployment, "gen_items").mode("append").save()
+    assert deployment.sql("SELECT count(*) FROM gen_items") == [(2,)]
+
+
 def test_overwrite_replaces_the_table_atomically(spark: Any, deployment: Deployment) -> None:
     deployment.sql("CREATE TABLE snapshot_t (id bigint PRIMARY KEY, name text UNIQUE)")
     deployment.sql("INSERT INTO snapshot_t VALUES (1, 'n1'), (99, 'old')")

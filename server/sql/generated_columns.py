@@ -1,0 +1,335 @@
+"""Stored generated columns: ``col type GENERATED ALWAYS AS (expr) STORED``, as Postgres 15.
+
+A generated column keeps its expression as SQL text in :attr:`ColumnDef.generated` (no
+``default``). The table's writer (:func:`percolator.server.planner.dml.make_writer`) computes
+it over the rest of the row whenever a row is inserted or updated, after the defaults and
+before NOT NULL, CHECK, unique checks and index entries, so every path that writes rows
+(INSERT, COPY, ON CONFLICT, MERGE, UPDATE, foreign-key actions, the Spark writer) stores the
+value Postgres would. What lives here: reading the column clause, checking the expression when
+the DDL runs, binding it for the writer, the errors for values given to such a column, ``DROP
+EXPRESSION``, and keeping the expressions right when the columns they read are renamed,
+dropped or retyped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import sqlglot
+from sqlglot import exp
+
+from percolator.server.sql import casts, schemas
+from percolator.server.sql.bound import BAsyncCall, BCall, BContextCall, BExpr, OutCol, walk
+from percolator.server.sql.catalog import ColumnDef, TableDef
+from percolator.server.sql.errors import (
+    DATATYPE_MISMATCH,
+    DEPENDENT_OBJECTS_STILL_EXIST,
+    FEATURE_NOT_SUPPORTED,
+    GROUPING_ERROR,
+    INVALID_COLUMN_REFERENCE,
+    OBJECT_NOT_IN_PREREQUISITE_STATE,
+    SYNTAX_ERROR,
+    SqlError,
+)
+from percolator.server.sql.scope import Scope
+from percolator.server.sql.types import TypeId
+
+if TYPE_CHECKING:
+    from percolator.server.sql.binder import Binder
+
+GENERATED_ALWAYS = "428C9"
+INVALID_OBJECT_DEFINITION = "42P17"
+WINDOWING_ERROR = "42P20"
+
+
+# -- the column clause -------------------------------------------------------------------------
+
+
+def clause_expression(k: exp.Expression | None) -> str | None:
+    """The expression SQL of a ``GENERATED ALWAYS AS (expr) STORED`` clause, None when ``k``
+    is another constraint. Postgres 15 knows no virtual generated column (``STORED`` left
+    out is a syntax error) and no ``BY DEFAULT`` form."""
+    if isinstance(k, exp.GeneratedAsIdentityColumnConstraint) and k.args.get("expression"):
+        raise SqlError(SYNTAX_ERROR, 'syntax error at or near ")"')
+    if not isinstance(k, exp.ComputedColumnConstraint):
+        return None
+    if k.meta.get("by_default"):
+        raise SqlError(SYNTAX_ERROR, "for a generated column, GENERATED ALWAYS must be specified")
+    body = k.this
+    while isinstance(body, exp.Paren):
+        body = body.this
+    return body.sql(dialect="postgres")
+
+
+def conflicting_clause(what: str, column: str, table: str) -> SqlError:
+    """42601 for a generation expression beside a DEFAULT (``what`` = "default"), an identity
+    ("identity") or another generation clause ("generation")."""
+    bare = schemas.bare(table)
+    if what == "generation":
+        message = f'multiple generation clauses specified for column "{column}" of table "{bare}"'
+    else:
+        message = (
+            f'both {what} and generation expression specified for column "{column}" of '
+            f'table "{bare}"'
+        )
+    return SqlError(SYNTAX_ERROR, message)
+
+
+# -- checking and binding the expression --------------------------------------------------------
+
+
+def _row_scope(table: TableDef) -> Scope:
+    cols = [
+        OutCol(c.name, c.type, table.oid, i + 1, table.name) for i, c in enumerate(table.columns)
+    ]
+    return Scope(cols, None, {table.name})
+
+
+def bind(binder: Binder, table: TableDef, col: ColumnDef) -> BExpr:
+    """``col``'s generation expression bound over a row of ``table``, cast to its type."""
+    assert col.generated is not None
+    node = sqlglot.parse_one(col.generated, read="postgres")
+    e = binder.exprs.bind(node, _row_scope(table))
+    return binder.exprs.coerce(e, col.type, assignment=True)
+
+
+def bind_all(binder: Binder, table: TableDef) -> list[tuple[int, BExpr]]:
+    """(position, bound expression) of every generated column of ``table``, for its writer."""
+    return [
+        (i, bind(binder, table, c)) for i, c in enumerate(table.columns) if c.generated is not None
+    ]
+
+
+def validate(binder: Binder, table: TableDef, col: ColumnDef) -> None:
+    """Refuse, as Postgres does when the DDL runs, an expression that is not a pure function
+    of the row's ordinary columns: a subquery (0A000), an aggregate (42803) or window
+    function (42P20), another generated column (42P17), anything not immutable (42P17), or a
+    result that does not convert to the column's type (42804)."""
+    assert col.generated is not None
+    node = sqlglot.parse_one(col.generated, read="postgres")
+    if node.find(exp.Select) is not None:
+        raise SqlError(FEATURE_NOT_SUPPORTED, "cannot use subquery in column generation expression")
+    if binder.exprs.contains_aggregate(node):
+        raise SqlError(
+            GROUPING_ERROR, "aggregate functions are not allowed in column generation expressions"
+        )
+    if node.find(exp.Window) is not None:
+        raise SqlError(
+            WINDOWING_ERROR, "window functions are not allowed in column generation expressions"
+        )
+    for ref in node.find_all(exp.Column):
+        other = table.find_column(ref.name)
+        if other is not None and other.generated is not None:
+            raise SqlError(
+                INVALID_OBJECT_DEFINITION,
+                f'cannot use generated column "{other.name}" in column generation expression',
+                detail="A generated column cannot reference another generated column.",
+            )
+    e = binder.exprs.bind(node, _row_scope(table))
+    if any(_not_immutable(n) for n in walk(e)):
+        raise SqlError(INVALID_OBJECT_DEFINITION, "generation expression is not immutable")
+    if not casts.can_assign(e.type, col.type):
+        raise SqlError(
+            DATATYPE_MISMATCH,
+            f'column "{col.name}" is of type {col.type} but default expression is of type {e.type}',
+            hint="You will need to rewrite or cast the expression.",
+        )
+
+
+def _not_immutable(e: BExpr) -> bool:
+    """Whether a node may give another value for the same row: a volatile function, one that
+    reads the session or the clock (now(), current_user, date_trunc of a timestamptz), one
+    awaited (nextval), or one Postgres marks stable (below)."""
+    if isinstance(e, BContextCall | BAsyncCall):
+        return True
+    return isinstance(e, BCall) and (e.volatile or _stable(e))
+
+
+_TEXTUAL = frozenset({TypeId.TEXT, TypeId.VARCHAR, TypeId.BPCHAR})
+_DATETIME = frozenset(
+    {TypeId.DATE, TypeId.TIME, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.INTERVAL}
+)
+_STABLE_FUNCTIONS = frozenset({"to_char", "to_date", "to_timestamp", "to_number", "age"})
+"""Functions all of whose forms Postgres marks stable (they read DateStyle, the locale, the
+time zone or the clock)."""
+
+
+def _stable(e: BCall) -> bool:
+    """A call Postgres marks stable, not immutable: the functions above, timestamptz plus or
+    minus an interval (the time zone's day length), and the casts that read DateStyle or the
+    time zone (text to a date/time type, a date/time type other than time to text, timestamptz
+    to or from another date/time type)."""
+    if e.name in _STABLE_FUNCTIONS:
+        return True
+    kinds = {a.type.id for a in e.args if not a.type.array}
+    if e.name in ("+", "-"):
+        return TypeId.TIMESTAMPTZ in kinds and TypeId.INTERVAL in kinds
+    if e.name != "cast" or len(e.args) != 1 or e.type.array or e.args[0].type.array:
+        return False
+    src, dst = e.args[0].type.id, e.type.id
+    if src in _TEXTUAL:
+        return dst in _DATETIME
+    if dst in _TEXTUAL:
+        return src in _DATETIME and src is not TypeId.TIME
+    return src != dst and TypeId.TIMESTAMPTZ in (src, dst) and {src, dst} <= _DATETIME
+
+
+# -- values given to a generated column ---------------------------------------------------------
+
+
+def insert_error(col: ColumnDef) -> SqlError:
+    """428C9: INSERT (or MERGE's) gave ``col`` a value other than DEFAULT."""
+    return SqlError(
+        GENERATED_ALWAYS,
+        f'cannot insert a non-DEFAULT value into column "{col.name}"',
+        detail=f'Column "{col.name}" is a generated column.',
+    )
+
+
+def update_error(col: ColumnDef) -> SqlError:
+    """428C9: UPDATE (ON CONFLICT DO UPDATE, MERGE's UPDATE) set ``col`` to a value."""
+    return SqlError(
+        GENERATED_ALWAYS,
+        f'column "{col.name}" can only be updated to DEFAULT',
+        detail=f'Column "{col.name}" is a generated column.',
+    )
+
+
+def copy_error(col: ColumnDef) -> SqlError:
+    """42P10: COPY's column list names ``col``."""
+    return SqlError(
+        INVALID_COLUMN_REFERENCE,
+        f'column "{col.name}" is a generated column',
+        detail="Generated columns cannot be used in COPY.",
+    )
+
+
+def set_default_error(table: TableDef, col: ColumnDef) -> SqlError:
+    """42601: ALTER COLUMN ... SET / DROP DEFAULT on a generated column."""
+    return SqlError(
+        SYNTAX_ERROR,
+        f'column "{col.name}" of relation "{schemas.bare(table.name)}" is a generated column',
+    )
+
+
+# -- ALTER TABLE ---------------------------------------------------------------------------------
+
+
+class DropExpression(exp.Expression):
+    """The ALTER TABLE action ``ALTER [COLUMN] this DROP EXPRESSION [IF EXISTS]`` (sqlglot
+    has none)."""
+
+    arg_types = {"this": True, "exists": False}
+
+
+def drop_expression(table: TableDef, action: DropExpression, notices: list[str]) -> TableDef:
+    """The column becomes an ordinary one; the values stored so far stay (no data work)."""
+    col = table.column(action.this.name)
+    if col.generated is None:
+        message = (
+            f'column "{col.name}" of relation "{schemas.bare(table.name)}" is not a stored '
+            "generated column"
+        )
+        if action.args.get("exists"):
+            notices.append(f"{message}, skipping")
+            return table
+        raise SqlError(OBJECT_NOT_IN_PREREQUISITE_STATE, message)
+    return _with_column(table, dataclasses.replace(col, generated=None))
+
+
+def _with_column(table: TableDef, col: ColumnDef) -> TableDef:
+    return table.replace(columns=tuple(col if c.id == col.id else c for c in table.columns))
+
+
+def _reads(col: ColumnDef, name: str) -> bool:
+    """Whether ``col``'s generation expression reads the column named ``name``."""
+    return col.generated is not None and _expression_reads(col.generated, {name})
+
+
+def _expression_reads(sql: str, names: set[str]) -> bool:
+    """Whether the expression ``sql`` reads a column named in ``names``."""
+    node = sqlglot.parse_one(sql, read="postgres")
+    return any(ref.name in names for ref in node.find_all(exp.Column))
+
+
+def users(table: TableDef, column: ColumnDef) -> list[ColumnDef]:
+    """The generated columns of ``table`` whose expressions read ``column``."""
+    return [c for c in table.columns if c.id != column.id and _reads(c, column.name)]
+
+
+def rename_column(table: TableDef, old: str, new: str) -> TableDef:
+    """After column ``old`` became ``new``: the generation expressions that read it say so."""
+
+    def rename(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and n.name == old:
+            # Quoted: the catalog's name is exact (already case-folded if it was unquoted).
+            return exp.column(exp.to_identifier(new, quoted=True))
+        return n
+
+    for col in [c for c in table.columns if _reads(c, old)]:
+        node = sqlglot.parse_one(col.generated or "", read="postgres").transform(rename)
+        table = _with_column(table, dataclasses.replace(col, generated=node.sql("postgres")))
+    return table
+
+
+def drop_users(table: TableDef, column: ColumnDef, cascade: bool, notices: list[str]) -> TableDef:
+    """Before dropping ``column``: the generated columns that read it go too with CASCADE
+    (a notice each, as Postgres's), else 2BP01."""
+    dependents = users(table, column)
+    if not dependents:
+        return table
+    bare = schemas.bare(table.name)
+    if not cascade:
+        raise SqlError(
+            DEPENDENT_OBJECTS_STILL_EXIST,
+            f"cannot drop column {column.name} of table {bare} because other objects depend on it",
+            detail="\n".join(
+                f"column {c.name} of table {bare} depends on column {column.name} of table {bare}"
+                for c in dependents
+            ),
+            hint="Use DROP ... CASCADE to drop the dependent objects too.",
+        )
+    gone = {c.id for c in dependents}
+    if len(dependents) == 1:
+        notices.append(f"drop cascades to column {dependents[0].name} of table {bare}")
+    else:
+        notices.append(f"drop cascades to {len(dependents)} other objects")
+    names = {c.name for c in dependents}
+    return table.replace(
+        # Constraints on a dropped column go with it, as in Postgres.
+        checks=tuple(ck for ck in table.checks if not _expression_reads(ck.expression, names)),
+        columns=tuple(c for c in table.columns if c.id not in gone),
+        indexes=tuple(ix for ix in table.indexes if not gone & set(ix.column_ids)),
+    )
+
+
+def check_type_change(table: TableDef, column: ColumnDef) -> None:
+    """0A000 for ALTER COLUMN ... TYPE of a column a generated column reads."""
+    dependents = users(table, column)
+    if dependents:
+        raise SqlError(
+            FEATURE_NOT_SUPPORTED,
+            "cannot alter type of a column used by a generated column",
+            detail=f'Column "{column.name}" is used by generated column "{dependents[0].name}".',
+        )
+
+
+__all__ = [
+    "GENERATED_ALWAYS",
+    "DropExpression",
+    "bind",
+    "bind_all",
+    "check_type_change",
+    "clause_expression",
+    "conflicting_clause",
+    "copy_error",
+    "drop_expression",
+    "drop_users",
+    "insert_error",
+    "rename_column",
+    "set_default_error",
+    "update_error",
+    "users",
+    "validate",
+]
