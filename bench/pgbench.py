@@ -20,7 +20,8 @@ them on row locks instead. With 8 clients and few branches the branch row is a h
 failures and retries are reported beside tps.
 
 Prints tps, mean and p99 latency (from pgbench's per-transaction log) and ``tps_ratio`` =
-Percolator tps / Postgres tps for each (script, mode).
+Percolator tps / Postgres tps for each (script, mode). ``--processes N`` runs the server with N
+SQL worker processes (``percolator serve --processes``).
 """
 
 from __future__ import annotations
