@@ -1114,9 +1114,16 @@ def _alter_action(
                 if len(table.columns) == 1:
                     raise unsupported("dropping the last column of a table")
                 table = foreign_key_ddl.check_column_drop(catalog, table, col.id)
+                # The table's constraints on the column go with it, as in Postgres: its
+                # indexes (unique constraints) and the CHECKs that read it.
                 table = table.replace(
                     columns=tuple(c for c in table.columns if c.id != col.id),
                     indexes=tuple(ix for ix in table.indexes if col.id not in ix.column_ids),
+                    checks=tuple(
+                        ck
+                        for ck in table.checks
+                        if not generated_columns.expression_reads(ck.expression, {col.name})
+                    ),
                 )
                 catalog = views.check_column_drop(
                     catalog,

@@ -244,11 +244,12 @@ def _with_column(table: TableDef, col: ColumnDef) -> TableDef:
 
 def _reads(col: ColumnDef, name: str) -> bool:
     """Whether ``col``'s generation expression reads the column named ``name``."""
-    return col.generated is not None and _expression_reads(col.generated, {name})
+    return col.generated is not None and expression_reads(col.generated, {name})
 
 
-def _expression_reads(sql: str, names: set[str]) -> bool:
-    """Whether the expression ``sql`` reads a column named in ``names``."""
+def expression_reads(sql: str, names: set[str]) -> bool:
+    """Whether the expression ``sql`` (a generation expression, a CHECK) reads a column named
+    in ``names``."""
     node = sqlglot.parse_one(sql, read="postgres")
     return any(ref.name in names for ref in node.find_all(exp.Column))
 
@@ -298,7 +299,7 @@ def drop_users(table: TableDef, column: ColumnDef, cascade: bool, notices: list[
     names = {c.name for c in dependents}
     return table.replace(
         # Constraints on a dropped column go with it, as in Postgres.
-        checks=tuple(ck for ck in table.checks if not _expression_reads(ck.expression, names)),
+        checks=tuple(ck for ck in table.checks if not expression_reads(ck.expression, names)),
         columns=tuple(c for c in table.columns if c.id not in gone),
         indexes=tuple(ix for ix in table.indexes if not gone & set(ix.column_ids)),
     )

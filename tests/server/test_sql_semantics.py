@@ -806,6 +806,25 @@ SCRIPTS: dict[str, Script] = {
             "SELECT g AS k FROM od ORDER BY k || '' NULLS FIRST, id",
         ],
     ),
+    "drop_column_constraints": Script(
+        setup=[
+            "CREATE TABLE dcc (id int PRIMARY KEY, a int, b int CHECK (b > 0), c int, "
+            "CONSTRAINT a_below_c CHECK (a < c), CONSTRAINT c_pos CHECK (c > 0))",
+            "CREATE UNIQUE INDEX dcc_ab ON dcc (a, b)",
+        ],
+        cases=[
+            "INSERT INTO dcc VALUES (1, 1, 1, 2)",
+            "ALTER TABLE dcc DROP COLUMN b",
+            "INSERT INTO dcc VALUES (2, 1, 5)",
+            "SELECT conname FROM pg_constraint WHERE conrelid = 'dcc'::regclass ORDER BY 1",
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'dcc' ORDER BY 1",
+            "INSERT INTO dcc VALUES (3, 9, 5)",
+            "ALTER TABLE dcc DROP COLUMN c",
+            "INSERT INTO dcc VALUES (4, 9)",
+            "SELECT conname FROM pg_constraint WHERE conrelid = 'dcc'::regclass ORDER BY 1",
+            "SELECT * FROM dcc ORDER BY id",
+        ],
+    ),
     "reverse_scans": Script(
         setup=[
             "CREATE TABLE rs (id int PRIMARY KEY, v int, t text)",
