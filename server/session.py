@@ -348,6 +348,14 @@ class RowsExecution:
                 return
         self._done = True
 
+    async def drain(self) -> list[tuple[object, ...]]:
+        """Every row not fetched yet, read to the end in the caller's task (no statement
+        guard, nor the session's end-of-statement bookkeeping: the caller's statement has
+        both)."""
+        rows, self._rows = self._rows, None
+        self._done = True
+        return [r async for r in rows] if rows is not None else []
+
     def on_concurrent_ddl(self, rerun: Rerun) -> None:
         """Take the rows from ``rerun`` if the catalog guard refuses the statement before its
         first row."""
@@ -372,13 +380,6 @@ class RowsExecution:
                 except Exception:
                     log.debug("closing an unfinished result", exc_info=True)
         self._done = True
-
-
-async def _drained(execution: RowsExecution) -> list[tuple[object, ...]]:
-    """The rows of a statement's execution, read to the end without being sent (a part of a
-    statement with data-modifying CTEs)."""
-    rows = execution._rows
-    return [r async for r in rows] if rows is not None else []
 
 
 def _same_shape(a: list[ResultColumn] | None, b: list[ResultColumn] | None) -> bool:
@@ -1489,10 +1490,10 @@ class SqlSession:
         async def run_part(part: Plan) -> Any:
             execution = await self._run_statement(part, ctx)
             if part.kind == "query":  # its rows read now, on the statement's snapshot
-                return _result(self, part.columns or [], await _drained(execution), "SELECT")
+                return _result(self, part.columns or [], await execution.drain(), "SELECT")
             return execution
 
-        return await modifying_ctes.run(statement, ctx, run_part, _drained)
+        return await modifying_ctes.run(statement, ctx, run_part, RowsExecution.drain)
 
     async def _declare(self, plan: Plan, params: list[object]) -> Any:
         stmt, query = plan.statement
