@@ -233,6 +233,37 @@ class Deferred:
         self.referrers.clear()
 
 
+@dataclass
+class StatementEnd(Deferred):
+    """The checks of a statement made of parts that each write (data-modifying CTEs): every
+    NO ACTION check waits for the end of the whole statement, as Postgres makes them once
+    all its parts ran (a CTE may insert children whose parent the main statement inserts);
+    the transaction's deferred constraints then go on waiting for COMMIT."""
+
+    outer: Deferred | None = None
+
+    def is_deferred(self, fk: ForeignKeyDef) -> bool:
+        return True
+
+
+async def run_statement_end(checks: StatementEnd, ctx: Any) -> None:
+    """Make a :class:`StatementEnd`'s checks (the statement's own: they take the referenced
+    rows' locks), or hand those of deferred constraints to the transaction's."""
+    outer = checks.outer
+    for ref, rows in checks.references:
+        if outer is not None and outer.is_deferred(ref.fk):
+            outer.references.append((ref, rows))
+        else:
+            await check_reference(ref, ctx, rows, lock=True)
+    for referrer, keys in checks.referrers:
+        if outer is not None and outer.is_deferred(referrer.fk):
+            outer.referrers.append((referrer, keys))
+        else:
+            await _check_unreferenced(referrer, ctx, keys)
+    checks.references.clear()
+    checks.referrers.clear()
+
+
 def _deferred(ctx: Any, fk: ForeignKeyDef) -> Deferred | None:
     """The transaction's Deferred if ``fk`` is deferred now, else None."""
     deferred: Deferred | None = getattr(ctx, "deferred_constraints", None)

@@ -6,7 +6,8 @@ the same DML execution, so row locks, constraints, indexes, foreign keys and obs
 they do outside WITH. The CTEs run first, in the order written, each once and to completion
 (whatever the rest of the statement reads of it: a LIMIT outside does not stop it), their
 RETURNING rows left in the statement's context for the parts after them; then the main
-statement, whose result (and command tag) is the statement's.
+statement, whose result (and command tag) is the statement's; then the foreign-key checks of
+every part, as Postgres makes them at the end of the statement.
 
 Postgres runs every part on one snapshot: no part sees another's changes in the tables, only
 through its RETURNING rows. A transaction here reads its own buffered writes, so the parts'
@@ -26,6 +27,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from percolator.server.planner import foreign_keys
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import Row
 from percolator.server.storage.cells import CellKey, Mutation, WriteKind
@@ -132,12 +134,21 @@ def _merged(
 
 
 async def run(stmt: ModifyingWith, ctx: Any, run_part: RunPart, drain: Drain) -> Any:
-    """Run the CTEs in order, then the main statement; the main statement's execution."""
+    """Run the CTEs in order, then the main statement, then the foreign-key checks of all of
+    them; the main statement's execution."""
     own = OwnWrites(ctx.txn)
-    for cte in stmt.ctes:
-        execution = await _run_part(cte.plan, ctx, own, run_part)
-        ctx.subquery_values[cte.slot] = await drain(execution)
-    return await _run_part(stmt.main, ctx, own, run_part)
+    outer = ctx.deferred_constraints
+    checks = foreign_keys.StatementEnd(outer=outer)
+    ctx.deferred_constraints = checks
+    try:
+        for cte in stmt.ctes:
+            execution = await _run_part(cte.plan, ctx, own, run_part)
+            ctx.subquery_values[cte.slot] = await drain(execution)
+        main = await _run_part(stmt.main, ctx, own, run_part)
+    finally:
+        ctx.deferred_constraints = outer
+    await foreign_keys.run_statement_end(checks, ctx)
+    return main
 
 
 async def _run_part(plan: Any, ctx: Any, own: OwnWrites, run_part: RunPart) -> Any:

@@ -2073,6 +2073,13 @@ SCRIPTS: dict[str, Script] = {
             "WITH u AS (UPDATE mc_acc SET bal = bal + 1000 WHERE id = 2 RETURNING bal) SELECT a.bal AS old, u.bal AS new FROM mc_acc a, u WHERE a.id = 2",
             "WITH a AS (UPDATE mc_acc SET bal = bal - 10 WHERE id = 3 RETURNING *) SELECT * FROM a",
             "WITH p AS (INSERT INTO mc_parent VALUES (1), (2) RETURNING id), c AS (INSERT INTO mc_child SELECT id * 10, id FROM p RETURNING *) SELECT * FROM c ORDER BY id",
+            # Foreign keys are checked once the whole statement ran, in whatever order its
+            # parts wrote: children before their parent, a parent deleted before its children.
+            "WITH c AS (INSERT INTO mc_child VALUES (70, 7) RETURNING p) INSERT INTO mc_parent SELECT p FROM c",
+            "WITH p AS (DELETE FROM mc_parent WHERE id = 7 RETURNING id) DELETE FROM mc_child WHERE p IN (SELECT id FROM p)",
+            "WITH c AS (INSERT INTO mc_child VALUES (80, 8) RETURNING p) SELECT * FROM c",
+            "WITH p AS (DELETE FROM mc_parent WHERE id = 1 RETURNING id) SELECT * FROM p",
+            "SELECT * FROM mc_child ORDER BY id",
             "WITH c AS (INSERT INTO mc_child VALUES (99, 42) RETURNING *) SELECT * FROM c",
             "SELECT (SELECT count(*) FROM mc_parent), (SELECT count(*) FROM mc_child)",
             "WITH d AS (DELETE FROM mc_done WHERE id > 8 RETURNING id) UPDATE mc_queue SET job = 'again' WHERE id IN (SELECT id + 5 FROM d) RETURNING *",
