@@ -27,6 +27,7 @@ from percolator.server.sql import (
     recursive_cte,
     row_values,
     sequence_ddl,
+    sequence_functions,
     system_tables,
     temp_tables,
     views,
@@ -1344,7 +1345,10 @@ class Binder:
         for eq in items:
             if not isinstance(eq, exp.EQ):
                 raise unsupported(f"assignment {eq.sql(dialect='postgres')}")
-            for target, value in self._assignment_pairs(eq.this, eq.expression, scope):
+            # The operators running SET await a row's calls (nextval) before they evaluate it.
+            with self.exprs.async_calls(True):
+                pairs = self._assignment_pairs(eq.this, eq.expression, scope)
+            for target, value in pairs:
                 inner = target.this if isinstance(target, exp.Bracket) else target
                 col = table.column(inner.name)
                 if col.id in values and not (
@@ -1402,8 +1406,11 @@ class Binder:
             and not value.table
             and scope.lookup(None, "default") is None
         ):
-            if col.serial_sequence is not None:
-                raise unsupported("SET column = DEFAULT on a serial or identity column")
+            seq = sequence_ddl.default_sequence(table, col, self.catalog)
+            if seq is not None:  # a serial or identity column: its sequence's next value
+                with self.exprs.async_calls(True):
+                    drawn = sequence_functions.next_value(self.exprs, seq)
+                return self.exprs.coerce(drawn, col.type, assignment=True)
             return self.default_expr(table, col)
         if col.generated is not None:
             raise generated_columns.update_error(col)
@@ -1413,7 +1420,9 @@ class Binder:
                 f'column "{col.name}" can only be updated to DEFAULT',
                 detail=f'Column "{col.name}" is an identity column defined as GENERATED ALWAYS.',
             )
-        return self.exprs.coerce(self.exprs.bind(value, scope), col.type, assignment=True)
+        with self.exprs.async_calls(True):
+            bound = self.exprs.bind(value, scope)
+        return self.exprs.coerce(bound, col.type, assignment=True)
 
     def _element_assignment(
         self,

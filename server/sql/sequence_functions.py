@@ -3,8 +3,8 @@
 nextval and setval need a round trip, which an expression (a Python closure evaluated
 synchronously) cannot make: they bind to :class:`BAsyncCall`, which the operator evaluating the
 expression awaits for each row before evaluating it, as it does subqueries. So they are
-allowed where such an operator evaluates them: a select list and VALUES (a column DEFAULT
-``nextval('s')`` is drawn by INSERT itself); elsewhere 0A000.
+allowed where such an operator evaluates them: a select list, VALUES and UPDATE's SET (a
+column DEFAULT ``nextval('s')`` is drawn by INSERT itself); elsewhere 0A000.
 
 The operator awaits a row's calls in order, left to right, before it evaluates the row's
 expressions; so where nextval may be, currval and lastval are awaited calls too, in that same
@@ -48,6 +48,16 @@ def bind(exprs: ExprBinder, name: str, args: list[BExpr]) -> BExpr:
         return _reader(exprs, name, args)
     fn = _nextval if name == "nextval" else _setval
     return exprs.async_call(name, T.INT8, fn, args)
+
+
+def next_value(exprs: ExprBinder, seq: SequenceDef) -> BExpr:
+    """``nextval`` of ``seq`` itself (a serial or identity column's ``DEFAULT`` in UPDATE's
+    SET), an awaited call as ``nextval('name')`` is."""
+
+    async def draw(ctx: Any) -> int:
+        return await ctx.sequences.nextval(seq)  # type: ignore[no-any-return]
+
+    return exprs.async_call("nextval", T.INT8, draw, [])
 
 
 def _reader(exprs: ExprBinder, name: str, args: list[BExpr]) -> BExpr:
