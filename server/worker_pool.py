@@ -212,6 +212,9 @@ class WorkerPool:
                 await asyncio.sleep(0.1)  # e.g. out of file descriptors: do not spin
                 continue
             with client:
+                if client.family in (socket.AF_INET, socket.AF_INET6):
+                    # As asyncio's own servers do: replies are small and must not wait.
+                    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._hand_over(client)
 
     def _hand_over(self, client: socket.socket) -> None:
@@ -265,6 +268,8 @@ class WorkerPool:
         assert process is not None
         code = await process.wait()
         self._drop_channel(worker)
+        # A Ctrl-C reaches the workers too: one may end before this process starts closing.
+        await asyncio.sleep(RESTART_DELAY_S)
         if self._closing:
             return
         log.error(
@@ -273,12 +278,10 @@ class WorkerPool:
             process.pid,
             code,
         )
-        await asyncio.sleep(RESTART_DELAY_S)
-        if not self._closing:
-            try:
-                await self._spawn(worker)
-            except OSError:
-                log.exception("cannot start SQL worker %d again", worker.index)
+        try:
+            await self._spawn(worker)
+        except OSError:
+            log.exception("cannot start SQL worker %d again", worker.index)
 
     # ------------------------------------------------------------------ shutdown
 
