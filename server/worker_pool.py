@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from percolator.server.config import ServerConfig
 from percolator.server.frontend import handoff
 from percolator.server.runtime import start_local_coordinator
@@ -343,6 +345,27 @@ class RunningPool:
                 log.warning("error while shutting down", exc_info=True)
 
 
+_SHARED_PREFIX = "percolator-pool-"
+_OWNER_FILE = "owner"
+
+
+def _new_shared_dir() -> Path:
+    """A fresh directory in shared memory for this pool, with this process's pid in it; the
+    directories of pools whose acceptor was killed (it removes its own when it stops) are
+    removed first, so they do not pile up in memory."""
+    parent = shared_memory_dir()
+    for stale in Path(parent or tempfile.gettempdir()).glob(_SHARED_PREFIX + "*"):
+        try:
+            owner = int((stale / _OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if not psutil.pid_exists(owner):
+            shutil.rmtree(stale, ignore_errors=True)
+    directory = Path(tempfile.mkdtemp(prefix=_SHARED_PREFIX, dir=parent))
+    (directory / _OWNER_FILE).write_text(str(os.getpid()))
+    return directory
+
+
 async def start_pool(
     config: ServerConfig, dsns: list[str], log_settings: tuple[str, str]
 ) -> RunningPool:
@@ -359,7 +382,7 @@ async def start_pool(
         )
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
-        shared_dir = Path(tempfile.mkdtemp(prefix="percolator-", dir=shared_memory_dir()))
+        shared_dir = _new_shared_dir()
         shared = SharedRange.create(shared_dir)
 
         async def remove_shared() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -278,3 +279,22 @@ def test_pg_cancel_and_terminate_backend_reach_another_worker(
             assert isinstance(outcome[0], errors.QueryCanceled)
             assert second.execute("SELECT 1").fetchone() == (1,)
         assert first.execute(f"SELECT {function}(%s)", (2_000_000_001,)).fetchone() == (False,)
+
+
+def test_a_killed_acceptors_shared_directory_is_removed_by_the_next_pool() -> None:
+    from percolator.server import worker_pool
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = worker_pool._new_shared_dir()
+    (stale / "owner").write_text(str(dead.pid))
+    (stale / "timestamps").write_bytes(b"\0" * 24)
+    fresh = worker_pool._new_shared_dir()
+    try:
+        assert not stale.exists()
+        assert (fresh / "owner").read_text() == str(os.getpid())
+        again = worker_pool._new_shared_dir()  # a live owner's directory stays
+        assert fresh.exists()
+        shutil.rmtree(again)
+    finally:
+        shutil.rmtree(fresh, ignore_errors=True)
