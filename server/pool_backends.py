@@ -45,6 +45,11 @@ def _from_json(data: dict[str, object]) -> BackendActivity:
     return BackendActivity(**data)  # type: ignore[arg-type]
 
 
+def activity_file(directory: Path, index: int) -> Path:
+    """Where worker ``index`` publishes its sessions."""
+    return directory / f"activity-{index}.json"
+
+
 class ActivityBoard:
     """The workers' activity files in the pool directory."""
 
@@ -55,7 +60,7 @@ class ActivityBoard:
         self._last: bytes | None = None
 
     def _path(self, index: int) -> Path:
-        return self._directory / f"activity-{index}.json"
+        return activity_file(self._directory, index)
 
     def publish(self, rows: list[BackendActivity]) -> None:
         """Replace this worker's file (atomically: readers never see half of it)."""

@@ -31,6 +31,7 @@ import psutil
 
 from percolator.server.config import ServerConfig
 from percolator.server.frontend import handoff
+from percolator.server.pool_backends import activity_file
 from percolator.server.runtime import start_local_coordinator
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.txn.shared_timestamps import SharedRange, shared_memory_dir
@@ -270,6 +271,9 @@ class WorkerPool:
         assert process is not None
         code = await process.wait()
         self._drop_channel(worker)
+        # Its sessions are gone, whether it removed its list of them or was killed.
+        with contextlib.suppress(OSError):
+            activity_file(Path(self._shared_dir), worker.index).unlink()
         # A Ctrl-C reaches the workers too: one may end before this process starts closing.
         await asyncio.sleep(RESTART_DELAY_S)
         if self._closing:
