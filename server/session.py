@@ -77,6 +77,7 @@ from percolator.server.sql import (
     ddl_validate,
     enums,
     generated_columns,
+    index_expressions,
     introspection,
     observer_ddl,
     schemas,
@@ -1272,6 +1273,7 @@ class SqlSession:
             catalog,
             lambda child: self._writer(child, Binder(catalog, Params())),
             generated_columns.bind_all(binder, table),
+            index_expressions.bind_all(binder, table),
         )
 
     def _plan_insert(

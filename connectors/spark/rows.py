@@ -138,7 +138,7 @@ class RowWriter:
             await update_row(writer, ctx, key, existing, updated)
             self.stats.updated += 1
             return
-        raise duplicate_key(self.table, conflict.constraint, conflict.column_ids, row)
+        raise duplicate_key(self.table, conflict.constraint, conflict.key, row)
 
     def _check_duplicates(self, rows: list[Row], keys: list[bytes]) -> None:
         """Rows of this task that collide with each other (the snapshot cannot show those)."""

@@ -45,7 +45,7 @@ from percolator.server.planner.context import ExecContext
 from percolator.server.planner.dml import make_writer
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.session import internal_session
-from percolator.server.sql import generated_columns
+from percolator.server.sql import generated_columns, index_expressions
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.catalog import Catalog, TableDef
 from percolator.server.sql.ddl_validate import bind_table_expr
@@ -304,6 +304,7 @@ class TaskWrite:
                     RowCodec(table),
                     checks,
                     generated=generated_columns.bind_all(binder, table),
+                    index_expressions=index_expressions.bind_all(binder, table),
                 ),
                 job_ts=plan.job_ts,
                 partition=self.partition,

@@ -12,10 +12,10 @@ from sqlglot import exp
 
 from percolator.server.planner import foreign_keys
 from percolator.server.planner.compile import Compiled, compile_expr
-from percolator.server.planner.dml import CHUNK, TableWriter, format_row, insert_rows
+from percolator.server.planner.dml import CHUNK, TableWriter, format_row, insert_rows, key_names
 from percolator.server.planner.physical import batched
 from percolator.server.planner.row_codec import MARKER, IndexCodec, RowCodec
-from percolator.server.sql import casts
+from percolator.server.sql import casts, index_expressions
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import BColumn, BExpr, OutCol
 from percolator.server.sql.catalog import Catalog, TableDef
@@ -59,13 +59,14 @@ async def run_action(
     elif isinstance(action, BuildIndex):
         table = catalog.table(action.table)
         codec = RowCodec(table, trust_not_null=False)
-        index = IndexCodec(table, action.index)
+        bound = index_expressions.bind_all(Binder(catalog, Params()), table)
+        index = IndexCodec(table, action.index, bound.get(action.index.id, ()))
         seen: dict[bytes, tuple[Any, ...]] = {}
         async for key, row in _rows(codec, ctx):
             if index.unique and None not in index.values_of(row):
                 ek = index.entry_key(row, key)
                 if ek in seen:
-                    names = ", ".join(table.column_by_id(c).name for c in action.index.column_ids)
+                    names = ", ".join(key_names(table, action.index))
                     raise SqlError(
                         UNIQUE_VIOLATION,
                         f'could not create unique index "{action.index.name}"',

@@ -31,7 +31,7 @@ from percolator.server.planner.row_locking import (
     stale_statement,
 )
 from percolator.server.sql.bound import BExpr, OnConflict
-from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
+from percolator.server.sql.catalog import Catalog, ColumnDef, IndexDef, TableDef, key_signature
 from percolator.server.sql.errors import (
     CARDINALITY_VIOLATION,
     CHECK_VIOLATION,
@@ -76,7 +76,10 @@ class TableWriter:
         the unique indexes'): an UPDATE that changes none of them locks its rows FOR NO KEY
         UPDATE, which a foreign key's check of them does not wait for, as in Postgres."""
         table = self.table
-        ids = [*table.primary_key, *(c for ix in self.unique_indexes for c in ix.index.column_ids)]
+        ids = [
+            *table.primary_key,
+            *(c for ix in self.unique_indexes for c in ix.index.plain_column_ids),
+        ]
         return frozenset(table.position(c) for c in ids)
 
     def generate(self, row: Row, ctx: Any) -> Row:
@@ -125,27 +128,57 @@ def format_row(table: TableDef, row: Row) -> str:
     return "(" + ", ".join(parts) + ")"
 
 
-def key_detail(table: TableDef, column_ids: Sequence[int], row: Row) -> str:
-    """The DETAIL of a unique violation: ``Key (a, b)=(1, x) already exists.``"""
+KeyColumns = tuple[int, ...] | IndexCodec
+"""A unique key's columns: the primary key's column ids, or a unique index (whose key
+columns may be expressions)."""
+
+
+def key_detail(table: TableDef, key: KeyColumns, row: Row) -> str:
+    """The DETAIL of a unique violation: ``Key (a, b)=(1, x) already exists.``, ``Key
+    (lower(email))=(a@x) already exists.``"""
     from percolator.server.sql.textio import text_out
 
-    cols = [table.column_by_id(c) for c in column_ids]
-    names = ", ".join(c.name for c in cols)
-    values = ", ".join(
-        "null" if row[table.position(c.id)] is None else text_out(c.type, row[table.position(c.id)])
-        for c in cols
+    if isinstance(key, IndexCodec):
+        names = key_names(table, key.index)
+        types = key.types
+        values = key.values_of(row)
+    else:
+        cols = [table.column_by_id(c) for c in key]
+        names = [c.name for c in cols]
+        types = [c.type for c in cols]
+        values = [row[table.position(c.id)] for c in cols]
+    shown = ", ".join(
+        "null" if v is None else text_out(t, v) for t, v in zip(types, values, strict=True)
     )
-    return f"Key ({names})=({values}) already exists."
+    return f"Key ({', '.join(names)})=({shown}) already exists."
 
 
-def duplicate_key(
-    table: TableDef, constraint: str, column_ids: Sequence[int], row: Row
-) -> SqlError:
+def key_names(table: TableDef, index: IndexDef) -> list[str]:
+    """The key columns of ``index`` as a unique violation's DETAIL names them: a column's
+    name, an expression as Postgres prints it (``lower(email)``, ``(a + b)``)."""
+    from percolator.server.sql.pg_catalog_tables import index_expression_text
+
+    return [
+        table.column_by_id(cid).name
+        if (sql := index.expression(i)) is None
+        else index_expression_text(table, sql, True)
+        for i, cid in enumerate(index.column_ids)
+    ]
+
+
+def key_signature_of(table: TableDef, key: KeyColumns) -> tuple[object, ...]:
+    """What ``key`` is keyed on, order aside (as an ON CONFLICT target names it)."""
+    if isinstance(key, IndexCodec):
+        return key.index.signature
+    return key_signature(key, ())
+
+
+def duplicate_key(table: TableDef, constraint: str, key: KeyColumns, row: Row) -> SqlError:
     """The 23505 error for ``row`` colliding on ``constraint``."""
     return SqlError(
         UNIQUE_VIOLATION,
         f'duplicate key value violates unique constraint "{bare(constraint)}"',
-        detail=key_detail(table, column_ids, row),
+        detail=key_detail(table, key, row),
         about=ErrorObject(table.name, constraint=constraint),
     )
 
@@ -153,27 +186,29 @@ def duplicate_key(
 class Conflict:
     """Which constraint an inserted row collides with, and the existing row's key."""
 
-    def __init__(self, constraint: str, column_ids: tuple[int, ...], existing_key: bytes) -> None:
+    def __init__(self, constraint: str, key: KeyColumns, existing_key: bytes) -> None:
         self.constraint = constraint
-        self.column_ids = column_ids
+        self.key = key
         self.existing_key = existing_key
 
 
-def _constraints(writer: TableWriter, arbiter: tuple[int, ...] | None) -> list[IndexCodec | None]:
+def _constraints(
+    writer: TableWriter, arbiter: tuple[object, ...] | None
+) -> list[IndexCodec | None]:
     """The unique constraints a new row is checked against, in order: the primary key (None)
-    then the unique indexes, except that an ON CONFLICT target (its column ids) comes first,
+    then the unique indexes, except that an ON CONFLICT target (its key signature) comes first,
     as Postgres checks its arbiter before inserting: a row that collides there takes the
     conflict action even if it would also collide elsewhere."""
     out: list[IndexCodec | None] = [None] if writer.table.primary_key else []
     out.extend(writer.unique_indexes)
     if arbiter is not None:
-        target = tuple(sorted(arbiter))
-        out.sort(key=lambda ix: _constraint_ids(writer.table, ix) != target)
+        table = writer.table
+        out.sort(
+            key=lambda ix: (
+                key_signature_of(table, table.primary_key if ix is None else ix) != arbiter
+            )
+        )
     return out
-
-
-def _constraint_ids(table: TableDef, ix: IndexCodec | None) -> tuple[int, ...]:
-    return tuple(sorted(table.primary_key if ix is None else ix.index.column_ids))
 
 
 async def find_conflicts(
@@ -181,7 +216,7 @@ async def find_conflicts(
     ctx: Any,
     rows: list[Row],
     keys: list[bytes],
-    arbiter: tuple[int, ...] | None = None,
+    arbiter: tuple[object, ...] | None = None,
 ) -> list[Conflict | None]:
     """For each new row: the first unique constraint (in :func:`_constraints`'s order) it
     collides with in the snapshot, or None. One batched read per constraint."""
@@ -206,7 +241,7 @@ async def find_conflicts(
         found = await txn.get_many(cells)
         for i, v in zip(todo, found, strict=True):
             if v is not None:  # owned by another row, or by the row of the same key
-                out[i] = Conflict(ix.index.name, ix.index.column_ids, v)
+                out[i] = Conflict(ix.index.name, ix, v)
     return out
 
 
@@ -243,7 +278,7 @@ def _check_batch_duplicates(
         duplicate = None
     elif on_conflict is not None:
 
-        def duplicate(constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
+        def duplicate(constraint: str, key: KeyColumns, row: Row) -> SqlError:
             return SqlError(
                 CARDINALITY_VIOLATION,
                 "ON CONFLICT DO UPDATE command cannot affect row a second time",
@@ -252,10 +287,10 @@ def _check_batch_duplicates(
             )
     else:
 
-        def duplicate(constraint: str, column_ids: Sequence[int], row: Row) -> SqlError:
-            return duplicate_key(writer.table, constraint, column_ids, row)
+        def duplicate(constraint: str, key: KeyColumns, row: Row) -> SqlError:
+            return duplicate_key(writer.table, constraint, key, row)
 
-    for constraint, column_ids, key_of in unique_key_groups(writer, rows, keys):
+    for constraint, key, key_of in unique_key_groups(writer, rows, keys):
         seen: set[bytes] = set()
         for i in range(len(rows)):
             if skip[i]:
@@ -265,13 +300,13 @@ def _check_batch_duplicates(
                 continue
             if k in seen:
                 if duplicate is not None:
-                    raise duplicate(constraint, column_ids, rows[i])
+                    raise duplicate(constraint, key, rows[i])
                 skip[i] = True
             else:
                 seen.add(k)
 
 
-UniqueKeyGroup = tuple[str, tuple[int, ...], Callable[[int], bytes | None]]
+UniqueKeyGroup = tuple[str, KeyColumns, Callable[[int], bytes | None]]
 """A constraint's name, its columns, and the key a row (by index) takes in it (None: NULLs
 never collide)."""
 
@@ -289,7 +324,7 @@ def unique_key_groups(
         groups.append(
             (
                 ix.index.name,
-                ix.index.column_ids,
+                ix,
                 lambda i, ix=ix: (
                     None if None in ix.values_of(rows[i]) else ix.entry_key(rows[i], keys[i])
                 ),
@@ -336,9 +371,7 @@ async def insert_rows(
             # runs again, and finds the key taken), so the read at the snapshot stands.
             conflicts, taken = await _beside(
                 _lock_new_keys(writer, ctx, chunk, keys),
-                find_conflicts(
-                    writer, ctx, chunk, keys, on_conflict and on_conflict.target_columns
-                ),
+                find_conflicts(writer, ctx, chunk, keys, on_conflict and on_conflict.target_key),
             )
             since = await _recheck_new_keys(writer, ctx, chunk, keys, conflicts, taken, on_conflict)
             updates: list[tuple[Row, Conflict]] = []
@@ -346,11 +379,12 @@ async def insert_rows(
                 if c is None or skip[i]:
                     continue
                 if on_conflict is None:
-                    raise duplicate_key(writer.table, c.constraint, c.column_ids, chunk[i])
-                if on_conflict.target_columns is not None and tuple(
-                    sorted(on_conflict.target_columns)
-                ) != tuple(sorted(c.column_ids)):
-                    raise duplicate_key(writer.table, c.constraint, c.column_ids, chunk[i])
+                    raise duplicate_key(writer.table, c.constraint, c.key, chunk[i])
+                if (
+                    on_conflict.target_key is not None
+                    and on_conflict.target_key != key_signature_of(writer.table, c.key)
+                ):
+                    raise duplicate_key(writer.table, c.constraint, c.key, chunk[i])
                 skip[i] = True
                 if on_conflict.do_update and conflict_update is not None:
                     updates.append((chunk[i], c))
@@ -417,7 +451,7 @@ async def _recheck_new_keys(
         # where Postgres reports 23505 or goes on.
         stale_statement(ctx.row_locking)
     moved = set(changed)
-    arbiter = None if on_conflict is None else on_conflict.target_columns
+    arbiter = None if on_conflict is None else on_conflict.target_key
     probes = {i: _key_cells(writer, row, keys[i], arbiter) for i, row in enumerate(rows)}
     affected = [i for i, cells in probes.items() if any(c for _, c in cells if c in moved)]
     wanted = [c for i in affected for _, c in probes[i]]
@@ -443,8 +477,8 @@ async def _recheck_new_keys(
 
 
 def _key_cells(
-    writer: TableWriter, row: Row, key: bytes, arbiter: tuple[int, ...] | None = None
-) -> list[tuple[tuple[str, tuple[int, ...]], CellKey]]:
+    writer: TableWriter, row: Row, key: bytes, arbiter: tuple[object, ...] | None = None
+) -> list[tuple[tuple[str, KeyColumns], CellKey]]:
     """The cells that say whether ``row``'s keys are taken, with their constraints, in
     find_conflicts's order: the row's presence (primary key) and each unique entry."""
     table = writer.table
@@ -455,7 +489,7 @@ def _key_cells(
             pk = (table.pk_constraint_name, table.primary_key)
             out.append((pk, CellKey(codec.storage, key, codec.presence)))
         elif None not in ix.values_of(row):
-            constraint = (ix.index.name, ix.index.column_ids)
+            constraint: tuple[str, KeyColumns] = (ix.index.name, ix)
             out.append((constraint, CellKey(ix.storage, ix.entry_key(row, key), MARKER)))
     return out
 
@@ -584,7 +618,7 @@ async def update_row(writer: TableWriter, ctx: Any, key: bytes, old: Row, new: R
             ek = ix.entry_key(new, new_key)
             (owner,) = await txn.get_many([CellKey(ix.storage, ek, MARKER)])
             if owner is not None and owner != new_key and owner != key:
-                raise duplicate_key(writer.table, ix.index.name, ix.index.column_ids, new)
+                raise duplicate_key(writer.table, ix.index.name, ix, new)
         ix.write(txn, new, new_key)
 
 
@@ -805,11 +839,15 @@ def make_writer(
     catalog: Catalog | None = None,
     writer_for: Callable[[TableDef], TableWriter] | None = None,
     generated: Sequence[tuple[int, BExpr]] = (),
+    index_expressions: Mapping[int, Sequence[BExpr | None]] | None = None,
 ) -> TableWriter:
     """A writer of ``table``; with ``catalog``, one that enforces its foreign keys (building
     the writers of referencing tables with ``writer_for`` when an action writes them).
-    ``generated``: the generated columns' positions and expressions over the row."""
-    indexes = [IndexCodec(table, ix) for ix in table.indexes]
+    ``generated``: the generated columns' positions and expressions over the row;
+    ``index_expressions``: per index id, its key columns' expressions over the row
+    (:func:`percolator.server.sql.index_expressions.bind_all`)."""
+    bound = index_expressions or {}
+    indexes = [IndexCodec(table, ix, bound.get(ix.id, ())) for ix in table.indexes]
     pk = set(table.primary_key)
     not_null = [(i, c) for i, c in enumerate(table.columns) if c.not_null or c.id in pk]
     compiled = [(name, compile_expr(e)) for name, e in checks]

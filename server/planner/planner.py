@@ -38,7 +38,9 @@ import itertools
 from collections.abc import Callable
 from typing import Any, cast
 
+from percolator.server.planner import expression_keys
 from percolator.server.planner.compile import Compiled, compile_expr
+from percolator.server.planner.expression_keys import NOT_FIXED
 from percolator.server.planner.physical import (
     Aggregate,
     AsyncCallRunner,
@@ -184,7 +186,13 @@ class Planner:
         read = frozenset(needed) if needed is not None else None
         lock_rows = rel.lock_rows and id(rel) not in self._lock_later
         return self.table_access(
-            rel.table, rel.alias, rel.filters, lock_rows, read, lock_clause=rel.lock_clause
+            rel.table,
+            rel.alias,
+            rel.filters,
+            lock_rows,
+            read,
+            lock_clause=rel.lock_clause,
+            index_keys=rel.index_keys,
         )
 
     def table_access(
@@ -196,7 +204,10 @@ class Planner:
         read: frozenset[int] | None = None,
         *,
         lock_clause: LockClause = FOR_UPDATE,
+        index_keys: dict[int, list[BExpr | None]] | None = None,
     ) -> Node:
+        """The access path of ``table`` for conjuncts ``filters`` (``index_keys``: the bound
+        key expressions of its indexes on expressions, TableRel.index_keys)."""
         codec = self.codec(table, read)
         predicate = _conjunction(filters)
         filter_text = " AND ".join(describe(f, table) for f in filters)
@@ -230,19 +241,26 @@ class Planner:
                 lock_rows,
                 lock_clause,
             )
+        index_keys = index_keys or {}
+        ekeys = expression_keys.find(
+            table, filters, index_keys, _is_runtime_constant, lambda e: describe(e, table)
+        )
+        fixed = {**eq, **ekeys.values}
         best_index = None
         for ix in table.indexes:
-            positions = [table.position(c) for c in ix.column_ids]
+            positions = ekeys.key_positions(table, ix)
             n = 0
-            while n < len(positions) and positions[n] in eq:
+            while n < len(positions) and positions[n] in fixed:
                 n += 1
             if n and (best_index is None or n > best_index[1]):
                 best_index = (ix, n, positions)
         if best_index is not None:
             ix, n, positions = best_index
-            icodec = IndexCodec(table, ix)
-            exprs = [eq[p] for p in positions[:n]]
-            desc = " AND ".join(f"{table.columns[p].name} = ..." for p in positions[:n])
+            icodec = IndexCodec(table, ix, index_keys.get(ix.id, ()))
+            exprs = [fixed[p] for p in positions[:n]]
+            desc = " AND ".join(
+                f"{ekeys.names.get(p) or table.columns[p].name} = ..." for p in positions[:n]
+            )
             prefix = _index_prefix(icodec, exprs)
             return IndexLookup(
                 codec,
@@ -402,7 +420,11 @@ class Planner:
         mode, index, positions = path
         needed = self._needed.get(id(inner))
         codec = self.codec(table, frozenset(needed) if needed is not None else None)
-        icodec = IndexCodec(table, index) if index is not None else None
+        icodec = (
+            IndexCodec(table, index, inner.index_keys.get(index.id, ()))
+            if index is not None
+            else None
+        )
         exprs = [fixed[p][0] for p in positions]
         encode = icodec.prefix if icodec is not None else codec.key_of_values
         types = [table.columns[p].type for p in positions]
@@ -718,7 +740,8 @@ def _lookup_path(
         ("range", None, pk_prefix) if pk_prefix else None
     )
     for ix in table.indexes:
-        positions = [table.position(c) for c in ix.column_ids]
+        # An expression key is never fixed here (joins match columns): it ends the prefix.
+        positions = [table.position(c) if c else NOT_FIXED for c in ix.column_ids]
         prefix = leading(positions)
         if ix.unique and prefix and len(prefix) == len(positions):
             return "unique", ix, prefix

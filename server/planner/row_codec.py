@@ -32,7 +32,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from percolator.server.planner.compile import compile_expr
 from percolator.server.sql import storage_codec
+from percolator.server.sql.bound import BExpr
 from percolator.server.sql.catalog import ROW_MARKER, IndexDef, TableDef
 from percolator.server.sql.keycodec import KeyType, decode_key, encode_key
 from percolator.server.sql.types import key_type
@@ -221,19 +223,42 @@ class RowCodec:
 
 
 class IndexCodec:
-    """Encodes the entries of one secondary index."""
+    """Encodes the entries of one secondary index. An index on expressions needs them bound
+    over the table's row (``expressions``, one per key column, None for a plain column):
+    they give the key columns' types and, compiled, their values."""
 
-    def __init__(self, table: TableDef, index: IndexDef) -> None:
+    def __init__(
+        self, table: TableDef, index: IndexDef, expressions: Sequence[BExpr | None] = ()
+    ) -> None:
         self.index = index
         self.storage = index.storage
-        self.positions = [table.position(cid) for cid in index.column_ids]
-        types = [table.column_by_id(cid).type for cid in index.column_ids]
+        self.positions = [table.position(cid) if cid else -1 for cid in index.column_ids]
+        bound = list(expressions) or [None] * len(index.column_ids)
+        if any(index.expression(i) is not None and e is None for i, e in enumerate(bound)):
+            raise AssertionError(f"index {index.name} needs its expressions bound")
+        types = [
+            table.column_by_id(cid).type if e is None else e.type
+            for cid, e in zip(index.column_ids, bound, strict=True)
+        ]
+        self.types = types
         self.key_types = [key_type(t) for t in types]
         self._key_values = [(lambda v, _t=t: storage_codec.key_value(_t, v)) for t in types]
         self.unique = index.unique
+        self._computed = (
+            [None if e is None else compile_expr(e) for e in bound]
+            if any(e is not None for e in bound)
+            else None
+        )
 
     def values_of(self, row: Row) -> list[object]:
-        return [row[p] for p in self.positions]
+        computed = self._computed
+        if computed is None:
+            return [row[p] for p in self.positions]
+        # Index expressions are immutable: they read the row alone, never the context.
+        return [
+            row[p] if f is None else f(row, None)
+            for p, f in zip(self.positions, computed, strict=True)
+        ]
 
     def prefix(self, values: Sequence[object]) -> bytes:
         """Encoded leading index values (an exact key of a unique index without NULLs)."""

@@ -22,6 +22,7 @@ from percolator.server.sql import (
     decorrelate,
     generated_columns,
     grouping_sets,
+    index_expressions,
     json_records,
     modifying_ctes,
     recursive_cte,
@@ -74,7 +75,7 @@ from percolator.server.sql.bound import (
     WorkTableRel,
     walk,
 )
-from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
+from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef, key_signature
 from percolator.server.sql.errors import (
     AMBIGUOUS_COLUMN,
     DATATYPE_MISMATCH,
@@ -861,7 +862,7 @@ class Binder:
                     )
                     for i, c in enumerate(table.columns)
                 ] + _hidden_key(table, alias)
-                rel = TableRel(cols, table, alias)
+                rel = TableRel(cols, table, alias, index_keys=self._index_keys(table))
                 self.dependencies.tables.add(table.id)
                 return _Query(rel, Scope(cols, outer, {alias}), [rel])
             view = self.catalog.views.get(name)
@@ -1299,21 +1300,20 @@ class Binder:
         target = None
         keys = node.args.get("conflict_keys")
         if keys:
-            ids = []
-            for k in keys:
-                e = k.this if isinstance(k, exp.Ordered) else k
-                ids.append(table.column(e.name).id)
-            ids_t = tuple(sorted(ids))
-            candidates = [tuple(sorted(table.primary_key))] + [
-                tuple(sorted(ix.column_ids)) for ix in table.indexes if ix.unique
+            # Columns and expressions (``ON CONFLICT (lower(email))``), matched against the
+            # unique keys order aside, as Postgres infers its arbiter index.
+            items = [index_expressions.key_item(table, k) for k in keys]
+            wanted = key_signature([i.column_id for i in items], [i.expression for i in items])
+            candidates = [key_signature(table.primary_key, ())] + [
+                ix.signature for ix in table.indexes if ix.unique
             ]
-            if ids_t not in candidates:
+            if wanted not in candidates:
                 raise SqlError(
                     INVALID_COLUMN_REFERENCE,
                     "there is no unique or exclusion constraint matching the ON CONFLICT "
                     "specification",
                 )
-            target = tuple(ids)
+            target = wanted
         action = node.args.get("action")
         action_text = action.name.upper() if action is not None else ""
         if "UPDATE" not in action_text:
@@ -1457,11 +1457,18 @@ class Binder:
         args = [current, index(sub), element]
         return BCall(col.type, "array_set", array_assignment.set_element, args, strict=False)
 
+    def _index_keys(self, table: TableDef) -> dict[int, list[BExpr | None]]:
+        """The bound expressions of ``table``'s expression indexes, for the planner to match
+        WHERE conjuncts against (a binder of its own: they take no parameters)."""
+        if not any(index_expressions.has_expressions(ix) for ix in table.indexes):
+            return {}
+        return index_expressions.bind_all(Binder(self.catalog, Params()), table)
+
     def _target_query(self, node: exp.Expression, table: TableDef, alias: str) -> _Query:
         cols = [
             OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
         ] + _hidden_key(table, alias)
-        rel = TableRel(cols, table, alias)
+        rel = TableRel(cols, table, alias, index_keys=self._index_keys(table))
         q = _Query(rel, Scope(cols, None, {alias}), [rel])
         from_ = node.args.get("from_") or node.args.get("from")
         using = node.args.get("using")

@@ -251,6 +251,9 @@ class TableRel(Rel):
     lock_clause: LockClause = FOR_UPDATE
     """The lock's strength and NOWAIT / SKIP LOCKED (the strongest and the strictest of the
     clauses naming the table)."""
+    index_keys: dict[int, list[BExpr | None]] = field(default_factory=dict)
+    """Per index on expressions (by id): its key columns' expressions bound over the table's
+    row (None for a plain column), what the planner matches WHERE conjuncts against."""
 
 
 @dataclass(eq=False)
@@ -555,8 +558,9 @@ class OnConflict:
     """ON CONFLICT [target] DO NOTHING | DO UPDATE SET ... [WHERE ...]."""
 
     do_update: bool
-    target_columns: tuple[int, ...] | None
-    """Column ids of the conflict target (a unique index or the primary key), None: any."""
+    target_key: tuple[object, ...] | None
+    """The conflict target (a unique index or the primary key) as
+    :func:`percolator.server.sql.catalog.key_signature` gives it, None: any."""
     assignments: list[tuple[ColumnDef, BExpr]] = field(default_factory=list)
     """Evaluated over (existing row + excluded row)."""
     where: BExpr | None = None

@@ -14,7 +14,7 @@ Object ids: every table and index gets an id from one counter; its Postgres OID 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TypeVar
@@ -76,10 +76,37 @@ class IndexDef:
     constraint_comment: str | None = None
     """COMMENT ON CONSTRAINT of the UNIQUE constraint it implements (the index's own comment
     is ``comment``: two objects in Postgres)."""
+    expressions: tuple[str | None, ...] = ()
+    """Per key column: the SQL text of an expression over the row (``lower(email)``), whose
+    ``column_ids`` entry is then 0 as in pg_index.indkey; None (or no entry) for a column."""
 
     @property
     def oid(self) -> int:
         return FIRST_USER_OID + self.id
+
+    def expression(self, i: int) -> str | None:
+        """The expression of key column ``i``, None for a plain column."""
+        return self.expressions[i] if i < len(self.expressions) else None
+
+    @property
+    def plain_column_ids(self) -> tuple[int, ...]:
+        """The ids of the plain columns among the keys (what a column's DDL can touch)."""
+        return tuple(c for c in self.column_ids if c)
+
+    @property
+    def signature(self) -> tuple[object, ...]:
+        """What the index is keyed on, order aside: the column ids, then the expressions
+        (ON CONFLICT's inference compares these)."""
+        return key_signature(self.column_ids, self.expressions)
+
+
+def key_signature(
+    column_ids: Sequence[int], expressions: Sequence[str | None]
+) -> tuple[object, ...]:
+    """A unique key's identity order aside: its column ids sorted, then its expressions'
+    texts sorted (a column id of 0 stands for an expression)."""
+    exprs = sorted(e for e in expressions if e is not None)
+    return (*sorted(c for c in column_ids if c), *exprs)
 
 
 @dataclass(frozen=True)
@@ -572,6 +599,7 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "descending": list(ix.descending),
                 "comment": ix.comment,
                 "constraint_comment": ix.constraint_comment,
+                "expressions": list(ix.expressions),
             }
             for ix in t.indexes
         ],
@@ -625,6 +653,7 @@ def table_from_json(d: dict[str, object]) -> TableDef:
             descending=tuple(ix.get("descending", ())),
             comment=ix.get("comment"),
             constraint_comment=ix.get("constraint_comment"),
+            expressions=tuple(ix.get("expressions", ())),
         )
         for ix in d["indexes"]  # type: ignore[union-attr]
     )

@@ -312,7 +312,7 @@ def pg_get_indexdef(ctx: Any, oid: int, column: int = 0, pretty: bool = False) -
     ix = pgc.index_by_oid(ctx.catalog, oid)
     if ix is None:
         return None
-    names = [quote_ident(ix.table.column_by_id(c).name) for c in ix.column_ids]
+    names = ix.key_texts(pretty)
     if column:
         return names[column - 1] if 0 < column <= len(names) else ""
     keys = ", ".join(

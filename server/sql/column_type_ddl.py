@@ -18,7 +18,14 @@ import sqlglot
 import sqlglot.errors
 from sqlglot import exp
 
-from percolator.server.sql import casts, foreign_key_ddl, generated_columns, sequence_ddl, views
+from percolator.server.sql import (
+    casts,
+    foreign_key_ddl,
+    generated_columns,
+    index_expressions,
+    sequence_ddl,
+    views,
+)
 from percolator.server.sql.catalog import Catalog, ColumnDef, ForeignKeyDef, TableDef
 from percolator.server.sql.ddl import (
     BindType,
@@ -99,7 +106,11 @@ def alter_column_type(
         new = new.replace(storage=f"t{storage_id}")
     indexes = []
     for ix in new.indexes:
-        renew = (col.id in new.primary_key and not moving) or col.id in ix.column_ids
+        renew = (
+            (col.id in new.primary_key and not moving)
+            or col.id in ix.column_ids
+            or index_expressions.reads(ix, {col.name})
+        )
         if renew and ix.storage not in building and not moving:
             # New storage, built from the converted rows (by the move, or by BuildIndex); the
             # old one is retired with the catalog change, as DROP INDEX's is.

@@ -9,6 +9,7 @@ constraint). Nothing here touches the store.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -18,9 +19,11 @@ from percolator.server.sql import (
     foreign_key_ddl,
     generated_columns,
     identity_ddl,
+    index_expressions,
     like_ddl,
     relation_kinds,
     rename_ddl,
+    row_expressions,
     schemas,
     sequence_ddl,
     views,
@@ -245,7 +248,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
     checks: list[CheckDef] = []
     sequences: list[SequenceDef] = []
     references: list[tuple[str | None, list[str], exp.Reference]] = []
-    like_indexes: list[tuple[list[str], bool, tuple[bool, ...]]] = []
+    like_indexes: list[tuple[list[str], bool, tuple[bool, ...], tuple[str | None, ...]]] = []
     next_col = 1
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
@@ -344,12 +347,17 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
         if tuple(sorted(cols)) == tuple(sorted(pk)):
             continue
         table, catalog, _ = _add_index(catalog, table, index_name, cols, True, constraint=True)
-    for cols_named, unique, descending in like_indexes:
-        ids = [_col_id(columns, c, name) for c in cols_named]
+    for cols_named, unique, descending, expressions in like_indexes:
+        ids = [_col_id(columns, c, name) if c else 0 for c in cols_named]
         taken = _relation_names(catalog) | {ix.name for ix in table.indexes}
-        index_name = _free_name(f"{name}_{'_'.join(cols_named)}_idx", taken)
+        items = [
+            index_expressions.KeyItem(cid, sql, False)
+            for cid, sql in itertools.zip_longest(ids, expressions)
+        ]
+        parts = index_expressions.column_names(table, items)
+        index_name = _free_name(f"{name}_{'_'.join(parts)}_idx", taken)
         table, catalog, _ = _add_index(
-            catalog, table, index_name, ids, unique, descending=descending
+            catalog, table, index_name, ids, unique, descending=descending, expressions=expressions
         )
     for cname, cols_named, ref in references:
         fk = foreign_key_ddl.foreign_key(catalog, table, cname, cols_named, ref)
@@ -681,10 +689,13 @@ def _add_index(
     *,
     constraint: bool = False,
     descending: tuple[bool, ...] = (),
+    expressions: tuple[str | None, ...] = (),
 ) -> tuple[TableDef, Catalog, IndexDef]:
     if catalog.relation_exists(name) or any(ix.name == name for ix in table.indexes):
         raise SqlError(DUPLICATE_TABLE, f'relation "{name}" already exists')
     for cid in column_ids:
+        if not cid:
+            continue  # an expression: its type is checked when it is bound
         col = table.column_by_id(cid)
         if key_type(col.type) is None:
             raise SqlError(
@@ -694,7 +705,14 @@ def _add_index(
     index_id, catalog = catalog.allocate_id()
     storage_id, catalog = catalog.allocate_id()
     index = IndexDef(
-        index_id, name, tuple(column_ids), unique, f"i{storage_id}", constraint, descending
+        index_id,
+        name,
+        tuple(column_ids),
+        unique,
+        f"i{storage_id}",
+        constraint,
+        descending,
+        expressions=expressions if any(e is not None for e in expressions) else (),
     )
     table = table.replace(indexes=(*table.indexes, index))
     return table, catalog, index
@@ -707,14 +725,8 @@ def _create_index(catalog: Catalog, node: exp.Create) -> DdlResult:
     table_node = index_node.args.get("table")
     table = catalog.table(_table_name(table_node))
     params = index_node.args.get("params")
-    cols = []
-    desc = []
-    for o in params.args.get("columns") or []:
-        e = o.this if isinstance(o, exp.Ordered) else o
-        if not isinstance(e, exp.Column):
-            raise unsupported("indexes on expressions")
-        cols.append(table.column(e.name).id)
-        desc.append(bool(isinstance(o, exp.Ordered) and o.args.get("desc")))
+    items = [index_expressions.key_item(table, o) for o in params.args.get("columns") or []]
+    cols = [item.column_id for item in items]
     if params.args.get("where") is not None:
         raise unsupported("partial indexes (WHERE)")
     using = params.args.get("using")
@@ -724,7 +736,9 @@ def _create_index(catalog: Catalog, node: exp.Create) -> DdlResult:
     ):
         raise unsupported(f"index method {using}")
     unique = bool(node.args.get("unique"))
-    name = index_node.name or _default_index_name(catalog, table, cols, unique)
+    name = index_node.name or _default_index_name(
+        catalog, table, index_expressions.column_names(table, items)
+    )
     name = _check_name(name)
     if catalog.relation_exists(name) or any(ix.name == name for ix in table.indexes):
         if node.args.get("exists"):
@@ -732,14 +746,22 @@ def _create_index(catalog: Catalog, node: exp.Create) -> DdlResult:
                 catalog, "CREATE INDEX", notices=[f'relation "{name}" already exists, skipping']
             )
         raise SqlError(DUPLICATE_TABLE, f'relation "{name}" already exists')
-    table, catalog, index = _add_index(catalog, table, name, cols, unique, descending=tuple(desc))
+    table, catalog, index = _add_index(
+        catalog,
+        table,
+        name,
+        cols,
+        unique,
+        descending=tuple(item.descending for item in items),
+        expressions=tuple(item.expression for item in items),
+    )
     catalog = catalog.with_table(table)
     return DdlResult(catalog, "CREATE INDEX", [BuildIndex(table.name, index)])
 
 
-def _default_index_name(catalog: Catalog, table: TableDef, cols: list[int], unique: bool) -> str:
-    names = "_".join(table.column_by_id(c).name for c in cols)
-    base = f"{table.name}_{names}_{'key' if unique else 'idx'}"
+def _default_index_name(catalog: Catalog, table: TableDef, parts: list[str]) -> str:
+    # "_idx" for a unique index too: Postgres keeps "_key" for UNIQUE constraints.
+    base = f"{table.name}_{'_'.join(parts)}_idx"
     name = base
     n = 1
     while catalog.relation_exists(name):
@@ -1114,6 +1136,7 @@ def _alter_action(
                 if len(table.columns) == 1:
                     raise unsupported("dropping the last column of a table")
                 table = foreign_key_ddl.check_column_drop(catalog, table, col.id)
+                table = index_expressions.drop_readers(table, col.name)
                 # The table's constraints on the column go with it, as in Postgres: its
                 # indexes (unique constraints) and the CHECKs that read it.
                 table = table.replace(
@@ -1122,7 +1145,7 @@ def _alter_action(
                     checks=tuple(
                         ck
                         for ck in table.checks
-                        if not generated_columns.expression_reads(ck.expression, {col.name})
+                        if not row_expressions.expression_reads(ck.expression, {col.name})
                     ),
                 )
                 catalog = views.check_column_drop(
@@ -1151,6 +1174,7 @@ def _alter_action(
             dataclasses.replace(c, name=new) if c.id == col.id else c for c in table.columns
         )
         renamed = generated_columns.rename_column(table.replace(columns=cols), old, new)
+        renamed = index_expressions.rename_column(renamed, old, new)
         catalog = catalog.with_table(renamed)
         return views.rename_column(catalog, table, old, new), table.name
     if isinstance(action, exp.AlterRename):

@@ -1,5 +1,5 @@
-"""DDL-time checks of the expressions a statement stores: CHECK constraints, DEFAULTs and
-generation expressions.
+"""DDL-time checks of the expressions a statement stores: CHECK constraints, DEFAULTs,
+generation expressions and index expressions.
 
 They are stored as SQL text and bound when a row is written, so without this a CHECK naming
 a missing column, or ``DEFAULT 'x'`` on an integer column, would be accepted and fail every
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from percolator.server.sql import generated_columns
+from percolator.server.sql import generated_columns, index_expressions
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import BExpr, OutCol
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
@@ -41,6 +41,13 @@ def validate(before: Catalog, after: Catalog) -> None:
                 _bind_default(binder, table, col)
             if col.generated is not None and (col.id, col.generated) not in known_generated:
                 generated_columns.validate(binder, table, col)
+        known_indexes = {(ix.id, ix.expressions) for ix in previous.indexes} if previous else set()
+        for ix in table.indexes:
+            if (
+                index_expressions.has_expressions(ix)
+                and (ix.id, ix.expressions) not in known_indexes
+            ):
+                index_expressions.validate(binder, table, ix)
 
 
 def _bind_check(binder: Binder, table: TableDef, sql: str) -> None:

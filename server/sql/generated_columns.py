@@ -20,7 +20,7 @@ import sqlglot
 from sqlglot import exp
 
 from percolator.server.sql import casts, schemas
-from percolator.server.sql.bound import BAsyncCall, BCall, BContextCall, BExpr, OutCol, walk
+from percolator.server.sql.bound import BExpr, walk
 from percolator.server.sql.catalog import ColumnDef, TableDef
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
@@ -28,19 +28,23 @@ from percolator.server.sql.errors import (
     FEATURE_NOT_SUPPORTED,
     GROUPING_ERROR,
     INVALID_COLUMN_REFERENCE,
+    INVALID_OBJECT_DEFINITION,
     OBJECT_NOT_IN_PREREQUISITE_STATE,
     SYNTAX_ERROR,
+    WINDOWING_ERROR,
     SqlError,
 )
-from percolator.server.sql.scope import Scope
-from percolator.server.sql.types import TypeId
+from percolator.server.sql.row_expressions import (
+    expression_reads,
+    not_immutable,
+    rename_reads,
+    row_scope,
+)
 
 if TYPE_CHECKING:
     from percolator.server.sql.binder import Binder
 
 GENERATED_ALWAYS = "428C9"
-INVALID_OBJECT_DEFINITION = "42P17"
-WINDOWING_ERROR = "42P20"
 
 
 # -- the column clause -------------------------------------------------------------------------
@@ -79,18 +83,11 @@ def conflicting_clause(what: str, column: str, table: str) -> SqlError:
 # -- checking and binding the expression --------------------------------------------------------
 
 
-def _row_scope(table: TableDef) -> Scope:
-    cols = [
-        OutCol(c.name, c.type, table.oid, i + 1, table.name) for i, c in enumerate(table.columns)
-    ]
-    return Scope(cols, None, {table.name})
-
-
 def bind(binder: Binder, table: TableDef, col: ColumnDef) -> BExpr:
     """``col``'s generation expression bound over a row of ``table``, cast to its type."""
     assert col.generated is not None
     node = sqlglot.parse_one(col.generated, read="postgres")
-    e = binder.exprs.bind(node, _row_scope(table))
+    e = binder.exprs.bind(node, row_scope(table))
     return binder.exprs.coerce(e, col.type, assignment=True)
 
 
@@ -126,8 +123,8 @@ def validate(binder: Binder, table: TableDef, col: ColumnDef) -> None:
                 f'cannot use generated column "{other.name}" in column generation expression',
                 detail="A generated column cannot reference another generated column.",
             )
-    e = binder.exprs.bind(node, _row_scope(table))
-    if any(_not_immutable(n) for n in walk(e)):
+    e = binder.exprs.bind(node, row_scope(table))
+    if any(not_immutable(n) for n in walk(e)):
         raise SqlError(INVALID_OBJECT_DEFINITION, "generation expression is not immutable")
     if not casts.can_assign(e.type, col.type):
         raise SqlError(
@@ -135,44 +132,6 @@ def validate(binder: Binder, table: TableDef, col: ColumnDef) -> None:
             f'column "{col.name}" is of type {col.type} but default expression is of type {e.type}',
             hint="You will need to rewrite or cast the expression.",
         )
-
-
-def _not_immutable(e: BExpr) -> bool:
-    """Whether a node may give another value for the same row: a volatile function, one that
-    reads the session or the clock (now(), current_user, date_trunc of a timestamptz), one
-    awaited (nextval), or one Postgres marks stable (below)."""
-    if isinstance(e, BContextCall | BAsyncCall):
-        return True
-    return isinstance(e, BCall) and (e.volatile or _stable(e))
-
-
-_TEXTUAL = frozenset({TypeId.TEXT, TypeId.VARCHAR, TypeId.BPCHAR})
-_DATETIME = frozenset(
-    {TypeId.DATE, TypeId.TIME, TypeId.TIMESTAMP, TypeId.TIMESTAMPTZ, TypeId.INTERVAL}
-)
-_STABLE_FUNCTIONS = frozenset({"to_char", "to_date", "to_timestamp", "to_number", "age"})
-"""Functions all of whose forms Postgres marks stable (they read DateStyle, the locale, the
-time zone or the clock)."""
-
-
-def _stable(e: BCall) -> bool:
-    """A call Postgres marks stable, not immutable: the functions above, timestamptz plus or
-    minus an interval (the time zone's day length), and the casts that read DateStyle or the
-    time zone (text to a date/time type, a date/time type other than time to text, timestamptz
-    to or from another date/time type)."""
-    if e.name in _STABLE_FUNCTIONS:
-        return True
-    kinds = {a.type.id for a in e.args if not a.type.array}
-    if e.name in ("+", "-"):
-        return TypeId.TIMESTAMPTZ in kinds and TypeId.INTERVAL in kinds
-    if e.name != "cast" or len(e.args) != 1 or e.type.array or e.args[0].type.array:
-        return False
-    src, dst = e.args[0].type.id, e.type.id
-    if src in _TEXTUAL:
-        return dst in _DATETIME
-    if dst in _TEXTUAL:
-        return src in _DATETIME and src is not TypeId.TIME
-    return src != dst and TypeId.TIMESTAMPTZ in (src, dst) and {src, dst} <= _DATETIME
 
 
 # -- values given to a generated column ---------------------------------------------------------
@@ -247,13 +206,6 @@ def _reads(col: ColumnDef, name: str) -> bool:
     return col.generated is not None and expression_reads(col.generated, {name})
 
 
-def expression_reads(sql: str, names: set[str]) -> bool:
-    """Whether the expression ``sql`` (a generation expression, a CHECK) reads a column named
-    in ``names``."""
-    node = sqlglot.parse_one(sql, read="postgres")
-    return any(ref.name in names for ref in node.find_all(exp.Column))
-
-
 def users(table: TableDef, column: ColumnDef) -> list[ColumnDef]:
     """The generated columns of ``table`` whose expressions read ``column``."""
     return [c for c in table.columns if c.id != column.id and _reads(c, column.name)]
@@ -262,15 +214,9 @@ def users(table: TableDef, column: ColumnDef) -> list[ColumnDef]:
 def rename_column(table: TableDef, old: str, new: str) -> TableDef:
     """After column ``old`` became ``new``: the generation expressions that read it say so."""
 
-    def rename(n: exp.Expression) -> exp.Expression:
-        if isinstance(n, exp.Column) and n.name == old:
-            # Quoted: the catalog's name is exact (already case-folded if it was unquoted).
-            return exp.column(exp.to_identifier(new, quoted=True))
-        return n
-
     for col in [c for c in table.columns if _reads(c, old)]:
-        node = sqlglot.parse_one(col.generated or "", read="postgres").transform(rename)
-        table = _with_column(table, dataclasses.replace(col, generated=node.sql("postgres")))
+        sql = rename_reads(col.generated or "", old, new)
+        table = _with_column(table, dataclasses.replace(col, generated=sql))
     return table
 
 

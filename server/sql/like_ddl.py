@@ -42,8 +42,10 @@ class LikeSpec:
     primary_key: list[str] = field(default_factory=list)
     uniques: list[list[str]] = field(default_factory=list)
     """Unique constraints, by column names."""
-    indexes: list[tuple[list[str], bool, tuple[bool, ...]]] = field(default_factory=list)
-    """Other indexes: column names, unique, descending."""
+    indexes: list[tuple[list[str], bool, tuple[bool, ...], tuple[str | None, ...]]] = field(
+        default_factory=list
+    )
+    """Other indexes: column names ("" for an expression), unique, descending, expressions."""
     checks: list[CheckDef] = field(default_factory=list)
 
 
@@ -97,7 +99,7 @@ def _column(col: ColumnDef, chosen: set[str]) -> ColumnDef:
 
 def _copy_indexes(source: TableDef, spec: LikeSpec) -> None:
     def names(ids: tuple[int, ...]) -> list[str]:
-        return [source.column_by_id(i).name for i in ids]
+        return [source.column_by_id(i).name if i else "" for i in ids]
 
     if source.primary_key:
         spec.primary_key = names(source.primary_key)
@@ -105,4 +107,4 @@ def _copy_indexes(source: TableDef, spec: LikeSpec) -> None:
         if ix.constraint:
             spec.uniques.append(names(ix.column_ids))
         else:
-            spec.indexes.append((names(ix.column_ids), ix.unique, ix.descending))
+            spec.indexes.append((names(ix.column_ids), ix.unique, ix.descending, ix.expressions))

@@ -308,11 +308,38 @@ class IndexInfo:
     primary: bool
     constraint: bool
     descending: tuple[bool, ...] = ()
+    expressions: tuple[str | None, ...] = ()
+    """Per key column: its expression's SQL (IndexDef.expressions), None for a column."""
 
     @property
     def attnums(self) -> list[int]:
-        """The table's attnums of the index columns (pg_index.indkey)."""
-        return [self.table.position(c) + 1 for c in self.column_ids]
+        """The table's attnums of the index columns (pg_index.indkey: 0 for an expression)."""
+        return [self.table.position(c) + 1 if c else 0 for c in self.column_ids]
+
+    def expressions_tree(self) -> str | None:
+        """pg_index.indexprs: the expressions, as pg_get_expr shows them, None without."""
+        exprs = [redeparse(e, self.table, False) for e in self.expressions if e is not None]
+        return ", ".join(exprs) if exprs else None
+
+    def attribute_names(self) -> list[str]:
+        """The index's pg_attribute names: a column's, else Postgres's word for the
+        expression (``lower``, ``expr``), numbered when taken (``expr1``)."""
+        from percolator.server.sql.index_expressions import KeyItem, column_names
+
+        items = [
+            KeyItem(c, self.expressions[i] if i < len(self.expressions) else None, False)
+            for i, c in enumerate(self.column_ids)
+        ]
+        return column_names(self.table, items)
+
+    def key_texts(self, pretty: bool) -> list[str]:
+        """The key columns as pg_get_indexdef lists them: quoted names and expressions."""
+        return [
+            quote_ident(self.table.column_by_id(c).name)
+            if i >= len(self.expressions) or self.expressions[i] is None
+            else index_expression_text(self.table, self.expressions[i] or "", pretty)
+            for i, c in enumerate(self.column_ids)
+        ]
 
 
 @dataclass(frozen=True)
@@ -385,7 +412,15 @@ _SHARED = frozenset({"pg_database", "pg_authid", "pg_tablespace"})
 
 def _index_info(table: TableDef, ix: IndexDef) -> IndexInfo:
     return IndexInfo(
-        ix.oid, ix.name, table, ix.column_ids, ix.unique, False, ix.constraint, ix.descending
+        ix.oid,
+        ix.name,
+        table,
+        ix.column_ids,
+        ix.unique,
+        False,
+        ix.constraint,
+        ix.descending,
+        ix.expressions,
     )
 
 
@@ -907,6 +942,32 @@ def redeparse(text: str, table: TableDef | None, pretty: bool) -> str:
         return text
 
 
+def index_key_types(catalog: Catalog, ix: IndexInfo) -> list[SqlType]:
+    """The types of an index's key columns: a column's, an expression's result type."""
+    if not any(e is not None for e in ix.expressions):
+        return [ix.table.column_by_id(c).type for c in ix.column_ids]
+    from percolator.server.sql import index_expressions
+    from percolator.server.sql.binder import Binder
+    from percolator.server.sql.expr_binder import Params
+
+    binder = Binder(catalog, Params())
+    return [
+        ix.table.column_by_id(c).type
+        if i >= len(ix.expressions) or ix.expressions[i] is None
+        else index_expressions.bind(binder, ix.table, ix.expressions[i] or "").type
+        for i, c in enumerate(ix.column_ids)
+    ]
+
+
+def index_expression_text(table: TableDef, sql: str, pretty: bool) -> str:
+    """An index's key expression as pg_get_indexdef prints it: deparsed, parenthesized
+    unless it is a function call: ``lower(email)``, ``((a + b))`` (``(a + b)`` pretty)."""
+    from percolator.server.sql.index_expressions import looks_like_function
+
+    text = redeparse(sql, table, pretty)
+    return text if looks_like_function(sql) else f"({text})"
+
+
 # -- pg_get_viewdef(view, true): Postgres 15's layout --------------------------------------
 # ruleutils.c's pretty form: " SELECT a,\n    b\n   FROM t\n  WHERE ..." (each clause keyword
 # at its own indent, one target per line), columns qualified as the stored query has them
@@ -1283,9 +1344,9 @@ def _attribute_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
                     "s" if c.generated is not None else "",
                 )
         elif r.index is not None:
-            for i, cid in enumerate(r.index.column_ids):
-                c = r.index.table.column_by_id(cid)
-                yield _attribute_row(r.oid, c.name, c.type, i + 1, False, False)
+            types = index_key_types(catalog, r.index)
+            for i, name in enumerate(r.index.attribute_names()):
+                yield _attribute_row(r.oid, name, types[i], i + 1, False, False)
         elif r.view is not None:
             for i, vc in enumerate(r.view.columns):
                 yield _attribute_row(r.oid, vc.name, vc.type, i + 1, False, False)
@@ -1358,14 +1419,14 @@ def _pg_index(ctx: Any) -> Iterable[tuple[object, ...]]:
 def _index_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
     for t in _user_tables(catalog):
         for ix in indexes_of(t):
-            types = [t.column_by_id(c).type for c in ix.column_ids]
+            types = index_key_types(catalog, ix)
             n = len(types)
             # DESC implies NULLS FIRST: indoption bits INDOPTION_DESC | INDOPTION_NULLS_FIRST.
             options = [3 if i < len(ix.descending) and ix.descending[i] else 0 for i in range(n)]
             yield (
                 ix.oid, t.oid, n, n, ix.unique, False, ix.primary, False, True, False, True,
                 False, True, True, False, ix.attnums, [type_collation(ty) for ty in types],
-                [_OPCLASSES.get(ty.oid, 0) for ty in types], options, None, None,
+                [_OPCLASSES.get(ty.oid, 0) for ty in types], options, ix.expressions_tree(), None,
             )
 # fmt: on
 

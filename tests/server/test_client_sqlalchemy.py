@@ -401,6 +401,9 @@ REFLECTION_DDL = [
         id int PRIMARY KEY, price numeric(8,2), qty int,
         total numeric GENERATED ALWAYS AS (price * qty) STORED,
         label text GENERATED ALWAYS AS (upper('q' || id)) STORED)""",
+    "CREATE TABLE refl_expr (id int PRIMARY KEY, email text, name text, a int, b int)",
+    "CREATE UNIQUE INDEX refl_expr_lower_email ON refl_expr (lower(email))",
+    "CREATE INDEX refl_expr_mixed ON refl_expr (lower(name), id, (a + b) DESC)",
 ]
 
 
@@ -417,7 +420,7 @@ def reflected(sync_engine: sa.Engine, reference_dsn: str) -> Iterator[tuple[sa.E
     reference.dispose()
 
 
-REFLECTED = ("refl_item", "refl_pair", "refl_gen")
+REFLECTED = ("refl_item", "refl_pair", "refl_gen", "refl_expr")
 
 # SQLAlchemy reads index and constraint columns with
 #   SELECT ..., unnest(pg_catalog.pg_index.indkey) AS attnum,
@@ -467,7 +470,18 @@ def test_reflect_primary_keys(reflected: tuple[sa.Engine, sa.Engine]) -> None:
 def test_reflect_indexes(reflected: tuple[sa.Engine, sa.Engine]) -> None:
     def indexes(engine: sa.Engine, table: str) -> list[tuple[object, ...]]:
         found = sa.inspect(engine).get_indexes(table)
-        return sorted((i["name"], tuple(i["column_names"]), i["unique"]) for i in found)
+        # An index on expressions: None among column_names where Postgres has an expression,
+        # the expressions' texts in "expressions", the DESC in column_sorting.
+        return sorted(
+            (
+                i["name"],
+                tuple(i["column_names"]),
+                i["unique"],
+                tuple(i.get("expressions") or ()),
+                tuple(sorted((i.get("column_sorting") or {}).items())),
+            )
+            for i in found
+        )
 
     _both(reflected, indexes)
 

@@ -323,3 +323,41 @@ def test_data_modifying_ctes_show_under_the_main_plan(conn: psycopg.Connection) 
         "          ->  Point Get on xa (primary key id = ...)",
         "                Filter: (id = 1)",
     ]
+
+
+@pytest.fixture(scope="module")
+def users(conn: psycopg.Connection) -> psycopg.Connection:
+    conn.execute("CREATE TABLE xe (id int PRIMARY KEY, email text, name text, a int, b int)")
+    conn.execute("CREATE UNIQUE INDEX xe_lower_email ON xe (lower(email))")
+    conn.execute("CREATE INDEX xe_sum ON xe ((a + b))")
+    conn.execute("CREATE INDEX xe_name_id ON xe (lower(name), id)")
+    return conn
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT * FROM xe WHERE lower(email) = 'a@x'",
+            "Index Lookup using xe_lower_email on xe (lower(email) = ...)",
+        ),
+        ("SELECT * FROM xe WHERE a + b = 3", "Index Lookup using xe_sum on xe ((a + b) = ...)"),
+        (
+            "SELECT * FROM xe WHERE lower(name) = 'n' AND id = 4",
+            "Point Get on xe (primary key id = ...)",
+        ),
+        (
+            "SELECT * FROM xe WHERE lower(name) = 'n' AND a = 1",
+            "Index Lookup using xe_name_id on xe (lower(name) = ...)",
+        ),
+        ("UPDATE xe SET a = 1 WHERE lower(email) = 'a@x'", "Index Lookup using xe_lower_email"),
+        ("DELETE FROM xe WHERE lower(email) = 'a@x'", "Index Lookup using xe_lower_email"),
+        ("SELECT * FROM xe WHERE upper(email) = 'A@X'", "Seq Scan on xe"),
+        ("SELECT * FROM xe WHERE b + a = 3", "Seq Scan on xe"),
+        ("SELECT * FROM xe WHERE lower(email) = name", "Seq Scan on xe"),
+    ],
+)
+def test_expression_indexes(users: psycopg.Connection, sql: str, expected: str) -> None:
+    """A conjunct ``expr = value`` whose side is an index's key expression (the same one:
+    ``b + a`` is not ``a + b``, as in Postgres) is an index lookup, as a column's would be."""
+    assert any(expected in line for line in plan(users, sql).splitlines()), plan(users, sql)

@@ -198,6 +198,24 @@ def test_generated_columns_are_computed_and_never_given(spark: Any, deployment: 
     assert deployment.sql("SELECT count(*) FROM gen_items") == [(2,)]
 
 
+def test_expression_index_entries_are_written(spark: Any, deployment: Deployment) -> None:
+    """The writer computes an index's key expressions from each row (insert and upsert), and
+    a unique one refuses a value taken (23505, Postgres's Key (lower(email)) detail)."""
+    deployment.sql("CREATE TABLE xi_accounts (id bigint PRIMARY KEY, email text)")
+    deployment.sql("CREATE UNIQUE INDEX xi_accounts_email ON xi_accounts (lower(email))")
+    df = spark.createDataFrame([(1, "Ann@X.org"), (2, "bob@x.org")], "id long, email string")
+    writer(df, deployment, "xi_accounts").mode("append").save()
+    assert deployment.sql("SELECT id FROM xi_accounts WHERE lower(email) = 'ann@x.org'") == [(1,)]
+    changed = spark.createDataFrame([(2, "Bobby@x.org")], "id long, email string")
+    writer(changed, deployment, "xi_accounts", upsert="true").mode("append").save()
+    assert deployment.sql("SELECT id FROM xi_accounts WHERE lower(email) = 'bobby@x.org'") == [(2,)]
+    assert deployment.sql("SELECT id FROM xi_accounts WHERE lower(email) = 'bob@x.org'") == []
+    taken = spark.createDataFrame([(3, "ANN@x.org")], "id long, email string")
+    with pytest.raises(PySparkException, match=r"23505.*Key \(lower\(email\)\)=\(ann@x.org\)"):
+        writer(taken, deployment, "xi_accounts").mode("append").save()
+    assert deployment.sql("SELECT count(*) FROM xi_accounts") == [(2,)]
+
+
 def test_overwrite_replaces_the_table_atomically(spark: Any, deployment: Deployment) -> None:
     deployment.sql("CREATE TABLE snapshot_t (id bigint PRIMARY KEY, name text UNIQUE)")
     deployment.sql("INSERT INTO snapshot_t VALUES (1, 'n1'), (99, 'old')")

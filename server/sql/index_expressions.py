@@ -1,0 +1,191 @@
+"""Indexes on expressions: ``CREATE [UNIQUE] INDEX i ON t (lower(email))``, ``((a + b))``,
+``(lower(name), id)``, as Postgres has them.
+
+An expression key column keeps its expression as SQL text in :attr:`IndexDef.expressions`
+and 0 in ``column_ids`` (pg_index.indkey's 0). The table's writer computes the key from the
+row (:func:`bind_all`, compiled by the index's codec) on every path that writes index
+entries; the planner matches a WHERE conjunct's side against the bound expression
+(:func:`bind_all` again, attached to the table's scan by the binder). What lives here:
+reading the CREATE INDEX key list, checking an expression when the DDL runs, binding it,
+naming and printing it as Postgres does, and following renames and drops of the columns read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import sqlglot
+from sqlglot import exp
+
+from percolator.server.sql.bound import BExpr, walk
+from percolator.server.sql.catalog import IndexDef, TableDef
+from percolator.server.sql.errors import (
+    FEATURE_NOT_SUPPORTED,
+    GROUPING_ERROR,
+    INVALID_OBJECT_DEFINITION,
+    UNDEFINED_OBJECT,
+    WINDOWING_ERROR,
+    SqlError,
+)
+from percolator.server.sql.row_expressions import (
+    expression_reads,
+    not_immutable,
+    rename_reads,
+    row_scope,
+)
+from percolator.server.sql.types import key_type
+
+if TYPE_CHECKING:
+    from percolator.server.sql.binder import Binder
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyItem:
+    """One key column of CREATE INDEX: a column id, or an expression (id 0)."""
+
+    column_id: int
+    expression: str | None
+    descending: bool
+
+
+def key_item(table: TableDef, node: exp.Expression) -> KeyItem:
+    """The key column ``node`` of CREATE INDEX's list (``email``, ``lower(email)``,
+    ``(a + b) DESC``) over ``table``."""
+    desc = bool(isinstance(node, exp.Ordered) and node.args.get("desc"))
+    e = node.this if isinstance(node, exp.Ordered) else node
+    while isinstance(e, exp.Paren):
+        e = e.this
+    if isinstance(e, exp.Column) and not e.table:
+        return KeyItem(table.column(e.name).id, None, desc)
+    return KeyItem(0, e.sql(dialect="postgres"), desc)
+
+
+def name_part(table: TableDef, item: KeyItem) -> str:
+    """The word a key column gives the index's default name, as Postgres's FigureColname:
+    the column's name, a function's name, a cast's operand's, else ``expr``."""
+    if item.expression is None:
+        return table.column_by_id(item.column_id).name
+    node = sqlglot.parse_one(item.expression, read="postgres")
+    while isinstance(node, exp.Cast):
+        node = node.this
+    if isinstance(node, exp.Column):
+        return node.name
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
+        return node.sql_name().lower()
+    return "expr"
+
+
+def column_names(table: TableDef, items: list[KeyItem]) -> list[str]:
+    """The index's column names (pg_attribute, and the words of its default name), as
+    Postgres's ChooseIndexColumnNames: :func:`name_part` of each, numbered when an earlier
+    one took it (``expr``, ``expr1``)."""
+    names: list[str] = []
+    for item in items:
+        base = name = name_part(table, item)
+        n = 0
+        while name in names:
+            n += 1
+            name = f"{base}{n}"
+        names.append(name)
+    return names
+
+
+def _parse(sql: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, read="postgres")
+
+
+def bind(binder: Binder, table: TableDef, sql: str) -> BExpr:
+    """The expression ``sql`` bound over a row of ``table``."""
+    return binder.exprs.bind(_parse(sql), row_scope(table))
+
+
+def bind_all(binder: Binder, table: TableDef) -> dict[int, list[BExpr | None]]:
+    """Per index of ``table`` that has expressions (by index id): each key column's bound
+    expression, None for a plain column."""
+    return {
+        ix.id: [None if s is None else bind(binder, table, s) for s in ix.expressions]
+        for ix in table.indexes
+        if has_expressions(ix)
+    }
+
+
+def has_expressions(index: IndexDef) -> bool:
+    """Whether some key column of ``index`` is an expression."""
+    return any(s is not None for s in index.expressions)
+
+
+def validate(binder: Binder, table: TableDef, index: IndexDef) -> None:
+    """Refuse, as Postgres does at CREATE INDEX, an expression that is not an immutable
+    function of the row: a subquery (0A000), an aggregate (42803), a window function (42P20),
+    a volatile or stable function (42P17), or a type btree cannot order (42704)."""
+    for sql in index.expressions:
+        if sql is None:
+            continue
+        node = _parse(sql)
+        if node.find(exp.Select) is not None:
+            raise SqlError(FEATURE_NOT_SUPPORTED, "cannot use subquery in index expression")
+        if binder.exprs.contains_aggregate(node):
+            raise SqlError(
+                GROUPING_ERROR, "aggregate functions are not allowed in index expressions"
+            )
+        if node.find(exp.Window) is not None:
+            raise SqlError(WINDOWING_ERROR, "window functions are not allowed in index expressions")
+        e = bind(binder, table, sql)
+        if any(not_immutable(n) for n in walk(e)):
+            raise SqlError(
+                INVALID_OBJECT_DEFINITION, "functions in index expression must be marked IMMUTABLE"
+            )
+        if key_type(e.type) is None:
+            raise SqlError(
+                UNDEFINED_OBJECT,
+                f'data type {e.type} has no default operator class for access method "btree"',
+            )
+
+
+def reads(index: IndexDef, names: set[str]) -> bool:
+    """Whether an expression of ``index`` reads a column named in ``names``."""
+    return any(s is not None and expression_reads(s, names) for s in index.expressions)
+
+
+def rename_column(table: TableDef, old: str, new: str) -> TableDef:
+    """After column ``old`` became ``new``: the index expressions that read it say so."""
+
+    def renamed(ix: IndexDef) -> IndexDef:
+        if not reads(ix, {old}):
+            return ix
+        exprs = tuple(None if s is None else rename_reads(s, old, new) for s in ix.expressions)
+        return dataclasses.replace(ix, expressions=exprs)
+
+    return table.replace(indexes=tuple(renamed(ix) for ix in table.indexes))
+
+
+def drop_readers(table: TableDef, name: str) -> TableDef:
+    """Before dropping column ``name``: the indexes whose expressions read it go, as
+    Postgres drops them with the column (no CASCADE needed)."""
+    return table.replace(indexes=tuple(ix for ix in table.indexes if not reads(ix, {name})))
+
+
+def looks_like_function(sql: str) -> bool:
+    """Whether Postgres prints the expression bare in an index's key list (a function call)
+    rather than in parentheses (``((a + b))``, ``((a)::text)``)."""
+    node = _parse(sql)
+    return isinstance(node, exp.Func) and not isinstance(node, exp.Cast | exp.Binary)
+
+
+__all__ = [
+    "KeyItem",
+    "bind",
+    "bind_all",
+    "column_names",
+    "drop_readers",
+    "has_expressions",
+    "key_item",
+    "looks_like_function",
+    "name_part",
+    "reads",
+    "rename_column",
+    "validate",
+]
