@@ -18,8 +18,9 @@ from percolator.server.engine_api import UserInfo
 from percolator.server.notifications import NotificationHub
 from percolator.server.planner.planner import Planner
 from percolator.server.sequences import SequenceAllocator
+from percolator.server.shared_counter import SharedCounter
 from percolator.server.sql import catalog_store
-from percolator.server.sql.backends import BackendActivity
+from percolator.server.sql.backends import BackendActivity, LockWait
 from percolator.server.sql.catalog import Catalog
 from percolator.server.sql.errors import INVALID_CATALOG_NAME, SqlError
 from percolator.server.txn.client import TransactionClient
@@ -83,6 +84,9 @@ class Engine:
         self._bootstrap_md5: str | None = None
         self.sessions: set[Any] = set()
         self.backends = SessionBackends(self.sessions)
+        self.shared_version: SharedCounter | None = None
+        """The newest catalog version among the workers of ``serve --processes`` (None: this
+        process serves alone)."""
 
     async def start(self) -> None:
         """Load the catalog and start polling for other processes' DDL."""
@@ -132,6 +136,14 @@ class Engine:
         if catalog is not self.catalog:
             self.catalog = catalog
             self.plan_cache.clear()
+            if self.shared_version is not None:
+                self.shared_version.advance(catalog.version)
+
+    def catalog_behind(self) -> bool:
+        """Whether another worker of this machine's pool has published a newer catalog (then
+        :meth:`refresh_catalog` before planning)."""
+        shared = self.shared_version
+        return shared is not None and shared.read() > self.catalog.version
 
     # -- front-end API -----------------------------------------------------------------------
 
@@ -174,8 +186,12 @@ class SessionBackends:
         session = next((s for s in self._sessions if s.backend_pid == pid), None)
         if session is None:
             return None
+        wait = session.lock_wait()
+        return [] if wait is None else self.holders_of(wait, exclude=session)
+
+    def holders_of(self, wait: LockWait, exclude: Any = None) -> list[int]:
         return sorted(
-            s.backend_pid for s in self._sessions if s is not session and session.blocked_by(s)
+            s.backend_pid for s in self._sessions if s is not exclude and s.holds_lock_of(wait)
         )
 
     def signal(self, pid: int, *, terminate: bool) -> bool:

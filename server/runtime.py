@@ -33,6 +33,7 @@ from percolator.server.metrics.http import MetricsServer, start_metrics_server
 from percolator.server.observer_programs import CatalogObservers
 from percolator.server.pool_backends import ActivityBoard, PoolBackends
 from percolator.server.settings import parse_duration_ms
+from percolator.server.shared_counter import SharedCounter
 from percolator.server.status.announce import announce_server
 from percolator.server.status.service import start_status_page
 from percolator.server.storage.dsn import parse_dsns
@@ -260,6 +261,7 @@ async def start_server(
         )
         if worker_slot is not None and shared_dir is not None:
             closers.append(share_sessions(engine, frontend, worker_slot, Path(shared_dir)))
+            engine.shared_version = SharedCounter.open(Path(shared_dir) / CATALOG_VERSION_FILE)
         # Listed in the coordinator's "servers" group (percolator status, the /status page).
         metrics_url = metrics.url("/metrics") if metrics is not None else None
         announcement = await announce_server(membership, f"{host}:{frontend.port}", metrics_url)
@@ -274,6 +276,10 @@ async def start_server(
     return RunningServer(
         config, engine, frontend, coordinator_address, closers, workers, metrics=metrics
     )
+
+
+CATALOG_VERSION_FILE = "catalog_version"
+"""The pool directory's file with the newest catalog version any worker published."""
 
 
 def share_sessions(

@@ -87,7 +87,7 @@ from percolator.server.sql import (
 )
 from percolator.server.sql import modifying_ctes as sql_modifying_ctes
 from percolator.server.sql import types as T
-from percolator.server.sql.backends import BackendActivity
+from percolator.server.sql.backends import BackendActivity, LockWait
 from percolator.server.sql.binder import Binder
 from percolator.server.sql.bound import (
     BConst,
@@ -130,7 +130,7 @@ from percolator.server.sql.textio import text_in, use_extra_float_digits
 from percolator.server.sql.time_zones import use_setting
 from percolator.server.sql.types import SqlType, TypeId
 from percolator.server.txn.observers import admin as observer_admin
-from percolator.server.txn.transaction import ReadGuard, Transaction
+from percolator.server.txn.transaction import ReadGuard, RowLockWait, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -555,6 +555,8 @@ class SqlSession:
         or index this server's catalog does not know may have been created by another server
         since the last poll (within a second): the catalog is then reloaded, and the
         statement bound again if it changed."""
+        if self.engine.catalog_behind():
+            await self.engine.refresh_catalog()
         planned = len(self._planned_with)
         try:
             return self._prepare_now(statement, param_oids)
@@ -614,6 +616,8 @@ class SqlSession:
     async def execute(self, prepared: PreparedStatement, params: Sequence[object]) -> Any:
         if prepared.statement.empty:
             return _done(self, "")
+        if self.engine.catalog_behind():  # DDL through another worker of this machine
+            await self.engine.refresh_catalog()
         self._use_search_path()
         plan, values = self._current_plan(prepared, params)
         if len(values) < len(plan.param_types):
@@ -628,15 +632,16 @@ class SqlSession:
         self._query = prepared.statement.sql
         self._query_started = time.time()
         self._start_timer()
-        # A statement that begins its own implicit transaction (autocommit) and is refused by
-        # the catalog guard has done nothing yet: it runs again, planned with the reloaded
-        # catalog, in a new transaction (Postgres would simply see the DDL).
-        alone = self.txn is None and not self.block
+        # A statement that begins the transaction (autocommit, or the first of a block to
+        # read or write) and is refused by the catalog guard has done nothing yet: it runs
+        # again, planned with the reloaded catalog, in a new transaction (Postgres would
+        # simply see the DDL).
+        alone = self.txn is None
         async with self.guard():
             if not alone:
-                return await self._execute(plan, values)
+                return await self._execute_checked(plan, values)
             try:
-                result = await self._execute(plan, values)
+                result = await self._execute_checked(plan, values)
                 if plan.kind in _DML and self.txn is not None:
                     # What the commit would check first (nothing, if the statement read):
                     # checked now, while the statement can still run again.
@@ -650,8 +655,24 @@ class SqlSession:
             result.on_concurrent_ddl(lambda error: self._rerun_query(prepared, params, told, error))
         return result
 
+    async def _execute_checked(self, plan: Plan, values: list[object]) -> Any:
+        """:meth:`_execute`; a constraint error from a statement whose transaction has not
+        yet checked the catalog at its snapshot checks it first: the plan may be another
+        server's older catalog's (a table dropped and created again with other constraints),
+        and then the statement is refused as planned with a stale catalog (ConcurrentDdl,
+        run again when it began the transaction) rather than failing on rules that are gone."""
+        try:
+            return await self._execute(plan, values)
+        except SqlError as error:
+            txn = self.txn
+            if error.sqlstate.startswith("23") and txn is not None and self.txn_catalog is None:
+                written = () if plan.writer is None else (plan.writer.codec.storage,)
+                await txn.check_read_guard(*written)
+            raise
+
     async def _drop_implicit(self) -> None:
-        """Roll back the implicit transaction a refused statement began."""
+        """Roll back the transaction a refused statement began (its block, if any, goes on
+        and begins another)."""
         txn, _ = self._detach_transaction()
         if txn is not None:
             await txn.rollback()
@@ -870,6 +891,7 @@ class SqlSession:
             state=state,
             lock_wait=self._lock_wait_event(),
             query=self._query,
+            wait=self.lock_wait(),
         )
 
     def _lock_wait_event(self) -> str | None:
@@ -877,14 +899,23 @@ class SqlSession:
             return "tuple"
         return "advisory" if self.advisory.waiting_for is not None else None
 
-    def blocked_by(self, other: SqlSession) -> bool:
-        """Whether ``other`` holds a lock this session waits for (pg_blocking_pids)."""
-        mine, theirs = self.txn, other.txn
-        waiting = mine.row_lock_wait if mine is not None else None
-        if waiting is not None and theirs is not None and theirs.blocks(waiting):
-            return True
+    def lock_wait(self) -> LockWait | None:
+        """The lock this session waits for, if any (pg_blocking_pids)."""
+        waiting = self.txn.row_lock_wait if self.txn is not None else None
         advisory = self.advisory.waiting_for
-        return advisory is not None and other.advisory.blocks(advisory)
+        if waiting is None and advisory is None:
+            return None
+        rows = tuple(waiting.keys) if waiting is not None else ()
+        return LockWait(rows, waiting.holds if waiting is not None else 0, advisory)
+
+    def holds_lock_of(self, wait: LockWait) -> bool:
+        """Whether this session holds the lock ``wait`` asks for, in a mode that conflicts."""
+        txn = self.txn
+        if wait.rows and txn is not None:
+            # (table, row, column) tuples equal and hash as the CellKeys the locks are kept by.
+            if txn.blocks(RowLockWait(frozenset(wait.rows), wait.holds)):  # type: ignore[arg-type]
+                return True
+        return wait.advisory is not None and self.advisory.blocks(wait.advisory)
 
     async def close(self) -> None:
         self._stop_timer()

@@ -32,7 +32,8 @@ import psutil
 from percolator.server.config import ServerConfig
 from percolator.server.frontend import handoff
 from percolator.server.pool_backends import activity_file
-from percolator.server.runtime import start_local_coordinator
+from percolator.server.runtime import CATALOG_VERSION_FILE, start_local_coordinator
+from percolator.server.shared_counter import SharedCounter
 from percolator.server.storage.postgres_store import PostgresCellStore
 from percolator.server.txn.shared_timestamps import SharedRange, shared_memory_dir
 
@@ -388,6 +389,7 @@ async def start_pool(
     try:
         shared_dir = _new_shared_dir()
         shared = SharedRange.create(shared_dir)
+        SharedCounter.create(shared_dir / CATALOG_VERSION_FILE).close()
 
         async def remove_shared() -> None:
             shared.close()

@@ -23,6 +23,19 @@ INSUFFICIENT_PRIVILEGE = "42501"
 
 
 @dataclass(frozen=True, slots=True)
+class LockWait:
+    """The lock a session waits for, told apart enough for another process to say whether
+    one of its own sessions holds it (``serve --processes``'s pg_blocking_pids)."""
+
+    rows: tuple[tuple[str, bytes, str], ...] = ()
+    """The row locks' cells (table, row key, column) it waits to take."""
+    holds: int = 0
+    """The row-lock holds it asks for (bits, as storage/row_locks.HOLDS)."""
+    advisory: tuple[tuple[int, int], bool] | None = None
+    """An advisory lock (its two-integer key, shared) it waits for."""
+
+
+@dataclass(frozen=True, slots=True)
 class BackendActivity:
     """One session, as a row of pg_stat_activity shows it."""
 
@@ -38,6 +51,8 @@ class BackendActivity:
     """What lock it waits for, as pg_stat_activity's wait_event names it: ``tuple`` (a row
     lock), ``advisory``; None when it waits for none."""
     query: str
+    wait: LockWait | None = None
+    """The lock it waits for, in full (None when it waits for none)."""
 
 
 class Backends(Protocol):
@@ -53,6 +68,10 @@ class Backends(Protocol):
     def blocking_pids(self, pid: int) -> list[int] | None:
         """The sessions that hold a lock the session with ``pid`` waits for (its row or
         advisory lock); None if there is no such session."""
+
+    def holders_of(self, wait: LockWait) -> list[int]:
+        """The sessions of this process that hold the lock ``wait`` describes in a mode that
+        conflicts with it."""
 
 
 def _signal(ctx: Any, pid: int, terminate: bool) -> bool:

@@ -242,3 +242,32 @@ async def test_a_block_uses_a_table_created_through_another_server_after_its_fir
     await txn.commit()
     await other.db.client.secondaries.drain()
     assert await api_db.fetch("SELECT id FROM later") == [{"id": 1}]
+
+
+async def test_a_constraint_of_a_dropped_table_does_not_fail_a_statement(
+    api_db: Database, other: OtherServer
+) -> None:
+    await api_db.execute("CREATE TABLE again (id int PRIMARY KEY, v text NOT NULL)")
+    await other.engine.refresh_catalog()
+    await api_db.execute("DROP TABLE again")
+    await api_db.execute("CREATE TABLE again (id int PRIMARY KEY, v text)")
+    # Planned with the dropped table's NOT NULL: the guard, checked before the error is
+    # believed, refuses the plan, and the statement runs again with the new table.
+    await other.run("INSERT INTO again (id) VALUES (1)")
+    await other.db.client.secondaries.drain()
+    assert await api_db.fetch("SELECT id, v FROM again") == [{"id": 1, "v": None}]
+
+
+async def test_the_first_statement_of_a_block_runs_again_with_the_new_catalog(
+    api_db: Database, other: OtherServer
+) -> None:
+    await api_db.execute("CREATE TABLE twice (id int PRIMARY KEY)")
+    await other.engine.refresh_catalog()
+    await api_db.execute("DROP TABLE twice")
+    await api_db.execute("CREATE TABLE twice (id int PRIMARY KEY, note text DEFAULT 'new')")
+    session = internal_session(other.engine)
+    await session.run_statement("BEGIN")
+    # The block's first statement has done nothing yet: refused, it runs again, as alone.
+    result = await session.run_statement("INSERT INTO twice (id) VALUES (1) RETURNING note")
+    await session.run_statement("COMMIT")
+    assert result.rows == [("new",)]
