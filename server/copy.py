@@ -19,8 +19,10 @@ from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
     BAD_COPY_FORMAT,
     CHARACTER_NOT_IN_REPERTOIRE,
+    CHECK_VIOLATION,
     DUPLICATE_COLUMN,
     INVALID_COLUMN_REFERENCE,
+    NOT_NULL_VIOLATION,
     QUERY_CANCELED,
     UNTRANSLATABLE_CHARACTER,
     WRONG_OBJECT_TYPE,
@@ -191,6 +193,8 @@ class CopyInExecution:
         self._csv_quoted = re.compile("[^" + re.escape(self._quote + self._escape) + "]*")
         self._buffer = b""
         self._pending: list[tuple[object, ...]] = []
+        self._pending_at: list[tuple[int, str | None]] = []
+        """Each pending row's line and text (None in binary), for a constraint error's CONTEXT."""
         self._count = 0
         self._line = 0
         self._raw = ""
@@ -212,6 +216,7 @@ class CopyInExecution:
 
     async def close(self) -> None:
         self._pending = []
+        self._pending_at = []
 
     # engine_api.CopyIn
     async def write(self, data: bytes) -> None:
@@ -240,6 +245,7 @@ class CopyInExecution:
 
     async def fail(self, message: str) -> None:
         self._pending = []
+        self._pending_at = []
         raise SqlError(QUERY_CANCELED, f"COPY from stdin failed: {message}")
 
     # -- parsing -----------------------------------------------------------------------------
@@ -428,6 +434,7 @@ class CopyInExecution:
                 where = f"COPY {self._table.name}, line {self._line}, column {self._names[i]}"
                 raise replace(err, context=f"{where}: {_shown(value)}") from None
         self._pending.append(tuple(values))
+        self._pending_at.append((self._line, self._raw))
 
     def _where(self) -> str:
         """CONTEXT for an error on the current line, as Postgres words it."""
@@ -480,6 +487,7 @@ class CopyInExecution:
             if not complete:
                 break
             self._pending.append(tuple(values))
+            self._pending_at.append((self._line + 1, None))
             self._line += 1
             pos = p
         # Data after the trailer is ignored, as Postgres does.
@@ -498,8 +506,28 @@ class CopyInExecution:
                 row[pos] = await fill(self._ctx)
             rows.append(tuple(row))
         self._pending = []
-        result = await insert_rows(self._writer, self._ctx, rows)
+        at, self._pending_at = self._pending_at, []
+        try:
+            result = await insert_rows(self._writer, self._ctx, rows)
+        except SqlError as err:
+            if err.sqlstate in (NOT_NULL_VIOLATION, CHECK_VIOLATION) and err.context is None:
+                raise self._on_line(err, rows, at) from None
+            raise
         self._count += result.count
+
+    def _on_line(
+        self, err: SqlError, rows: list[tuple[object, ...]], at: list[tuple[int, str | None]]
+    ) -> SqlError:
+        """``err`` with the CONTEXT of the line whose row fails the same check (found again
+        on the error's path only), as Postgres's ``COPY t, line N: "..."``."""
+        writer, ctx = self._writer, self._ctx
+        for row, (line, raw) in zip(rows, at, strict=True):
+            try:
+                writer.check_row(writer.generate(row, ctx), ctx)
+            except SqlError:
+                where = f"COPY {self._table.name}, line {line}"
+                return replace(err, context=where if raw is None else f"{where}: {_shown(raw)}")
+        return err
 
 
 class CopyOutExecution:

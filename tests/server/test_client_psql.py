@@ -472,6 +472,40 @@ def _assert_copy_as_postgres(
     assert ours == run(psql_dsn(reference_dsn, *args, stdin=data))
 
 
+# A row that fails NOT NULL or CHECK: the ERROR and its CONTEXT line (the row's line and text).
+COPY_CONSTRAINT_CASES = {
+    "not_null": ("COPY {t} FROM STDIN", "1\t5\ta\n2\t\\N\tb\n"),
+    "check_text": ("COPY {t} FROM STDIN", "1\t5\ta\n2\t-1\tb\n3\t4\tc\n"),
+    "check_csv": ("COPY {t} FROM STDIN (FORMAT csv)", '3,7,x\n4,0,"y,z"\n'),
+    "check_columns": ("COPY {t} (v, id) FROM STDIN", "8\t1\n-8\t2\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COPY_CONSTRAINT_CASES))
+def test_copy_constraint_errors_name_the_line_as_postgres(
+    sql_server: SqlServer, reference_dsn: str, name: str
+) -> None:
+    statement, data = COPY_CONSTRAINT_CASES[name]
+    t = f"cpc_{name}"
+    args = ["-v", "ON_ERROR_STOP=0"]
+    for sql in (
+        f"CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL CHECK (v > 0), w text)",
+        statement.format(t=t),
+        f"SELECT count(*) FROM {t}",
+    ):
+        args += ["-c", sql]
+
+    def run(result: subprocess.CompletedProcess[str]) -> tuple[str, list[str]]:
+        wanted = ("ERROR:", "CONTEXT:")
+        return result.stdout, [
+            line for line in result.stderr.splitlines() if line.startswith(wanted)
+        ]
+
+    ours = run(psql(sql_server, *args, stdin=data))
+    assert any(line.startswith("CONTEXT:  COPY") for line in ours[1]), ours
+    assert ours == run(psql_dsn(reference_dsn, *args, stdin=data))
+
+
 # COPY of a table with a generated column (g): left out of COPY without a column list, either
 # way; a list naming it is 42P10; the rows COPY FROM writes get it computed.
 GENERATED_COPY_CASES = {
