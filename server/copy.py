@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from percolator.server.planner.dml import CHUNK, insert_rows
+from percolator.server.planner.dml import CHUNK, KeyColumns, insert_rows, key_detail
 from percolator.server.sql import binaryio, generated_columns, schemas, textio
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import (
@@ -24,6 +24,7 @@ from percolator.server.sql.errors import (
     INVALID_COLUMN_REFERENCE,
     NOT_NULL_VIOLATION,
     QUERY_CANCELED,
+    UNIQUE_VIOLATION,
     UNTRANSLATABLE_CHARACTER,
     WRONG_OBJECT_TYPE,
     SqlError,
@@ -510,10 +511,34 @@ class CopyInExecution:
         try:
             result = await insert_rows(self._writer, self._ctx, rows)
         except SqlError as err:
-            if err.sqlstate in (NOT_NULL_VIOLATION, CHECK_VIOLATION) and err.context is None:
-                raise self._on_line(err, rows, at) from None
+            if err.context is None:
+                if err.sqlstate in (NOT_NULL_VIOLATION, CHECK_VIOLATION):
+                    raise self._on_line(err, rows, at) from None
+                if err.sqlstate == UNIQUE_VIOLATION:
+                    raise self._on_duplicate_line(err, rows, at) from None
             raise
         self._count += result.count
+
+    def _on_duplicate_line(
+        self, err: SqlError, rows: list[tuple[object, ...]], at: list[tuple[int, str | None]]
+    ) -> SqlError:
+        """``err`` (23505) with the CONTEXT of the line whose row took the key the DETAIL
+        names, as Postgres's ``COPY t, line N`` (without the text, as Postgres): the second
+        row of the chunk with that key, else the only one (the key was stored before)."""
+        writer, ctx = self._writer, self._ctx
+        table = writer.table
+        keys: list[KeyColumns] = [*writer.unique_indexes]
+        if table.primary_key:
+            keys.append(tuple(table.primary_key))
+        lines = [
+            line
+            for row, (line, _) in zip(rows, at, strict=True)
+            if any(key_detail(table, k, writer.generate(row, ctx)) == err.detail for k in keys)
+        ]
+        if not lines:
+            return err
+        line = lines[1] if len(lines) > 1 else lines[0]
+        return replace(err, context=f"COPY {self._table.name}, line {line}")
 
     def _on_line(
         self, err: SqlError, rows: list[tuple[object, ...]], at: list[tuple[int, str | None]]

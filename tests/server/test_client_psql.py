@@ -472,12 +472,15 @@ def _assert_copy_as_postgres(
     assert ours == run(psql_dsn(reference_dsn, *args, stdin=data))
 
 
-# A row that fails NOT NULL or CHECK: the ERROR and its CONTEXT line (the row's line and text).
+# A row that fails NOT NULL or CHECK (the CONTEXT line names its line and text) or takes a key
+# already there (its line only).
 COPY_CONSTRAINT_CASES = {
     "not_null": ("COPY {t} FROM STDIN", "1\t5\ta\n2\t\\N\tb\n"),
     "check_text": ("COPY {t} FROM STDIN", "1\t5\ta\n2\t-1\tb\n3\t4\tc\n"),
     "check_csv": ("COPY {t} FROM STDIN (FORMAT csv)", '3,7,x\n4,0,"y,z"\n'),
     "check_columns": ("COPY {t} (v, id) FROM STDIN", "8\t1\n-8\t2\n"),
+    "duplicate_in_the_data": ("COPY {t} FROM STDIN", "1\t5\ta\n2\t6\tb\n1\t7\tc\n"),
+    "duplicate_of_a_stored_row": ("COPY {t} FROM STDIN", "5\t5\ta\n9\t6\tb\n"),
 }
 
 
@@ -490,6 +493,7 @@ def test_copy_constraint_errors_name_the_line_as_postgres(
     args = ["-v", "ON_ERROR_STOP=0"]
     for sql in (
         f"CREATE TABLE {t} (id int PRIMARY KEY, v int NOT NULL CHECK (v > 0), w text)",
+        f"INSERT INTO {t} VALUES (9, 9, 'stored')",
         statement.format(t=t),
         f"SELECT count(*) FROM {t}",
     ):
