@@ -87,6 +87,7 @@ class Engine:
         self.shared_version: SharedCounter | None = None
         """The newest catalog version among the workers of ``serve --processes`` (None: this
         process serves alone)."""
+        self._catching_up: asyncio.Future[Catalog] | None = None
 
     async def start(self) -> None:
         """Load the catalog and start polling for other processes' DDL."""
@@ -138,6 +139,19 @@ class Engine:
             self.plan_cache.clear()
             if self.shared_version is not None:
                 self.shared_version.advance(catalog.version)
+
+    async def catch_up(self) -> None:
+        """Reload the catalog until it is as new as the pool's shared version: one reload
+        at a time, which the sessions that find it behind meanwhile wait for."""
+        while self.catalog_behind():
+            reload = self._catching_up
+            if reload is None:
+                reload = self._catching_up = asyncio.ensure_future(self.refresh_catalog())
+                reload.add_done_callback(self._caught_up)
+            await asyncio.shield(reload)
+
+    def _caught_up(self, _reload: asyncio.Future[Catalog]) -> None:
+        self._catching_up = None
 
     def catalog_behind(self) -> bool:
         """Whether another worker of this machine's pool has published a newer catalog (then

@@ -47,7 +47,11 @@ from percolator.server.txn.liveness import LivenessReporter
 from percolator.server.txn.membership import GroupMember, GroupRegistry, MembershipService
 from percolator.server.txn.observers.slices import DEFAULT_WORKER_LEASE_MS, GroupSlices
 from percolator.server.txn.observers.worker import ObserverWorker, WorkerConfig
-from percolator.server.txn.shared_timestamps import SharedRange, SharedTimestampSource
+from percolator.server.txn.shared_timestamps import (
+    TIMESTAMPS_FILE,
+    SharedRange,
+    SharedTimestampSource,
+)
 from percolator.server.txn.timestamp_client import CoordinatorClient, GrpcTimestampSource
 
 log = logging.getLogger(__name__)
@@ -192,7 +196,7 @@ async def start_server(
             clock: GrpcTimestampSource | SharedTimestampSource = (
                 GrpcTimestampSource(config.coordinator)
                 if shared_dir is None
-                else SharedTimestampSource(SharedRange.open(Path(shared_dir) / "timestamps"))
+                else SharedTimestampSource(SharedRange.open(Path(shared_dir) / TIMESTAMPS_FILE))
             )
             closers.append(clock.close)
             client = TransactionClient(store, clock)

@@ -555,8 +555,8 @@ class SqlSession:
         or index this server's catalog does not know may have been created by another server
         since the last poll (within a second): the catalog is then reloaded, and the
         statement bound again if it changed."""
-        if self.engine.catalog_behind():
-            await self.engine.refresh_catalog()
+        if self.engine.catalog_behind():  # DDL through another worker of this machine
+            await self.engine.catch_up()
         planned = len(self._planned_with)
         try:
             return self._prepare_now(statement, param_oids)
@@ -617,7 +617,7 @@ class SqlSession:
         if prepared.statement.empty:
             return _done(self, "")
         if self.engine.catalog_behind():  # DDL through another worker of this machine
-            await self.engine.refresh_catalog()
+            await self.engine.catch_up()
         self._use_search_path()
         plan, values = self._current_plan(prepared, params)
         if len(values) < len(plan.param_types):
@@ -1041,7 +1041,8 @@ class SqlSession:
         stored = int(raw) if raw is not None else 0
         if stored <= min(c.version for c in planned):
             return
-        await self.engine.refresh_catalog()
+        if self.engine.catalog.version < stored:
+            await self.engine.refresh_catalog()
         if _same_tables(planned, self.engine.catalog, used) and _same_views(
             planned, self.engine.catalog, self._views_used
         ):

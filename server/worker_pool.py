@@ -83,7 +83,14 @@ class _Worker:
     process: asyncio.subprocess.Process | None = None
     channel: socket.socket | None = None
     ready: asyncio.Event = field(default_factory=asyncio.Event)
-    open_connections: int = 0
+    handed: int = 0
+    """Connections handed to this run of the worker."""
+    ended: int = 0
+    """Of those, how many it reported ended (its running total)."""
+
+    @property
+    def open_connections(self) -> int:
+        return self.handed - self.ended
 
 
 class WorkerPool:
@@ -111,12 +118,15 @@ class WorkerPool:
     # ------------------------------------------------------------------ start
 
     async def start(self) -> None:
-        """Listen, then start the workers one after another (the first one creates the
-        catalog of a new store) and wait until each serves."""
+        """Listen, then start the first worker (it creates the catalog of a new store), then
+        the others at once, and wait until each serves."""
         self._listen()
-        for worker in self._workers:
+        first, *others = self._workers
+        await self._spawn(first)
+        await self._wait_ready(first)
+        for worker in others:
             await self._spawn(worker)
-            await self._wait_ready(worker)
+        await asyncio.gather(*(self._wait_ready(w) for w in others))
         loop = asyncio.get_running_loop()
         self._tasks += [loop.create_task(self._accept(sock)) for sock in self._listeners]
 
@@ -179,7 +189,7 @@ class WorkerPool:
         ours.setblocking(False)
         worker.channel = ours
         worker.ready.clear()
-        worker.open_connections = 0
+        worker.handed = worker.ended = 0
         loop = asyncio.get_running_loop()
         loop.add_reader(ours.fileno(), self._readable, worker)
         self._tasks = [t for t in self._tasks if not t.done()]  # earlier watchers of restarts
@@ -227,7 +237,7 @@ class WorkerPool:
         for worker in sorted(self._ready_workers(), key=lambda w: w.open_connections):
             assert worker.channel is not None
             if handoff.send(worker.channel, message, client.fileno()):
-                worker.open_connections += 1
+                worker.handed += 1
                 return
         log.warning("no SQL worker could take a connection: closing it")
 
@@ -247,7 +257,7 @@ class WorkerPool:
             if message.kind is handoff.Kind.READY:
                 worker.ready.set()
             elif message.kind is handoff.Kind.ENDED:
-                worker.open_connections = max(0, worker.open_connections - 1)
+                worker.ended = max(worker.ended, message.ended)
             elif message.kind is handoff.Kind.CANCEL:
                 self._route(message.pid, handoff.encode_cancel(message.pid, message.secret))
             elif message.kind is handoff.Kind.SIGNAL:

@@ -15,7 +15,8 @@ Messages (first byte):
 - ``K`` + pid, secret (two big-endian int32): a cancel, in either direction.
 - ``S`` + pid (big-endian int32) + terminate flag: pg_cancel_backend / pg_terminate_backend of
   another worker's session, in either direction.
-- ``E``: worker -> acceptor, a handed connection ended.
+- ``E`` + count (big-endian int64): worker -> acceptor, how many handed connections have
+  ended so far (a running total: a message lost to a full pair is made up by the next).
 - ``R``: worker -> acceptor, the worker is serving.
 """
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _CANCEL = struct.Struct(">ii")
 _PID = struct.Struct(">i")
+_TOTAL = struct.Struct(">q")
 MAX_MESSAGE = 16
 
 
@@ -57,6 +59,7 @@ class Message:
     pid: int = 0
     secret: int = 0
     terminate: bool = False
+    ended: int = 0
 
 
 def encode_cancel(pid: int, secret: int) -> bytes:
@@ -67,6 +70,11 @@ def encode_cancel(pid: int, secret: int) -> bytes:
 def encode_signal(pid: int, terminate: bool) -> bytes:
     """An ``S`` message."""
     return Kind.SIGNAL.value + _PID.pack(pid) + (b"\x01" if terminate else b"\x00")
+
+
+def encode_ended(total: int) -> bytes:
+    """An ``E`` message."""
+    return Kind.ENDED.value + _TOTAL.pack(total)
 
 
 def encode_connection(full: bool) -> bytes:
@@ -96,6 +104,9 @@ def receive(channel: socket.socket) -> Message | None:
     if kind is Kind.CANCEL:
         pid, secret = _CANCEL.unpack_from(data, 1)
         return Message(kind, pid=pid, secret=secret)
+    if kind is Kind.ENDED:
+        (total,) = _TOTAL.unpack_from(data, 1)
+        return Message(kind, ended=total)
     if kind is Kind.SIGNAL:
         (pid,) = _PID.unpack_from(data, 1)
         return Message(kind, pid=pid, terminate=data[5:6] == b"\x01")
@@ -134,6 +145,7 @@ class WorkerChannel:
         self._on_cancel = on_cancel
         self._on_closed = on_closed
         self.on_signal: Callable[[int, bool], object] | None = None
+        self._ended = 0
         self._reading = False
 
     def start(self) -> None:
@@ -163,7 +175,8 @@ class WorkerChannel:
 
     def connection_ended(self) -> None:
         """A handed connection ended (counted down by the acceptor)."""
-        send(self._channel, Kind.ENDED.value)
+        self._ended += 1
+        send(self._channel, encode_ended(self._ended))
 
     def forward_cancel(self, pid: int, secret: int) -> None:
         """A CancelRequest for another worker's session: the acceptor routes it."""

@@ -644,8 +644,8 @@ async def update_rows(
         new = list(old)
         for pos, fn in assignments:
             new[pos] = fn(full, ctx)
-        # Generated here already (update_keys does it for its other callers), so the row lock
-        # below sees whether a generated key column moves.
+        # Generated before the row lock below, which must see whether a generated key column
+        # moves.
         return old, writer.generate(tuple(new), ctx)
 
     recheck = _can_recheck(writer, source)
@@ -680,11 +680,9 @@ async def update_keys(
     targets: Sequence[tuple[bytes, Row, Row]],
     since: Mapping[bytes, int] | None = None,
 ) -> None:
-    """Update rows given as (row key, old row, new row; its generated columns computed
-    here), then enforce the foreign keys. ``since``: rows re-read at a later timestamp than
-    the snapshot (_recheck_targets)."""
-    if writer.generated:
-        targets = [(key, old, writer.generate(new, ctx)) for key, old, new in targets]
+    """Update rows given as (row key, old row, new row, its generated columns computed:
+    :meth:`TableWriter.generate`), then enforce the foreign keys. ``since``: rows re-read at
+    a later timestamp than the snapshot (_recheck_targets)."""
     await _lock_moved_keys(writer, ctx, targets)
     at = since or {}
     for key, old, new in targets:

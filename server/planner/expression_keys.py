@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from percolator.server.sql.bound import BCall, BColumn, BExpr
+from percolator.server.sql.bound import BCall, BExpr, same_expression
 from percolator.server.sql.catalog import IndexDef, TableDef
 
 VIRTUAL_BASE = 1 << 20
@@ -21,27 +21,6 @@ VIRTUAL_BASE = 1 << 20
 
 NOT_FIXED = -1
 """The position of an expression key that no conjunct fixes."""
-
-
-def same(a: object, b: object) -> bool:
-    """Whether two bound expressions compute the same thing: the same nodes, types, names,
-    constants and columns (a column's display name aside; function objects are not compared,
-    being the same function for the same name and argument types)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    if not isinstance(a, BExpr):
-        return a == b
-    for f in dataclasses.fields(a):
-        if isinstance(a, BColumn) and f.name == "name":
-            continue
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if callable(x) and not isinstance(x, BExpr):
-            continue
-        if not same(x, y):
-            return False
-    return True
 
 
 @dataclasses.dataclass
@@ -88,7 +67,7 @@ def find(
         for i, key in enumerate(index_keys.get(ix.id, ())):
             if key is None:
                 continue
-            value = next((v for e, v in equalities if same(e, key)), None)
+            value = next((v for e, v in equalities if same_expression(e, key)), None)
             if value is not None:
                 pos = VIRTUAL_BASE + len(out.values)
                 out.positions[(ix.id, i)] = pos
@@ -97,4 +76,4 @@ def find(
     return out
 
 
-__all__ = ["NOT_FIXED", "ExpressionKeys", "find", "same"]
+__all__ = ["NOT_FIXED", "ExpressionKeys", "find"]

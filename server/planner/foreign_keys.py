@@ -409,7 +409,7 @@ async def _act(
                 target = moved.get(parent_key) if moved is not None else None
                 for i, p in enumerate(referrer.child_positions):
                     new[p] = None if action is FkAction.SET_NULL or target is None else target[i]
-                updates.append((key, row, tuple(new)))
+                updates.append((key, row, writer.generate(tuple(new), ctx)))
             await dml.update_keys(writer, ctx, updates)
     _check_at_commit(referrer, ctx, keys)
 

@@ -135,7 +135,7 @@ async def run_merge(plan: MergePlan, writer: TableWriter, ctx: Any) -> int:
         new = list(old)
         for pos, fn in action.assignments:
             new[pos] = fn(full, ctx)
-        updates.append((key, old, tuple(new)))
+        updates.append((key, old, writer.generate(tuple(new), ctx)))
     await lock_for_write(
         ctx, codec, sorted(touched), referenced=bool(writer.foreign_keys.referrers)
     )

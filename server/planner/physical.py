@@ -1040,12 +1040,15 @@ class Sort(Node):
     keys: list[tuple[Compiled, bool, bool, Callable[[Any], Any]]]
     """(expression, descending, nulls_first, sort key of a non-null value)."""
     width: int = 0
-    top: Callable[[Any], int | None] | None = None
-    """Under a LIMIT: how many leading rows are wanted (LIMIT + OFFSET; None: all), so that
-    only those are kept while the input streams (a top-N sort, in memory O(N))."""
 
     async def rows(self, ctx: Any) -> AsyncIterator[Row]:
-        wanted = self.top(ctx) if self.top is not None else None
+        async for r in self.first(ctx, None):
+            yield r
+
+    async def first(self, ctx: Any, wanted: int | None) -> AsyncIterator[Row]:
+        """The sorted rows, only the first ``wanted`` of them (None: all): a LIMIT above
+        asks for LIMIT + OFFSET, and only those are kept while the input streams (a top-N
+        sort, in memory O(N))."""
         keys = self.keys
         decorated: list[Any] = []
         async for r in self.input.rows(ctx):
@@ -1231,8 +1234,15 @@ class Limit(Node):
             raise SqlError("2201X", "OFFSET must not be negative")
         if limit == 0:
             return
+        source = self.input
+        # Evaluated once: a sort below keeps only the rows this LIMIT can return.
+        rows = (
+            source.first(ctx, limit + offset)
+            if isinstance(source, Sort) and isinstance(limit, int)
+            else source.rows(ctx)
+        )
         n = 0
-        async for row in self.input.rows(ctx):
+        async for row in rows:
             if offset:
                 offset -= 1
                 continue

@@ -583,8 +583,6 @@ class Planner:
             self._under_limit -= 1
         limit = compile_expr(rel.limit) if rel.limit is not None else None
         offset = compile_expr(rel.offset) if rel.offset is not None else None
-        if isinstance(child, Sort) and limit is not None:
-            child.top = _wanted(limit, offset)
         return Limit(child, limit, offset)
 
     def _plan_DistinctRel(self, rel: DistinctRel) -> Node:
@@ -813,20 +811,6 @@ def _point_keys(
         return out
 
     return keys
-
-
-def _wanted(limit: Compiled, offset: Compiled | None) -> Callable[[Any], int | None]:
-    """How many sorted rows a LIMIT (and OFFSET) above a sort can use: None when unbounded
-    or not a usable count (the Limit above reports a bad one)."""
-
-    def wanted(ctx: Any) -> int | None:
-        n = limit((), ctx)
-        skip = offset((), ctx) if offset is not None else 0
-        if not isinstance(n, int) or n < 0 or not isinstance(skip, int | None):
-            return None
-        return n + max(skip or 0, 0)
-
-    return wanted
 
 
 _KEY_ORDERED_TYPES = frozenset(

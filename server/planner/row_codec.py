@@ -234,14 +234,17 @@ class IndexCodec:
         self.storage = index.storage
         self.positions = [table.position(cid) if cid else -1 for cid in index.column_ids]
         bound = list(expressions) or [None] * len(index.column_ids)
-        if any(index.expression(i) is not None and e is None for i, e in enumerate(bound)):
-            raise AssertionError(f"index {index.name} needs its expressions bound")
+        # Without its expressions bound, only the key's leading plain columns can be encoded
+        # (a prefix: a foreign key's lookup of the child rows of a key).
+        self._complete = all(
+            index.expression(i) is None or e is not None for i, e in enumerate(bound)
+        )
         types = [
-            table.column_by_id(cid).type if e is None else e.type
+            e.type if e is not None else table.column_by_id(cid).type if cid else None
             for cid, e in zip(index.column_ids, bound, strict=True)
         ]
         self.types = types
-        self.key_types = [key_type(t) for t in types]
+        self.key_types = [key_type(t) if t is not None else None for t in types]
         self._key_values = [(lambda v, _t=t: storage_codec.key_value(_t, v)) for t in types]
         self.unique = index.unique
         self._computed = (
@@ -251,6 +254,8 @@ class IndexCodec:
         )
 
     def values_of(self, row: Row) -> list[object]:
+        if not self._complete:
+            raise AssertionError(f"index {self.index.name} needs its expressions bound")
         computed = self._computed
         if computed is None:
             return [row[p] for p in self.positions]

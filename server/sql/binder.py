@@ -44,7 +44,6 @@ from percolator.server.sql.bound import (
     BContextCall,
     BExpr,
     BOuter,
-    BParam,
     BSubquery,
     DeleteStmt,
     DistinctRel,
@@ -73,6 +72,7 @@ from percolator.server.sql.bound import (
     VirtualRel,
     WindowRel,
     WorkTableRel,
+    same_expression,
     walk,
 )
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef, key_signature
@@ -234,8 +234,8 @@ class Binder:
         modifying_ctes.check(body, name, top=top, recursive=recursive)
         assert isinstance(body, exp.Insert | exp.Update | exp.Delete)
         statement = self._bind_dml(body)
-        # Its rows go to a slot of the context's subquery values that no subquery takes (a
-        # view's subqueries are numbered by a binder of their own, from 0).
+        # Its rows go to a slot of the context's subquery values that no subquery takes
+        # (theirs count up from 0, a view's included).
         slot = -1 - len(self.modifying_ctes)
         cte = modifying_ctes.ModifyingCte(name, statement, slot)
         self.modifying_ctes.append(cte)
@@ -581,7 +581,7 @@ class Binder:
             node = self._group_item(g, select_items, scope)
             e = self.exprs.bind(node, scope)
             for i, seen in enumerate(ctx.groups):
-                if _same_expr(seen, e):
+                if same_expression(seen, e):
                     return i
             ctx.add_group(node, e)
             return len(ctx.groups) - 1
@@ -653,7 +653,7 @@ class Binder:
         if isinstance(node, exp.Column) and not node.table:
             matches = [i for i, c in enumerate(out_cols) if c.name == node.name and not c.hidden]
             if len(matches) > 1 and not all(
-                _same_expr(project_exprs[i], project_exprs[matches[0]]) for i in matches
+                same_expression(project_exprs[i], project_exprs[matches[0]]) for i in matches
             ):
                 raise SqlError(AMBIGUOUS_COLUMN, f'ORDER BY "{node.name}" is ambiguous')
             if (matches and scope.lookup(None, node.name) is None) or len(matches) == 1:
@@ -665,7 +665,7 @@ class Binder:
             else self.exprs.bind(node, scope)
         )
         for i, pe in enumerate(project_exprs):
-            if _same_expr(pe, e) and not out_cols[i].hidden:
+            if same_expression(pe, e) and not out_cols[i].hidden:
                 return BColumn(e.type, i)
         if distinct:
             raise SqlError(
@@ -1342,28 +1342,30 @@ class Binder:
         source before it)."""
         values: dict[int, BExpr] = {}
         subscripted: set[int] = set()
-        for eq in items:
-            if not isinstance(eq, exp.EQ):
-                raise unsupported(f"assignment {eq.sql(dialect='postgres')}")
-            # The operators running SET await a row's calls (nextval) before they evaluate it.
-            with self.exprs.async_calls(True):
+        # The operators running SET await a row's calls (nextval) before they evaluate it.
+        with self.exprs.async_calls(True):
+            for eq in items:
+                if not isinstance(eq, exp.EQ):
+                    raise unsupported(f"assignment {eq.sql(dialect='postgres')}")
                 pairs = self._assignment_pairs(eq.this, eq.expression, scope)
-            for target, value in pairs:
-                inner = target.this if isinstance(target, exp.Bracket) else target
-                col = table.column(inner.name)
-                if col.id in values and not (
-                    isinstance(target, exp.Bracket) and col.id in subscripted
-                ):
-                    raise SqlError("42601", f'multiple assignments to same column "{col.name}"')
-                if isinstance(target, exp.Bracket):
-                    current = values.get(col.id)
-                    if current is None:
-                        position = target_at + table.columns.index(col)
-                        current = BColumn(col.type, position, col.name)
-                    values[col.id] = self._element_assignment(col, current, target, value, scope)
-                    subscripted.add(col.id)
-                else:
-                    values[col.id] = self._column_assignment(table, col, value, scope)
+                for target, value in pairs:
+                    inner = target.this if isinstance(target, exp.Bracket) else target
+                    col = table.column(inner.name)
+                    if col.id in values and not (
+                        isinstance(target, exp.Bracket) and col.id in subscripted
+                    ):
+                        raise SqlError("42601", f'multiple assignments to same column "{col.name}"')
+                    if isinstance(target, exp.Bracket):
+                        current = values.get(col.id)
+                        if current is None:
+                            position = target_at + table.columns.index(col)
+                            current = BColumn(col.type, position, col.name)
+                        values[col.id] = self._element_assignment(
+                            col, current, target, value, scope
+                        )
+                        subscripted.add(col.id)
+                    else:
+                        values[col.id] = self._column_assignment(table, col, value, scope)
         by_id = {c.id: c for c in table.columns}
         return [(by_id[cid], value) for cid, value in values.items()]
 
@@ -1408,8 +1410,7 @@ class Binder:
         ):
             seq = sequence_ddl.default_sequence(table, col, self.catalog)
             if seq is not None:  # a serial or identity column: its sequence's next value
-                with self.exprs.async_calls(True):
-                    drawn = sequence_functions.next_value(self.exprs, seq)
+                drawn = sequence_functions.next_value(self.exprs, seq)
                 return self.exprs.coerce(drawn, col.type, assignment=True)
             return self.default_expr(table, col)
         if col.generated is not None:
@@ -1420,9 +1421,7 @@ class Binder:
                 f'column "{col.name}" can only be updated to DEFAULT',
                 detail=f'Column "{col.name}" is an identity column defined as GENERATED ALWAYS.',
             )
-        with self.exprs.async_calls(True):
-            bound = self.exprs.bind(value, scope)
-        return self.exprs.coerce(bound, col.type, assignment=True)
+        return self.exprs.coerce(self.exprs.bind(value, scope), col.type, assignment=True)
 
     def _element_assignment(
         self,
@@ -1657,7 +1656,7 @@ def _among(key: BExpr, keys: list[BExpr], project_exprs: list[BExpr]) -> bool:
         # Two references to one output column match even when its expression is volatile.
         if isinstance(key, BColumn) and isinstance(k, BColumn) and key.index == k.index:
             return True
-        if _same_expr(target(key), target(k)):
+        if same_expression(target(key), target(k)):
             return True
     return False
 
@@ -1860,26 +1859,6 @@ def _shift_copy(e: BExpr, delta: int) -> BExpr:
 
     clone = copy.deepcopy(e)
     return _shift(clone, delta)
-
-
-def _same_expr(a: BExpr, b: BExpr) -> bool:
-    if type(a) is not type(b) or a.type != b.type:
-        return False
-    if isinstance(a, BColumn):
-        return a.index == b.index  # type: ignore[attr-defined]
-    if isinstance(a, BConst):
-        return a.value == b.value  # type: ignore[attr-defined]
-    if isinstance(a, BParam):
-        # Lifted literals: the same literal text is the same parameter (normalize.py).
-        return a.index == b.index  # type: ignore[attr-defined]
-    ca, cb = a.children(), b.children()
-    if not ca and isinstance(a, BCall | BContextCall):
-        return a.name == b.name  # type: ignore[attr-defined]  # random(), now()
-    if not ca or len(ca) != len(cb):
-        return False
-    if getattr(a, "name", None) != getattr(b, "name", None):
-        return False
-    return all(_same_expr(x, y) for x, y in zip(ca, cb, strict=True))
 
 
 __all__ = ["Binder"]

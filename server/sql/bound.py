@@ -606,6 +606,29 @@ class DeleteStmt:
     returning_cols: list[OutCol] | None
 
 
+def same_expression(a: BExpr, b: BExpr) -> bool:
+    """Whether two bound expressions compute the same thing: same node kinds, types,
+    function names, constants, columns and parameters (a GROUP BY item and a select-list
+    item, an index's key expression and a WHERE operand)."""
+    if type(a) is not type(b) or a.type != b.type:
+        return False
+    if isinstance(a, BColumn):
+        return a.index == b.index  # type: ignore[attr-defined]
+    if isinstance(a, BConst):
+        return a.value == b.value  # type: ignore[attr-defined]
+    if isinstance(a, BParam):
+        # Lifted literals: the same literal text is the same parameter (normalize.py).
+        return a.index == b.index  # type: ignore[attr-defined]
+    ca, cb = a.children(), b.children()
+    if not ca and isinstance(a, BCall | BContextCall):
+        return a.name == b.name  # type: ignore[attr-defined]  # random(), now()
+    if not ca or len(ca) != len(cb):
+        return False
+    if getattr(a, "name", None) != getattr(b, "name", None):
+        return False
+    return all(same_expression(x, y) for x, y in zip(ca, cb, strict=True))
+
+
 def walk(expr: BExpr) -> Iterator[BExpr]:
     """Every node of an expression tree, depth first (subquery bodies not entered)."""
     yield expr

@@ -625,8 +625,7 @@ def _identity(
         if not isinstance(literal, exp.Literal) or literal.is_string:
             raise SqlError(SYNTAX_ERROR, f'syntax error at or near "{value.sql()}"')
         values[field_name] = -int(literal.this) if negative else int(literal.this)
-    type_name = {TypeId.INT2: "smallint", TypeId.INT4: "integer", TypeId.INT8: "bigint"}
-    options = sequence_ddl.SequenceOptions(type_name=type_name[sql_type.id], **values)
+    options = sequence_ddl.SequenceOptions(type_name=str(sql_type), **values)
     return ("a" if k.this else "d"), options
 
 
@@ -902,6 +901,24 @@ def _drop_primary_key(
     return catalog.with_table(new), new
 
 
+def _without_columns(table: TableDef, gone: list[ColumnDef]) -> TableDef:
+    """``table`` without the columns ``gone`` and, as in Postgres, its constraints on them:
+    the indexes over them (by column or by expression) and the CHECKs that read them."""
+    ids = {c.id for c in gone}
+    names = {c.name for c in gone}
+    return table.replace(
+        columns=tuple(c for c in table.columns if c.id not in ids),
+        indexes=tuple(
+            ix
+            for ix in table.indexes
+            if not ids & set(ix.column_ids) and not index_expressions.reads(ix, names)
+        ),
+        checks=tuple(
+            ck for ck in table.checks if not row_expressions.expression_reads(ck.expression, names)
+        ),
+    )
+
+
 def _drop_constraint(
     catalog: Catalog,
     table: TableDef,
@@ -1122,9 +1139,8 @@ def _alter_action(
                         UNDEFINED_COLUMN,
                         f'column "{target.name}" of relation "{table.name}" does not exist',
                     )
-                table = generated_columns.drop_users(
-                    table, col, bool(action.args.get("cascade")), notices
-                )
+                cascade = bool(action.args.get("cascade"))
+                gone = [col, *generated_columns.cascaded(table, col, cascade, notices)]
                 if col.id in table.primary_key:
                     raise SqlError(
                         DEPENDENT_OBJECTS_STILL_EXIST,
@@ -1133,29 +1149,15 @@ def _alter_action(
                         detail=f"constraint {table.pk_constraint_name} on table "
                         f"{table.name} depends on column {col.name}",
                     )
-                if len(table.columns) == 1:
+                if len(table.columns) == len(gone):
                     raise unsupported("dropping the last column of a table")
-                table = foreign_key_ddl.check_column_drop(catalog, table, col.id)
-                table = index_expressions.drop_readers(table, col.name)
-                # The table's constraints on the column go with it, as in Postgres: its
-                # indexes (unique constraints) and the CHECKs that read it.
-                table = table.replace(
-                    columns=tuple(c for c in table.columns if c.id != col.id),
-                    indexes=tuple(ix for ix in table.indexes if col.id not in ix.column_ids),
-                    checks=tuple(
-                        ck
-                        for ck in table.checks
-                        if not row_expressions.expression_reads(ck.expression, {col.name})
-                    ),
-                )
-                catalog = views.check_column_drop(
-                    catalog,
-                    catalog.with_table(table),
-                    table,
-                    col.name,
-                    bool(action.args.get("cascade")),
-                    notices,
-                )
+                for c in gone:
+                    table = foreign_key_ddl.check_column_drop(catalog, table, c.id)
+                table = _without_columns(table, gone)
+                for c in gone:
+                    catalog = views.check_column_drop(
+                        catalog, catalog.with_table(table), table, c.name, cascade, notices
+                    )
             return catalog, table.name
         if kind == "CONSTRAINT":
             return _drop_constraint(catalog, table, action, actions, notices), table.name

@@ -14,11 +14,11 @@ from sqlglot import exp
 
 from percolator.server.sql import generated_columns, index_expressions
 from percolator.server.sql.binder import Binder
-from percolator.server.sql.bound import BExpr, OutCol
+from percolator.server.sql.bound import BExpr
 from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef
 from percolator.server.sql.errors import UNDEFINED_COLUMN, SqlError
 from percolator.server.sql.expr_binder import Params
-from percolator.server.sql.scope import Scope
+from percolator.server.sql.row_expressions import row_scope
 
 
 def validate(before: Catalog, after: Catalog) -> None:
@@ -58,11 +58,8 @@ def _bind_check(binder: Binder, table: TableDef, sql: str) -> None:
 
 def bind_table_expr(binder: Binder, table: TableDef, sql: str) -> BExpr:
     """A boolean expression (CHECK constraint) bound over a row of ``table``."""
-    cols = [
-        OutCol(c.name, c.type, table.oid, i + 1, table.name) for i, c in enumerate(table.columns)
-    ]
     node = sqlglot.parse_one(sql, read="postgres")
-    return binder.exprs.bind_condition(node, Scope(cols, None, {table.name}), "CHECK")
+    return binder.exprs.bind_condition(node, row_scope(table), "CHECK")
 
 
 def _bind_default(binder: Binder, table: TableDef, col: ColumnDef) -> None:

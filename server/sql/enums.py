@@ -63,7 +63,7 @@ class AlterEnum:
 EnumStatement = CreateEnum | DropType | AlterEnum
 
 
-# -- parsing (the reader is utility._Reader) ----------------------------------------------------
+# -- parsing (the reader is utility.TokenReader) ------------------------------------------------
 
 
 def _label(r: Any) -> str:

@@ -26,17 +26,16 @@ from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
     DEPENDENT_OBJECTS_STILL_EXIST,
     FEATURE_NOT_SUPPORTED,
-    GROUPING_ERROR,
     INVALID_COLUMN_REFERENCE,
     INVALID_OBJECT_DEFINITION,
     OBJECT_NOT_IN_PREREQUISITE_STATE,
     SYNTAX_ERROR,
-    WINDOWING_ERROR,
     SqlError,
 )
 from percolator.server.sql.row_expressions import (
     expression_reads,
     not_immutable,
+    refuse_outside_row,
     rename_reads,
     row_scope,
 )
@@ -105,16 +104,7 @@ def validate(binder: Binder, table: TableDef, col: ColumnDef) -> None:
     result that does not convert to the column's type (42804)."""
     assert col.generated is not None
     node = sqlglot.parse_one(col.generated, read="postgres")
-    if node.find(exp.Select) is not None:
-        raise SqlError(FEATURE_NOT_SUPPORTED, "cannot use subquery in column generation expression")
-    if binder.exprs.contains_aggregate(node):
-        raise SqlError(
-            GROUPING_ERROR, "aggregate functions are not allowed in column generation expressions"
-        )
-    if node.find(exp.Window) is not None:
-        raise SqlError(
-            WINDOWING_ERROR, "window functions are not allowed in column generation expressions"
-        )
+    refuse_outside_row(binder, node, "column generation expression")
     for ref in node.find_all(exp.Column):
         other = table.find_column(ref.name)
         if other is not None and other.generated is not None:
@@ -220,12 +210,14 @@ def rename_column(table: TableDef, old: str, new: str) -> TableDef:
     return table
 
 
-def drop_users(table: TableDef, column: ColumnDef, cascade: bool, notices: list[str]) -> TableDef:
-    """Before dropping ``column``: the generated columns that read it go too with CASCADE
-    (a notice each, as Postgres's), else 2BP01."""
+def cascaded(
+    table: TableDef, column: ColumnDef, cascade: bool, notices: list[str]
+) -> list[ColumnDef]:
+    """Before dropping ``column``: the generated columns that read it, which go too with
+    CASCADE (a notice, as Postgres's), else 2BP01."""
     dependents = users(table, column)
     if not dependents:
-        return table
+        return []
     bare = schemas.bare(table.name)
     if not cascade:
         raise SqlError(
@@ -237,18 +229,11 @@ def drop_users(table: TableDef, column: ColumnDef, cascade: bool, notices: list[
             ),
             hint="Use DROP ... CASCADE to drop the dependent objects too.",
         )
-    gone = {c.id for c in dependents}
     if len(dependents) == 1:
         notices.append(f"drop cascades to column {dependents[0].name} of table {bare}")
     else:
         notices.append(f"drop cascades to {len(dependents)} other objects")
-    names = {c.name for c in dependents}
-    return table.replace(
-        # Constraints on a dropped column go with it, as in Postgres.
-        checks=tuple(ck for ck in table.checks if not expression_reads(ck.expression, names)),
-        columns=tuple(c for c in table.columns if c.id not in gone),
-        indexes=tuple(ix for ix in table.indexes if not gone & set(ix.column_ids)),
-    )
+    return dependents
 
 
 def check_type_change(table: TableDef, column: ColumnDef) -> None:
@@ -267,12 +252,12 @@ __all__ = [
     "DropExpression",
     "bind",
     "bind_all",
+    "cascaded",
     "check_type_change",
     "clause_expression",
     "conflicting_clause",
     "copy_error",
     "drop_expression",
-    "drop_users",
     "insert_error",
     "rename_column",
     "set_default_error",

@@ -20,9 +20,10 @@ from percolator.server.sql import schemas, sequence_ddl
 from percolator.server.sql.catalog import Catalog, ColumnDef, SequenceDef, TableDef
 from percolator.server.sql.errors import SYNTAX_ERROR, SqlError, unsupported
 from percolator.server.sql.types import TypeId
+from percolator.server.sql.utility import TokenReader
 
 OBJECT_NOT_IN_PREREQUISITE_STATE = "55000"
-_TYPE_NAMES = {TypeId.INT2: "smallint", TypeId.INT4: "integer", TypeId.INT8: "bigint"}
+_INTEGER_TYPES = frozenset({TypeId.INT2, TypeId.INT4, TypeId.INT8})
 
 
 class AlterIdentity(exp.Expression):
@@ -127,25 +128,11 @@ def _options(r: _Reader, closing: str, one: bool = False) -> dict[str, Any]:
     return values
 
 
-class _Reader:
-    """Tokens of one action, read left to right."""
+class _Reader(TokenReader):
+    """Tokens of one action, read left to right; a syntax error names the token it met."""
 
     def __init__(self, tokens: list[Any]) -> None:
-        self.tokens = tokens
-        self.i = 0
-
-    def done(self) -> bool:
-        return self.i >= len(self.tokens)
-
-    def at(self, *words: str) -> bool:
-        got = [t.upper for t in self.tokens[self.i : self.i + len(words)]]
-        return got == list(words)
-
-    def accept(self, *words: str) -> bool:
-        if self.at(*words):
-            self.i += len(words)
-            return True
-        return False
+        super().__init__("", tokens)
 
     def expect(self, *words: str) -> None:
         if not self.accept(*words):
@@ -216,7 +203,7 @@ def _add(
 ) -> Catalog:
     """ADD GENERATED ... AS IDENTITY: a new sequence for an existing NOT NULL integer column
     without a default; the rows keep their values."""
-    if col.type.id not in _TYPE_NAMES or col.type.array:
+    if col.type.id not in _INTEGER_TYPES or col.type.array:
         raise SqlError("22023", "identity column type must be smallint, integer, or bigint")
     if col.identity is not None:
         raise SqlError(OBJECT_NOT_IN_PREREQUISITE_STATE, f"{where} is already an identity column")
@@ -229,7 +216,7 @@ def _add(
         )
     name = _free_sequence_name(catalog, f"{table.name}_{col.name}_seq")
     oid, catalog = catalog.allocate_id()
-    options = dataclasses.replace(action.args["options"], type_name=_TYPE_NAMES[col.type.id])
+    options = dataclasses.replace(action.args["options"], type_name=str(col.type))
     seq = sequence_ddl.apply_options(SequenceDef(name, oid + 16384, table.name), options, catalog)
     catalog = catalog.with_sequence(seq)
     return _with_column(
@@ -241,7 +228,7 @@ def _free_sequence_name(catalog: Catalog, name: str) -> str:
     """``name``, or with the first number appended that makes it unused (as Postgres picks
     the names of the sequences it makes)."""
     candidate, n = name, 0
-    while candidate in catalog.sequences or catalog.relation_exists(candidate):
+    while catalog.relation_exists(candidate):
         n += 1
         candidate = f"{name}{n}"
     return candidate

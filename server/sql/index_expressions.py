@@ -21,16 +21,14 @@ from sqlglot import exp
 from percolator.server.sql.bound import BExpr, walk
 from percolator.server.sql.catalog import IndexDef, TableDef
 from percolator.server.sql.errors import (
-    FEATURE_NOT_SUPPORTED,
-    GROUPING_ERROR,
     INVALID_OBJECT_DEFINITION,
     UNDEFINED_OBJECT,
-    WINDOWING_ERROR,
     SqlError,
 )
 from percolator.server.sql.row_expressions import (
     expression_reads,
     not_immutable,
+    refuse_outside_row,
     rename_reads,
     row_scope,
 )
@@ -124,15 +122,7 @@ def validate(binder: Binder, table: TableDef, index: IndexDef) -> None:
     for sql in index.expressions:
         if sql is None:
             continue
-        node = _parse(sql)
-        if node.find(exp.Select) is not None:
-            raise SqlError(FEATURE_NOT_SUPPORTED, "cannot use subquery in index expression")
-        if binder.exprs.contains_aggregate(node):
-            raise SqlError(
-                GROUPING_ERROR, "aggregate functions are not allowed in index expressions"
-            )
-        if node.find(exp.Window) is not None:
-            raise SqlError(WINDOWING_ERROR, "window functions are not allowed in index expressions")
+        refuse_outside_row(binder, _parse(sql), "index expression")
         e = bind(binder, table, sql)
         if any(not_immutable(n) for n in walk(e)):
             raise SqlError(
@@ -162,12 +152,6 @@ def rename_column(table: TableDef, old: str, new: str) -> TableDef:
     return table.replace(indexes=tuple(renamed(ix) for ix in table.indexes))
 
 
-def drop_readers(table: TableDef, name: str) -> TableDef:
-    """Before dropping column ``name``: the indexes whose expressions read it go, as
-    Postgres drops them with the column (no CASCADE needed)."""
-    return table.replace(indexes=tuple(ix for ix in table.indexes if not reads(ix, {name})))
-
-
 def looks_like_function(sql: str) -> bool:
     """Whether Postgres prints the expression bare in an index's key list (a function call)
     rather than in parentheses (``((a + b))``, ``((a)::text)``)."""
@@ -180,7 +164,6 @@ __all__ = [
     "bind",
     "bind_all",
     "column_names",
-    "drop_readers",
     "has_expressions",
     "key_item",
     "looks_like_function",

@@ -7,13 +7,25 @@ follow the columns they read when those are renamed or dropped; what they share 
 
 from __future__ import annotations
 
+import re
+from typing import TYPE_CHECKING
+
 import sqlglot
 from sqlglot import exp
 
 from percolator.server.sql.bound import BAsyncCall, BCall, BContextCall, BExpr, OutCol
 from percolator.server.sql.catalog import TableDef
+from percolator.server.sql.errors import (
+    FEATURE_NOT_SUPPORTED,
+    GROUPING_ERROR,
+    WINDOWING_ERROR,
+    SqlError,
+)
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.types import TypeId
+
+if TYPE_CHECKING:
+    from percolator.server.sql.binder import Binder
 
 
 def row_scope(table: TableDef) -> Scope:
@@ -22,6 +34,18 @@ def row_scope(table: TableDef) -> Scope:
         OutCol(c.name, c.type, table.oid, i + 1, table.name) for i, c in enumerate(table.columns)
     ]
     return Scope(cols, None, {table.name})
+
+
+def refuse_outside_row(binder: Binder, node: exp.Expression, what: str) -> None:
+    """Refuse, as Postgres does, what no single row can compute in an expression stored with
+    a table (``what``: "column generation expression", "index expression"): a subquery
+    (0A000), an aggregate (42803), a window function (42P20)."""
+    if node.find(exp.Select) is not None:
+        raise SqlError(FEATURE_NOT_SUPPORTED, f"cannot use subquery in {what}")
+    if binder.exprs.contains_aggregate(node):
+        raise SqlError(GROUPING_ERROR, f"aggregate functions are not allowed in {what}s")
+    if node.find(exp.Window) is not None:
+        raise SqlError(WINDOWING_ERROR, f"window functions are not allowed in {what}s")
 
 
 def not_immutable(e: BExpr) -> bool:
@@ -69,16 +93,28 @@ def expression_reads(sql: str, names: set[str]) -> bool:
     return any(ref.name in names for ref in node.find_all(exp.Column))
 
 
+_PLAIN_NAME = re.compile(r"[a-z_][a-z0-9_$]*").fullmatch
+"""Matches a name that reads back as itself unquoted (None: it needs quotes)."""
+
+
 def rename_reads(sql: str, old: str, new: str) -> str:
     """``sql`` with its references to column ``old`` made to ``new``."""
 
     def rename(n: exp.Expression) -> exp.Expression:
         if isinstance(n, exp.Column) and n.name == old:
-            # Quoted: the catalog's name is exact (already case-folded if it was unquoted).
-            return exp.column(exp.to_identifier(new, quoted=True))
+            # The catalog's name is exact (case-folded if it was written unquoted): quoted only
+            # where Postgres needs it, so that the text reads as the same expression written
+            # anew would (ON CONFLICT (lower(mail)) compares them).
+            return exp.column(exp.to_identifier(new, quoted=_PLAIN_NAME(new) is None))
         return n
 
     return sqlglot.parse_one(sql, read="postgres").transform(rename).sql("postgres")
 
 
-__all__ = ["expression_reads", "not_immutable", "rename_reads", "row_scope"]
+__all__ = [
+    "expression_reads",
+    "not_immutable",
+    "refuse_outside_row",
+    "rename_reads",
+    "row_scope",
+]

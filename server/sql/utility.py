@@ -398,10 +398,13 @@ UtilityStatement = (
 )
 
 
-class _Reader:
-    def __init__(self, sql: str) -> None:
+class TokenReader:
+    """The tokens of a statement (or of a piece of one), read left to right."""
+
+    def __init__(self, sql: str, tokens: list[Token] | None = None) -> None:
+        """``tokens``: a piece of ``sql``'s (default: all of them)."""
         self.sql = sql
-        self.tokens = tokenize(sql)
+        self.tokens = tokenize(sql) if tokens is None else tokens
         self.i = 0
 
     def peek(self, k: int = 0) -> Token | None:
@@ -482,7 +485,7 @@ class _Reader:
 
 def parse_utility(sql: str) -> UtilityStatement | None:
     """The utility statement ``sql`` is, or None if it is not one (then sqlglot parses it)."""
-    r = _Reader(sql)
+    r = TokenReader(sql)
     first = r.peek()
     if first is None or first.kind != "word":
         return None
@@ -492,7 +495,7 @@ def parse_utility(sql: str) -> UtilityStatement | None:
     return handler(r)
 
 
-def _transaction_modes(r: _Reader) -> TransactionModes:
+def _transaction_modes(r: TokenReader) -> TransactionModes:
     isolation = None
     read_only = None
     deferrable = None
@@ -523,7 +526,7 @@ def _transaction_modes(r: _Reader) -> TransactionModes:
     return TransactionModes(isolation, read_only, deferrable)
 
 
-def _begin(r: _Reader) -> UtilityStatement:
+def _begin(r: TokenReader) -> UtilityStatement:
     if r.accept("START"):
         r.expect("TRANSACTION")
     else:
@@ -532,7 +535,7 @@ def _begin(r: _Reader) -> UtilityStatement:
     return Begin(_transaction_modes(r))
 
 
-def _commit(r: _Reader) -> UtilityStatement:
+def _commit(r: TokenReader) -> UtilityStatement:
     r.next()
     r.accept("WORK") or r.accept("TRANSACTION")
     if r.accept("AND"):
@@ -543,7 +546,7 @@ def _commit(r: _Reader) -> UtilityStatement:
     return Commit()
 
 
-def _rollback(r: _Reader) -> UtilityStatement:
+def _rollback(r: TokenReader) -> UtilityStatement:
     r.next()
     r.accept("WORK") or r.accept("TRANSACTION")
     if r.accept("TO"):
@@ -559,7 +562,7 @@ def _rollback(r: _Reader) -> UtilityStatement:
     return Rollback()
 
 
-def _prepare(r: _Reader) -> UtilityStatement:
+def _prepare(r: TokenReader) -> UtilityStatement:
     if r.at("PREPARE", "TRANSACTION"):
         raise unsupported("PREPARE TRANSACTION (two-phase commit from the client)")
     r.next()
@@ -575,7 +578,7 @@ def _prepare(r: _Reader) -> UtilityStatement:
     return PrepareStatement(name, tuple(types), r.sql[t.pos :], t.pos)
 
 
-def _type_list(r: _Reader) -> list[str]:
+def _type_list(r: TokenReader) -> list[str]:
     """The texts of a parenthesized, comma-separated list of type names (the "(" read)."""
     types: list[str] = []
     depth = 0
@@ -595,7 +598,7 @@ def _type_list(r: _Reader) -> list[str]:
         depth += {"(": 1, ")": -1}.get(t.text, 0) if t.kind == "punct" else 0
 
 
-def _execute(r: _Reader) -> UtilityStatement:
+def _execute(r: TokenReader) -> UtilityStatement:
     r.next()
     name = r.name()
     t = r.peek()
@@ -606,14 +609,14 @@ def _execute(r: _Reader) -> UtilityStatement:
     return ExecuteStatement(name, r.sql[t.pos :], t.pos)
 
 
-def _savepoint(r: _Reader) -> UtilityStatement:
+def _savepoint(r: TokenReader) -> UtilityStatement:
     r.next()
     name = r.name()
     r.end()
     return Savepoint(name)
 
 
-def _release(r: _Reader) -> UtilityStatement:
+def _release(r: TokenReader) -> UtilityStatement:
     r.next()
     r.accept("SAVEPOINT")
     name = r.name()
@@ -621,7 +624,7 @@ def _release(r: _Reader) -> UtilityStatement:
     return ReleaseSavepoint(name)
 
 
-def _set_value(r: _Reader) -> str | None:
+def _set_value(r: TokenReader) -> str | None:
     parts = []
     while not r.done():
         t = r.next()
@@ -640,7 +643,7 @@ def _set_value(r: _Reader) -> str | None:
     return text.replace(",", ", ") if "," in text else text
 
 
-def _set(r: _Reader) -> UtilityStatement:
+def _set(r: TokenReader) -> UtilityStatement:
     r.next()
     if r.accept("CONSTRAINTS"):
         return _set_constraints(r)
@@ -668,14 +671,14 @@ def _set(r: _Reader) -> UtilityStatement:
     raise AssertionError
 
 
-def _listen(r: _Reader) -> UtilityStatement:
+def _listen(r: TokenReader) -> UtilityStatement:
     r.next()
     channel = r.name()
     r.end()
     return Listen(channel)
 
 
-def _unlisten(r: _Reader) -> UtilityStatement:
+def _unlisten(r: TokenReader) -> UtilityStatement:
     r.next()
     if r.accept("*"):
         r.end()
@@ -685,7 +688,7 @@ def _unlisten(r: _Reader) -> UtilityStatement:
     return Unlisten(channel)
 
 
-def _notify(r: _Reader) -> UtilityStatement:
+def _notify(r: TokenReader) -> UtilityStatement:
     r.next()
     channel = r.name()
     payload = ""
@@ -698,7 +701,7 @@ def _notify(r: _Reader) -> UtilityStatement:
     return Notify(channel, payload)
 
 
-def _set_constraints(r: _Reader) -> UtilityStatement:
+def _set_constraints(r: TokenReader) -> UtilityStatement:
     names: tuple[str, ...] | None = None
     if not r.accept("ALL"):
         found = [r.name()]
@@ -714,7 +717,7 @@ def _set_constraints(r: _Reader) -> UtilityStatement:
     return SetConstraints(names, deferred)
 
 
-def _show(r: _Reader) -> UtilityStatement:
+def _show(r: TokenReader) -> UtilityStatement:
     r.next()
     if r.accept("TRANSACTION", "ISOLATION", "LEVEL"):
         return Show("transaction_isolation")
@@ -725,7 +728,7 @@ def _show(r: _Reader) -> UtilityStatement:
     return Show(name)
 
 
-def _reset(r: _Reader) -> UtilityStatement:
+def _reset(r: TokenReader) -> UtilityStatement:
     r.next()
     if r.accept("TIME", "ZONE"):
         return Reset("timezone")
@@ -734,7 +737,7 @@ def _reset(r: _Reader) -> UtilityStatement:
     return Reset(name)
 
 
-def _deallocate(r: _Reader) -> UtilityStatement:
+def _deallocate(r: TokenReader) -> UtilityStatement:
     r.next()
     r.accept("PREPARE")
     if r.accept("ALL"):
@@ -746,20 +749,20 @@ def _deallocate(r: _Reader) -> UtilityStatement:
 
 
 def _noop(tag: str, notice: str | None = None):  # type: ignore[no-untyped-def]
-    def handler(r: _Reader) -> UtilityStatement:
+    def handler(r: TokenReader) -> UtilityStatement:
         return NoOp(tag, notice)
 
     return handler
 
 
-def _discard(r: _Reader) -> UtilityStatement:
+def _discard(r: TokenReader) -> UtilityStatement:
     r.next()
     what = r.name().upper()
     r.end()
     return NoOp("DISCARD ALL" if what == "ALL" else f"DISCARD {what}")
 
 
-def _close(r: _Reader) -> UtilityStatement:
+def _close(r: TokenReader) -> UtilityStatement:
     r.next()
     if r.accept("ALL"):
         r.end()
@@ -769,7 +772,7 @@ def _close(r: _Reader) -> UtilityStatement:
     return CloseCursor(name)
 
 
-def _declare(r: _Reader) -> UtilityStatement:
+def _declare(r: TokenReader) -> UtilityStatement:
     r.next()
     name = r.name()
     binary = scroll = hold = False
@@ -802,7 +805,7 @@ _ONE_WAY = {
 }
 
 
-def _fetch(r: _Reader) -> UtilityStatement:
+def _fetch(r: TokenReader) -> UtilityStatement:
     move = r.next().upper == "MOVE"
     motion, count = _motion(r)
     if not (r.accept("FROM") or r.accept("IN")) and r.peek(1) is not None:
@@ -812,7 +815,7 @@ def _fetch(r: _Reader) -> UtilityStatement:
     return FetchCursor(name, motion, count, move)
 
 
-def _motion(r: _Reader) -> tuple[Motion, int | None]:
+def _motion(r: TokenReader) -> tuple[Motion, int | None]:
     """A FETCH/MOVE direction as (motion, count); no direction is NEXT."""
     t = r.peek()
     if t is None:
@@ -841,12 +844,12 @@ def _motion(r: _Reader) -> tuple[Motion, int | None]:
     return Motion.FORWARD, 1
 
 
-def _at_count(r: _Reader) -> bool:
+def _at_count(r: TokenReader) -> bool:
     t = r.peek()
     return t is not None and (t.kind == "num" or t.text in "+-")
 
 
-def _signed_count(r: _Reader) -> int:
+def _signed_count(r: TokenReader) -> int:
     sign = -1 if r.accept("-") else 1
     r.accept("+")
     t = r.next()
@@ -863,7 +866,7 @@ def _signed(motion: Motion, count: int) -> tuple[Motion, int]:
     return other, -count
 
 
-def _role_options(r: _Reader) -> RoleOptions:
+def _role_options(r: TokenReader) -> RoleOptions:
     r.accept("WITH")
     password = None
     password_null = False
@@ -908,7 +911,7 @@ _IGNORED_ROLE_OPTIONS = frozenset(
 )  # fmt: skip
 
 
-def _create(r: _Reader) -> UtilityStatement | None:
+def _create(r: TokenReader) -> UtilityStatement | None:
     if r.at("CREATE", "SEQUENCE"):
         return sequence_ddl.parse_create(r)
     if r.at("CREATE", "OBSERVER"):
@@ -931,7 +934,7 @@ def _create(r: _Reader) -> UtilityStatement | None:
     return None
 
 
-def _alter(r: _Reader) -> UtilityStatement | None:
+def _alter(r: TokenReader) -> UtilityStatement | None:
     if r.at("ALTER", "SCHEMA"):
         return schemas.parse_alter(r)
     if r.at("ALTER", "SEQUENCE"):
@@ -962,7 +965,7 @@ def _alter(r: _Reader) -> UtilityStatement | None:
     return None
 
 
-def _drop(r: _Reader) -> UtilityStatement | None:
+def _drop(r: TokenReader) -> UtilityStatement | None:
     if r.at("DROP", "SEQUENCE"):
         return sequence_ddl.parse_drop(r)
     if r.at("DROP", "TYPE"):
@@ -988,7 +991,7 @@ def _drop(r: _Reader) -> UtilityStatement | None:
     return None
 
 
-def _create_observer(r: _Reader) -> UtilityStatement:
+def _create_observer(r: TokenReader) -> UtilityStatement:
     r.expect("CREATE", "OBSERVER")
     name = r.name()
     r.expect("ON")
@@ -1022,7 +1025,7 @@ def _create_observer(r: _Reader) -> UtilityStatement:
     return CreateObserver(name, table, tuple(columns), weak, body, offset, target)
 
 
-def _copy(r: _Reader) -> UtilityStatement:
+def _copy(r: TokenReader) -> UtilityStatement:
     r.next()
     table = None
     columns = None
@@ -1069,7 +1072,7 @@ def _copy(r: _Reader) -> UtilityStatement:
 _CopyValue = str | tuple[str, ...]
 
 
-def _copy_option_list(r: _Reader, positions: dict[str, int]) -> dict[str, _CopyValue]:
+def _copy_option_list(r: TokenReader, positions: dict[str, int]) -> dict[str, _CopyValue]:
     """COPY's options, ``(name [value], ...)`` or the pre-9.0 words; a repeated one is 42601.
     ``positions`` gets where each option is written, for errors about it."""
     options: dict[str, _CopyValue] = {}
@@ -1119,13 +1122,13 @@ def _copy_option_list(r: _Reader, positions: dict[str, int]) -> dict[str, _CopyV
     return options
 
 
-def _position(r: _Reader) -> int:
+def _position(r: TokenReader) -> int:
     """The 1-based position of the next token (an error's P field)."""
     t = r.peek()
     return t.pos + 1 if t is not None else len(r.sql) + 1
 
 
-def _copy_names(r: _Reader) -> tuple[str, ...]:
+def _copy_names(r: TokenReader) -> tuple[str, ...]:
     names = [r.name()]
     while r.at(",") and r.peek(1) is not None and r.peek(1).kind in ("word", "ident"):  # type: ignore[union-attr]
         r.next()
@@ -1337,7 +1340,7 @@ def _check_copy_options(
         raise SqlError(INVALID_PARAMETER_VALUE, "COPY delimiter and quote must be different")
 
 
-def _explain(r: _Reader) -> UtilityStatement:
+def _explain(r: TokenReader) -> UtilityStatement:
     r.next()
     analyze = False
     if r.accept("("):
@@ -1356,12 +1359,12 @@ def _explain(r: _Reader) -> UtilityStatement:
     return Explain(r.sql[t.pos :], t.pos, analyze)  # type: ignore[union-attr]
 
 
-def _lock(r: _Reader) -> UtilityStatement:
+def _lock(r: TokenReader) -> UtilityStatement:
     raise unsupported("LOCK TABLE (use SELECT ... FOR UPDATE)")
 
 
 def _unsupported_keyword(what: str):  # type: ignore[no-untyped-def]
-    def handler(r: _Reader) -> UtilityStatement:
+    def handler(r: TokenReader) -> UtilityStatement:
         raise unsupported(what)
 
     return handler

@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 
 # last handed out, persisted mark, closed flag (little-endian int64s).
 _LAYOUT = struct.Struct("<qqq")
+TIMESTAMPS_FILE = "timestamps"
+"""A pool directory's file holding the range (:meth:`SharedRange.create` in a directory)."""
 RENEW_INTERVAL_S = 0.1
 """How often the owner looks at how much of the window is left."""
 WAIT_STEP_S = 0.002
@@ -76,7 +78,7 @@ class SharedRange:
             fd, name = tempfile.mkstemp(prefix="percolator-ts-", dir=shared_memory_dir())
             path = Path(name)
         else:
-            path = directory / "timestamps"
+            path = directory / TIMESTAMPS_FILE
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.ftruncate(fd, _LAYOUT.size)
         return cls(path, fd)

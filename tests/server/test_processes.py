@@ -34,7 +34,17 @@ MAX_CONNECTIONS = 5
 @pytest.fixture(scope="module")
 def pool(embedded_pg: PostgresServer) -> Iterator[tuple[SqlServer, ServerProcess]]:
     store = asyncio.run(create_database(embedded_pg.dsn, "procs"))
-    proc = ServerProcess(store, "--processes", "2", "--max-connections", str(MAX_CONNECTIONS))
+    # No poll of the store for others' DDL: what a worker knows of another's comes through the
+    # pool's shared catalog version (or a statement's own reload).
+    proc = ServerProcess(
+        store,
+        "--processes",
+        "2",
+        "--max-connections",
+        str(MAX_CONNECTIONS),
+        "--catalog-poll",
+        "3600",
+    )
     port = proc.start()
     try:
         yield SqlServer("127.0.0.1", port, "postgres", None, store, None), proc  # type: ignore[arg-type]
@@ -109,6 +119,36 @@ def test_ddl_and_commits_are_seen_by_the_other_worker_at_once(server: SqlServer)
         first.execute("DROP TABLE shared_t")
         with pytest.raises(errors.UndefinedTable):
             second.execute("SELECT * FROM shared_t")
+
+
+def test_ddl_through_one_worker_is_in_the_others_catalog_at_its_next_statement(
+    server: SqlServer,
+) -> None:
+    # pg_class is read from the worker's catalog, not the store: only the shared catalog
+    # version tells the second worker that the first changed it.
+    query = "SELECT count(*) FROM pg_class WHERE relname = 'seen_t'"
+    with _one_per_worker(server) as (first, second):
+        assert second.execute(query).fetchone() == (0,)
+        first.execute("CREATE TABLE seen_t (id int)")
+        assert second.execute(query).fetchone() == (1,)
+        first.execute("DROP TABLE seen_t")
+        assert second.execute(query).fetchone() == (0,)
+
+
+def test_workers_stop_when_their_acceptor_is_killed(embedded_pg: PostgresServer) -> None:
+    store = asyncio.run(create_database(embedded_pg.dsn, "orphans"))
+    proc = ServerProcess(store, "--processes", "2")
+    proc.start()
+    try:
+        assert proc._proc is not None
+        workers = psutil.Process(proc._proc.pid).children()
+        assert len(workers) == 2
+        os.kill(proc._proc.pid, signal.SIGKILL)
+        proc._proc.wait()
+        _, alive = psutil.wait_procs(workers, timeout=30)
+        assert alive == [], "a worker went on serving without its acceptor"
+    finally:
+        proc.stop()
 
 
 def test_a_write_conflict_across_workers_fails_one_transaction(server: SqlServer) -> None:

@@ -834,6 +834,36 @@ SCRIPTS: dict[str, Script] = {
             "SELECT * FROM dcc ORDER BY id",
         ],
     ),
+    "expression_index_ddl": Script(
+        setup=[
+            "CREATE TABLE xp (id int PRIMARY KEY)",
+            "CREATE TABLE xc (id int PRIMARY KEY, p_id int REFERENCES xp, name text)",
+            "CREATE INDEX xc_pn ON xc (p_id, lower(name))",
+            "CREATE TABLE xg (id int PRIMARY KEY, a int, g int GENERATED ALWAYS AS (a * 2) STORED)",
+            "CREATE INDEX xg_g ON xg ((g + 1))",
+            "CREATE TABLE xm (id int PRIMARY KEY, email text)",
+            "CREATE UNIQUE INDEX xm_lower ON xm (lower(email))",
+        ],
+        cases=[
+            # A parent whose child's index on the foreign key goes on with an expression.
+            "INSERT INTO xp VALUES (1), (2)",
+            "INSERT INTO xc VALUES (10, 1, 'A')",
+            "DELETE FROM xp WHERE id = 2",
+            "DELETE FROM xp WHERE id = 1",
+            "SELECT * FROM xp ORDER BY id",
+            # The index over a generated column goes with it when CASCADE drops it.
+            "INSERT INTO xg (id, a) VALUES (1, 3)",
+            "ALTER TABLE xg DROP COLUMN a CASCADE",
+            "SELECT * FROM xg",
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'xg' ORDER BY 1",
+            # ON CONFLICT names the renamed column as it is written now.
+            "ALTER TABLE xm RENAME COLUMN email TO mail",
+            "INSERT INTO xm VALUES (1, 'A') ON CONFLICT (lower(mail)) DO NOTHING",
+            "INSERT INTO xm VALUES (2, 'a') ON CONFLICT (lower(mail)) DO NOTHING",
+            "SELECT * FROM xm",
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'xm_lower'",
+        ],
+    ),
     "reverse_scans": Script(
         setup=[
             "CREATE TABLE rs (id int PRIMARY KEY, v int, t text)",

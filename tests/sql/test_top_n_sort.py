@@ -1,5 +1,5 @@
-"""A sort under a LIMIT keeps only the rows it can return (server/planner/physical.py Sort.top):
-its output is the full sort's prefix, ties in input order, whatever the LIMIT."""
+"""A sort under a LIMIT keeps only the rows it can return (server/planner/physical.py
+Sort.first): its output is the full sort's prefix, ties in input order, whatever the LIMIT."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from percolator.server.planner.physical import Sort
+from percolator.server.planner.physical import Limit, Sort
 
 
 class _Rows:
@@ -26,10 +26,10 @@ class _Rows:
 
 def _sorted(rows: list[tuple[Any, ...]], top: int | None, descending: bool) -> list[Any]:
     keys = [(lambda r, _c: r[0], descending, False, lambda v: v)]
-    node = Sort(_Rows(rows), keys, top=(lambda _ctx: top) if top is not None else None)  # type: ignore[arg-type]
+    node = Sort(_Rows(rows), keys)  # type: ignore[arg-type]
 
     async def run() -> list[Any]:
-        return [r async for r in node.rows(None)]
+        return [r async for r in node.first(None, top)]
 
     return asyncio.run(run())
 
@@ -41,3 +41,16 @@ def test_top_n_is_the_full_sorts_prefix(top: int, descending: bool) -> None:
     rows = [(rnd.randint(0, 40), i) for i in range(6000)] + [(None, -1), (None, -2)]
     full = _sorted(rows, None, descending)
     assert _sorted(rows, top, descending) == full[:top]
+
+
+def test_a_limit_is_evaluated_once_for_its_sort() -> None:
+    # A volatile LIMIT (``LIMIT (random() * 10)::int``) gives one count: the sort below keeps
+    # the rows that count needs, not those of a second evaluation.
+    counts = iter([5, 1])
+    keys = [(lambda r, _c: r[0], False, False, lambda v: v)]
+    node = Limit(Sort(_Rows([(i,) for i in range(3000)]), keys), lambda _r, _c: next(counts), None)  # type: ignore[arg-type]
+
+    async def run() -> list[Any]:
+        return [r async for r in node.rows(None)]
+
+    assert asyncio.run(run()) == [(i,) for i in range(5)]
