@@ -12,6 +12,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError
+from sqlglot.tokenizer_core import TokenizerCore
 from sqlglot.tokens import TokenType
 
 
@@ -239,8 +240,27 @@ def _generated_by_default() -> None:
     parser._parse_generated_as_identity = parse_generated_as_identity  # type: ignore[method-assign]
 
 
+def _parameters_before_punctuation() -> None:
+    """Read ``$1,$2`` as two parameters. sqlglot takes ``$1,$`` for the opening of a
+    dollar-quoted string tagged ``1,`` (a tag must be an identifier, which cannot start with
+    a digit) and fails to tokenize ``select $1,$2``, which psycopg sends for ``%s,%s``."""
+    original = TokenizerCore._scan_string
+    if getattr(original, "reads_parameters", False):
+        return
+
+    def scan_string(self: Any, start: str) -> bool:
+        if start == "$" and self.heredoc_tag_is_identifier and self._peek.isdigit():
+            self._add(self.heredoc_string_alternative)  # the parameter's number follows
+            return True
+        return original(self, start)  # type: ignore[no-any-return]
+
+    scan_string.reads_parameters = True  # type: ignore[attr-defined]
+    TokenizerCore._scan_string = scan_string  # type: ignore[method-assign]
+
+
 def adjust() -> None:
     """Apply the adjustments (idempotent)."""
+    _parameters_before_punctuation()
     _keep_postgres_functions()
     _keep_array_subscripts()
     _colon_is_not_a_placeholder()

@@ -114,6 +114,17 @@ def test_int_parameters_by_magnitude(sql_server: SqlServer) -> None:
         assert conn.execute("SELECT %b", [b"raw"]).fetchone() == (b"raw",)
 
 
+def test_placeholders_written_without_spaces(sql_server: SqlServer) -> None:
+    """psycopg sends ``%s,%s`` as ``$1,$2``, which sqlglot took for a dollar-quoted string."""
+    with connect(sql_server) as conn:
+        assert conn.execute("SELECT %s,%s", (1, 2)).fetchone() == (1, 2)
+        assert conn.execute("SELECT %s::int+%s::int", (1, 2)).fetchone() == (3,)
+        assert conn.execute("SELECT $$a,$$||%s", ("b",)).fetchone() == ("a,b",)
+        conn.execute("CREATE TABLE nospace (a int, b int)")
+        conn.execute("INSERT INTO nospace VALUES (%s,%s)", (3, 4))
+        assert conn.execute("SELECT * FROM nospace WHERE a=%s", (3,)).fetchall() == [(3, 4)]
+
+
 def test_transactions_begin_commit_rollback(sql_server: SqlServer) -> None:
     with connect(sql_server, autocommit=True) as setup:
         setup.execute("CREATE TABLE tx (id int PRIMARY KEY, v text)")
