@@ -168,9 +168,16 @@ class PoolBackends(Backends):
         mine = self.local.blocking_pids(pid)
         if mine is None:
             waiter = next((b for p in others for b in p.sessions if b.pid == pid), None)
-            if waiter is None:
-                return None
-            mine = [] if waiter.wait is None else self.local.holders_of(waiter.wait)
+        else:
+            waiter = next((b for b in self.local.activity() if b.pid == pid), None)
+        if waiter is None:
+            return None
+        if waiter.wait is None:
+            # Not waiting (as this worker knows now, or as its own worker last said): the
+            # holders other workers published a moment ago are for a wait that has ended.
+            return mine or []
+        if mine is None:
+            mine = self.local.holders_of(waiter.wait)
         theirs = [h for p in others for h in p.blockers.get(pid, ())]
         return sorted({*mine, *theirs})
 
