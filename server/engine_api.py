@@ -33,6 +33,10 @@ class Notice:
     sqlstate: str
     message: str
     severity: str = "NOTICE"
+    detail: str | None = None
+    hint: str | None = None
+    context: str | None = None
+    """Where it was raised (Postgres's CONTEXT: a PL/pgSQL RAISE's line)."""
 
 
 class CopyIn(Protocol):

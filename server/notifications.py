@@ -84,6 +84,10 @@ class SessionNotifications:
         self._changes: list[tuple[bool, str | None]] = []
         """(listen?, channel; None: every channel) in statement order."""
         self._outbox: dict[tuple[str, str], None] = {}
+        self._marks: dict[int, tuple[int, dict[tuple[str, str], None]]] = {}
+        """Per savepoint (by id): how many changes and which notifications the transaction
+        had when it was taken (ROLLBACK TO SAVEPOINT drops those made since, as Postgres
+        does)."""
         self.sink: Callable[[Notification], None] | None = None
         """Where notifications for this session go (the front end's)."""
 
@@ -108,10 +112,22 @@ class SessionNotifications:
             raise SqlError(INVALID_PARAMETER_VALUE, "payload string too long")
         self._outbox.setdefault((channel, payload), None)
 
+    def mark(self, savepoint: object) -> None:
+        """SAVEPOINT: remember what the transaction has listened and notified so far."""
+        self._marks[id(savepoint)] = (len(self._changes), dict(self._outbox))
+
+    def rollback_to(self, savepoint: object) -> None:
+        """ROLLBACK TO SAVEPOINT: forget the LISTEN / UNLISTEN / NOTIFY made since."""
+        mark = self._marks.get(id(savepoint))
+        if mark is not None:
+            del self._changes[mark[0] :]
+            self._outbox = dict(mark[1])
+
     async def commit(self) -> None:
         """The transaction committed: apply its LISTEN / UNLISTEN, send its NOTIFYs."""
         changes, self._changes = self._changes, []
         outbox, self._outbox = self._outbox, {}
+        self._marks = {}
         for listen, channel in changes:
             if listen:
                 assert channel is not None
@@ -127,6 +143,7 @@ class SessionNotifications:
     def rollback(self) -> None:
         self._changes = []
         self._outbox = {}
+        self._marks = {}
 
     def receive(self, notification: Notification) -> None:
         if self.sink is not None:

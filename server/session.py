@@ -33,6 +33,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from percolator.server import session_functions
 from percolator.server.advisory_locks import SessionAdvisoryLocks
 from percolator.server.cursors import Cursor, Cursors, fetch_rows, move
 from percolator.server.engine import Engine
@@ -60,6 +61,7 @@ from percolator.server.planner.merge import explain_merge, plan_merge, run_merge
 from percolator.server.planner.physical import Node
 from percolator.server.planner.row_codec import RowCodec
 from percolator.server.planner.row_locking import RowChanged, RowLocking
+from percolator.server.planner.triggers import RowTriggers
 from percolator.server.sequences import SEQUENCE_TABLE, SessionSequences
 from percolator.server.session_settings import TransactionSettings
 from percolator.server.session_temp_tables import SessionTempTables
@@ -73,9 +75,11 @@ from percolator.server.sql import (
     alter_commands,
     catalog_store,
     comments,
+    database_ddl,
     ddl,
     ddl_validate,
     enums,
+    function_ddl,
     generated_columns,
     index_expressions,
     introspection,
@@ -83,6 +87,7 @@ from percolator.server.sql import (
     schemas,
     sequence_ddl,
     temp_tables,
+    trigger_ddl,
     utility,
 )
 from percolator.server.sql import modifying_ctes as sql_modifying_ctes
@@ -453,6 +458,10 @@ class SqlSession:
         self.savepoints: list[tuple[str, Any, Catalog | None]] = []
         self.cursors = Cursors()
         self.sequences = SessionSequences(engine.sequences, self._find_sequence, lambda: self.txn)
+        self.functions = session_functions.FunctionCaller(self)
+        self.alone_in_query = True
+        """Whether the running statement is the only one of its simple Query (a DO block
+        may COMMIT only then, as in Postgres; the frontend says)."""
         self.advisory = SessionAdvisoryLocks(engine.client)
         self.notifications = SessionNotifications(engine.notifications, backend_pid)
         self.deferred_constraints = Deferred()
@@ -614,6 +623,19 @@ class SqlSession:
         return self.txn_catalog is None and not self.temp_tables.active
 
     async def execute(self, prepared: PreparedStatement, params: Sequence[object]) -> Any:
+        # PL/pgSQL functions the statement calls send their notices with its own, those
+        # raised while it is planned and started first.
+        early = self.functions.sink = []
+        result = await self._execute_statement(prepared, params)
+        notices = getattr(result, "notices", None)
+        if isinstance(notices, list):
+            notices[0:0] = early
+            self.functions.sink = notices
+        return result
+
+    async def _execute_statement(
+        self, prepared: PreparedStatement, params: Sequence[object]
+    ) -> Any:
         if prepared.statement.empty:
             return _done(self, "")
         if self.engine.catalog_behind():  # DDL through another worker of this machine
@@ -759,7 +781,17 @@ class SqlSession:
 
     async def sync(self) -> None:
         self._stop_timer()
-        if self.block or self.txn is None:
+        if self.block:
+            return
+        if self.txn is None:
+            # An implicit transaction that read and wrote nothing may have listened or
+            # notified (and a statement after that may have failed).
+            failed, self._implicit_failed = self._implicit_failed, False
+            if self.notifications.pending:
+                if failed:
+                    self.notifications.rollback()
+                else:
+                    await self.notifications.commit()
             return
         if not self._implicit_failed and self.deferred_constraints.pending:
             try:
@@ -784,7 +816,7 @@ class SqlSession:
         """COMMIT or ROLLBACK outside a block ends the implicit transaction of the statements
         before it in the same Query (or batch up to Sync), as in Postgres: ``INSERT ...;
         COMMIT; SELECT 1/0`` keeps the insert, ``INSERT ...; ROLLBACK`` drops it."""
-        if self.txn is None:
+        if self.txn is None and not self.notifications.pending:
             return
         if not commit:
             self._implicit_failed = True
@@ -854,7 +886,7 @@ class SqlSession:
             self.failed = True
             if self.txn is not None and not self.savepoints:
                 self.txn.drop_row_locks()  # ROLLBACK TO SAVEPOINT could not go on without them
-        elif self.txn is not None:
+        elif self.txn is not None or self.notifications.pending:
             self._implicit_failed = True
 
     def statement_done(self) -> None:
@@ -1292,7 +1324,9 @@ class SqlSession:
             views=query.views,
         )
 
-    def _writer(self, table: TableDef, binder: Binder) -> TableWriter:
+    def _writer(self, table: TableDef, binder: Binder, fire_triggers: bool = True) -> TableWriter:
+        """The writer of ``table`` for a statement (its triggers fire unless it is DDL's
+        rewrite of the table's rows)."""
         checks = [
             (ck.name, ddl_validate.bind_table_expr(binder, table, ck.expression))
             for ck in table.checks
@@ -1306,6 +1340,8 @@ class SqlSession:
             lambda child: self._writer(child, Binder(catalog, Params())),
             generated_columns.bind_all(binder, table),
             index_expressions.bind_all(binder, table),
+            index_expressions.bind_predicates(binder, table),
+            RowTriggers.of(table, catalog) if fire_triggers else None,
         )
 
     def _plan_insert(
@@ -1418,6 +1454,7 @@ class SqlSession:
             advisory=self.advisory,
             notifications=self.notifications,
             backends=self.engine.backends,
+            functions=self.functions,
         )
 
     async def _execute(self, plan: Plan, params: list[object]) -> Any:
@@ -1608,9 +1645,8 @@ class SqlSession:
                 new = list(existing)
                 for pos, f in assigns:
                     new[pos] = f(combined, ctx)
-                updated = plan.writer.generate(tuple(new), ctx)  # type: ignore[union-attr]
-                plan.writer.check_row(updated, ctx)  # type: ignore[union-attr]
-                return updated
+                # Checked by the writer, after BEFORE UPDATE triggers may have changed it.
+                return plan.writer.generate(tuple(new), ctx)  # type: ignore[union-attr]
 
         result = await insert_rows(plan.writer, ctx, rows, oc, conflict_update)
         return await self._dml_result(plan, ctx, result.rows, f"INSERT 0 {result.count}")
@@ -1712,7 +1748,7 @@ class SqlSession:
                 action,
                 after,
                 ctx,
-                lambda t: self._writer(t, Binder(after, Params())),
+                lambda t: self._writer(t, Binder(after, Params()), fire_triggers=False),
                 lambda t, col: self.insert_defaults(t, [col], after, Binder(after, Params()))[0][1],
                 lambda t, ck: compile_expr(
                     ddl_validate.bind_table_expr(Binder(after, Params()), t, ck.expression)
@@ -1781,30 +1817,22 @@ class SqlSession:
                 await self._end_implicit(commit=commit)
                 return _done(self, "COMMIT" if commit else "ROLLBACK", [warning])
             return _done(self, await self._end_block(commit=commit))
+        if isinstance(stmt, utility.PrepareTransaction):
+            # Postgres ends the transaction block when a prepare fails (it rolls back), so
+            # the session is idle again rather than in a failed block.
+            if self.block:
+                await self._end_block(commit=False)
+            raise unsupported("PREPARE TRANSACTION (two-phase commit from the client)")
         if isinstance(stmt, utility.Savepoint):
-            txn = self._block_txn("SAVEPOINT")
-            self.savepoints.append((stmt.name, (await txn).savepoint(), self.txn_catalog))
-            self._settings_tx.savepoint(self.read_only)
-            self.temp_tables.mark(self.savepoints[-1][1])
+            self.take_savepoint(stmt.name, await self._block_txn("SAVEPOINT"))
             return _done(self, "SAVEPOINT")
         if isinstance(stmt, utility.ReleaseSavepoint):
             await self._block_txn("RELEASE SAVEPOINT")
-            idx = self._savepoint_index(stmt.name)
-            del self.savepoints[idx:]
-            self.read_only = self._settings_tx.release(idx)
-            self.cursors.after_release(idx)
+            self.release_savepoints(self._savepoint_index(stmt.name))
             return _done(self, "RELEASE")
         if isinstance(stmt, utility.RollbackToSavepoint):
             txn = await self._block_txn("ROLLBACK TO SAVEPOINT")
-            idx = self._savepoint_index(stmt.name)
-            _, sp, catalog = self.savepoints[idx]
-            del self.savepoints[idx + 1 :]
-            values, self.read_only = self._settings_tx.rollback_to(idx)
-            self._restore_settings(values)
-            await self.cursors.after_rollback_to(idx)
-            await txn.rollback_to(sp)
-            self.temp_tables.rollback_to(sp)
-            self.txn_catalog = catalog
+            await self.rollback_to_savepoint(txn, self._savepoint_index(stmt.name))
             self.failed = False
             return _done(self, "ROLLBACK")
         if isinstance(stmt, utility.SetVariable):
@@ -1849,6 +1877,14 @@ class SqlSession:
             return await self._sequence_ddl(stmt)
         if isinstance(stmt, enums.CreateEnum | enums.AlterEnum | enums.DropType):
             return await self._enum_ddl(stmt)
+        if isinstance(stmt, function_ddl.CreateFunction | function_ddl.DropFunction):
+            return await self._function_ddl(stmt)
+        if isinstance(
+            stmt, trigger_ddl.CreateTrigger | trigger_ddl.DropTrigger | trigger_ddl.EnableTrigger
+        ):
+            return await self._trigger_ddl(stmt)
+        if isinstance(stmt, function_ddl.Call):
+            return _done(self, "CALL", await session_functions.call_procedure(self, stmt))
         if isinstance(stmt, schemas.CreateSchema | schemas.DropSchema | schemas.RenameSchema):
             return await self._schema_ddl(stmt)
         if isinstance(stmt, utility.PrepareStatement):
@@ -1877,9 +1913,48 @@ class SqlSession:
             return _done(self, stmt.tag, notices)
         if isinstance(stmt, utility.CreateRole | utility.AlterRole | utility.DropRole):
             return await self._role(stmt)
+        if isinstance(stmt, database_ddl.CreateDatabase | database_ddl.DropDatabase):
+            in_block = self.block or self.txn is not None
+            skipped = database_ddl.run(stmt, self.database, in_block)
+            return _done(self, "DROP DATABASE", [Notice("00000", m) for m in skipped])
         if isinstance(stmt, utility.CreateObserver | utility.DropObserver | utility.AlterObserver):
             return await self._observer_ddl(stmt)
+        if isinstance(stmt, utility.DoBlock):
+            from percolator.server.session_plpgsql import run_do
+
+            return _done(self, "DO", await run_do(self, stmt))
         raise unsupported(type(stmt).__name__)
+
+    # -- savepoints (SAVEPOINT, and PL/pgSQL's EXCEPTION blocks) ----------------------------
+
+    def take_savepoint(self, name: str, txn: Transaction) -> int:
+        """A savepoint of everything a transaction keeps (its writes, catalog, settings,
+        temporary tables, LISTEN / NOTIFY); its index on the session's stack."""
+        savepoint = txn.savepoint()
+        self.savepoints.append((name, savepoint, self.txn_catalog))
+        self._settings_tx.savepoint(self.read_only)
+        self.temp_tables.mark(savepoint)
+        self.notifications.mark(savepoint)
+        return len(self.savepoints) - 1
+
+    async def rollback_to_savepoint(self, txn: Transaction, index: int) -> None:
+        """Undo what the transaction did since savepoint ``index`` (which stays)."""
+        _, savepoint, catalog = self.savepoints[index]
+        del self.savepoints[index + 1 :]
+        values, self.read_only = self._settings_tx.rollback_to(index)
+        self._restore_settings(values)
+        await self.cursors.after_rollback_to(index)
+        await txn.rollback_to(savepoint)
+        self.temp_tables.rollback_to(savepoint)
+        self.notifications.rollback_to(savepoint)
+        self.txn_catalog = catalog
+
+    def release_savepoints(self, index: int) -> None:
+        """Forget savepoint ``index`` and those after it (their work stays)."""
+        if len(self.savepoints) > index:
+            del self.savepoints[index:]
+            self.read_only = self._settings_tx.release(index)
+            self.cursors.after_release(index)
 
     def _sql_prepare(self, stmt: utility.PrepareStatement) -> Any:
         if stmt.name in self.sql_prepared:
@@ -1949,6 +2024,38 @@ class SqlSession:
         if result.catalog is not base:
             await self._stage_catalog(txn, base, result.catalog)
         return _done(self, result.tag, [Notice("00000", n) for n in result.notices])
+
+    async def _trigger_ddl(self, stmt: trigger_ddl.TriggerStatement) -> Any:
+        """CREATE / DROP TRIGGER, in the transaction like other DDL."""
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        if isinstance(stmt, trigger_ddl.CreateTrigger):
+            after, notices, tag = trigger_ddl.create(base, stmt), [], "CREATE TRIGGER"
+        elif isinstance(stmt, trigger_ddl.DropTrigger):
+            (after, notices), tag = trigger_ddl.drop(base, stmt), "DROP TRIGGER"
+        else:
+            (after, notices), tag = trigger_ddl.enable(base, stmt), "ALTER TABLE"
+        if after is not base:
+            await self._stage_catalog(txn, base, after)
+        return _done(self, tag, [Notice("00000", n) for n in notices])
+
+    async def _function_ddl(self, stmt: function_ddl.FunctionStatement) -> Any:
+        """CREATE / DROP FUNCTION, in the transaction like other DDL."""
+        txn = await self.transaction(writes=True)
+        base = await self._catalog_for_ddl(txn)
+        bind_type = Binder(base, Params()).exprs.bind_type
+        notices: list[str] = []
+        if isinstance(stmt, function_ddl.CreateFunction):
+            after, fn = function_ddl.create(base, stmt, bind_type, self.temp_tables.overlay)
+            tag = "CREATE PROCEDURE" if fn.procedure else "CREATE FUNCTION"
+            if fn.language == "plpgsql":
+                session_functions.check_body(fn, stmt.body_position)
+        else:
+            after, notices = function_ddl.drop(base, stmt, bind_type)
+            tag = "DROP PROCEDURE" if stmt.procedure else "DROP FUNCTION"
+        if after is not base:
+            await self._stage_catalog(txn, base, after)
+        return _done(self, tag, [Notice("00000", n) for n in notices])
 
     async def _sequence_ddl(self, stmt: Any) -> Any:
         """CREATE / ALTER / DROP SEQUENCE, in the transaction like other DDL."""
@@ -2080,8 +2187,9 @@ class SqlSession:
         else:
             self.notifications.notify(stmt.channel, stmt.payload)
             tag = "NOTIFY"
-        if not self.block and self.txn is None:
-            await self.notifications.commit()  # no transaction to wait for
+        # Outside a block they take effect when the implicit transaction ends (sync): one
+        # Query is one transaction, so its duplicate NOTIFYs fold into one and a later
+        # failing statement drops them, as in Postgres.
         return _done(self, tag)
 
     async def _run_deferred(self, txn: Transaction, names: set[str] | None = None) -> None:
@@ -2408,7 +2516,11 @@ def _warning(sqlstate: str, message: str) -> Notice:
 def _allowed_in_failed(plan: Plan) -> bool:
     stmt = plan.statement
     return plan.kind == "utility" and isinstance(
-        stmt, utility.Rollback | utility.Commit | utility.RollbackToSavepoint
+        stmt,
+        utility.Rollback
+        | utility.Commit
+        | utility.RollbackToSavepoint
+        | utility.PrepareTransaction,
     )
 
 

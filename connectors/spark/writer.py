@@ -305,6 +305,7 @@ class TaskWrite:
                     checks,
                     generated=generated_columns.bind_all(binder, table),
                     index_expressions=index_expressions.bind_all(binder, table),
+                    index_predicates=index_expressions.bind_predicates(binder, table),
                 ),
                 job_ts=plan.job_ts,
                 partition=self.partition,

@@ -360,6 +360,8 @@ class Connection:
             logger.error(
                 "statement failed unexpectedly: pid=%d user=%s", self.pid, self.user, exc_info=exc
             )
+        for notice in getattr(error, "notices", None) or ():
+            self.channel.send(notice_response(notice))  # raised before the error (DO blocks)
         self.channel.send(error_response(error, "ERROR" if error.severity == "FATAL" else None))
         if self.session is not None:
             self.session.statement_failed(error)
@@ -428,6 +430,7 @@ class Connection:
             await self._close_execution(unnamed)
         try:
             statements = self.session.parse(sql)
+            self.session.alone_in_query = sum(not s.empty for s in statements) <= 1
             for statement in statements:
                 if statement.empty:
                     self.channel.send(EmptyQueryResponse())
@@ -441,6 +444,8 @@ class Connection:
                 self._send_parameter_changes()
         except Exception as exc:
             self._fail(exc)
+        finally:
+            self.session.alone_in_query = True
         await self._end_of_query()
 
     # ------------------------------------------------------------------ extended protocol

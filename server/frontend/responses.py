@@ -51,4 +51,11 @@ def fatal(sqlstate: str, message: str) -> ErrorResponse:
 
 def notice_response(notice: Notice) -> NoticeResponse:
     """The NoticeResponse of an engine notice."""
-    return NoticeResponse(severity=notice.severity, code=notice.sqlstate, message=notice.message)
+    return NoticeResponse(
+        severity=notice.severity,
+        code=notice.sqlstate,
+        message=notice.message,
+        detail=notice.detail,
+        hint=notice.hint,
+        fields=_object_fields(None, notice.context),
+    )

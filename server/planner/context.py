@@ -43,6 +43,8 @@ class ExecContext:
     """How the statement takes pessimistic row locks (None: it takes none)."""
     backends: Any = None
     """This server's sessions (server/sql/backends.Backends): pg_stat_activity, signals."""
+    functions: Any = None
+    """The session's PL/pgSQL function calls (server/session_functions.py)."""
     subquery_values: dict[int, object] = field(default_factory=dict)
     outer_rows: list[tuple[object, ...]] = field(default_factory=list)
 

@@ -43,6 +43,14 @@ from percolator.server.sql.expr_binder import Params
 from percolator.server.sql.scope import Scope
 
 
+def _key_text(index: IndexCodec, row: tuple[Any, ...]) -> str:
+    """The key values of ``row`` in ``index`` as a unique violation's DETAIL shows them."""
+    from percolator.server.sql.textio import text_out
+
+    values = index.values_of(row)
+    return ", ".join(text_out(t, v) for t, v in zip(index.types, values, strict=True))
+
+
 async def run_action(
     action: DataAction,
     catalog: Catalog,
@@ -60,17 +68,20 @@ async def run_action(
         table = catalog.table(action.table)
         codec = RowCodec(table, trust_not_null=False)
         bound = index_expressions.bind_all(Binder(catalog, Params()), table)
-        index = IndexCodec(table, action.index, bound.get(action.index.id, ()))
+        predicates = index_expressions.bind_predicates(Binder(catalog, Params()), table)
+        index = IndexCodec(
+            table, action.index, bound.get(action.index.id, ()), predicates.get(action.index.id)
+        )
         seen: dict[bytes, tuple[Any, ...]] = {}
         async for key, row in _rows(codec, ctx):
-            if index.unique and None not in index.values_of(row):
+            if index.unique and index.has_unique_entry(row):
                 ek = index.entry_key(row, key)
                 if ek in seen:
                     names = ", ".join(key_names(table, action.index))
                     raise SqlError(
                         UNIQUE_VIOLATION,
                         f'could not create unique index "{action.index.name}"',
-                        detail=f"Key ({names}) is duplicated.",
+                        detail=f"Key ({names})=({_key_text(index, row)}) is duplicated.",
                     )
                 seen[ek] = row
             index.write(ctx.txn, row, key)

@@ -30,6 +30,7 @@ from percolator.server.planner.row_locking import (
     lock_new_keys,
     stale_statement,
 )
+from percolator.server.planner.triggers import RowTriggers
 from percolator.server.sql.bound import BExpr, OnConflict
 from percolator.server.sql.catalog import Catalog, ColumnDef, IndexDef, TableDef, key_signature
 from percolator.server.sql.errors import (
@@ -65,6 +66,8 @@ class TableWriter:
     foreign_keys: ForeignKeys = field(default_factory=ForeignKeys)
     generated: list[tuple[int, Compiled]] = field(default_factory=list)
     """(position, expression over the row) of the stored generated columns."""
+    triggers: RowTriggers | None = None
+    """The table's row triggers, for the statements that fire them (not DDL's rewrites)."""
 
     @property
     def unique_indexes(self) -> list[IndexCodec]:
@@ -234,7 +237,7 @@ async def find_conflicts(
                 if v is not None:
                     out[i] = Conflict(table.pk_constraint_name, table.primary_key, keys[i])
             continue
-        todo = [i for i in range(len(rows)) if out[i] is None and None not in ix.values_of(rows[i])]
+        todo = [i for i in range(len(rows)) if out[i] is None and ix.has_unique_entry(rows[i])]
         if not todo:
             continue
         cells = [CellKey(ix.storage, ix.entry_key(rows[i], keys[i]), MARKER) for i in todo]
@@ -326,7 +329,7 @@ def unique_key_groups(
                 ix.index.name,
                 ix,
                 lambda i, ix=ix: (
-                    None if None in ix.values_of(rows[i]) else ix.entry_key(rows[i], keys[i])
+                    ix.entry_key(rows[i], keys[i]) if ix.has_unique_entry(rows[i]) else None
                 ),
             )
         )
@@ -348,13 +351,22 @@ async def insert_rows(
     conflict_update: Callable[[Row, Row], Any] | None = None,
 ) -> InsertResult:
     """Insert complete rows (defaults already applied; generated columns are computed
-    here), checking constraints."""
-    rows = [writer.generate(r, ctx) for r in rows] if writer.generated else rows
+    here, after BEFORE triggers), checking constraints."""
+    triggers = writer.triggers
+    # With BEFORE INSERT triggers each row is written before the next one's triggers run,
+    # as in Postgres (a trigger may read what the statement wrote so far).
+    size = 1 if triggers is not None and triggers.fires(True, "insert") else CHUNK
     count = 0
     written: list[Row] = []
+    inserted: list[Row] = []
     changed: list[tuple[Row, Row]] = []
-    for start in range(0, len(rows), CHUNK):
-        chunk = rows[start : start + CHUNK]
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        if size == 1:
+            assert triggers is not None
+            chunk = await triggers.before_insert(ctx, chunk)
+        if writer.generated:
+            chunk = [writer.generate(r, ctx) for r in chunk]
         for row in chunk:
             writer.check_row(row, ctx)
         if writer.table.primary_key:
@@ -402,11 +414,15 @@ async def insert_rows(
                 for ix in writer.indexes:
                     ix.write(ctx.txn, row, keys[i])
             written.append(row)
+            inserted.append(row)
             count += 1
     if writer.foreign_keys:
         # At the end of the statement, as Postgres checks them.
         await foreign_keys.check_references(writer.foreign_keys, ctx, written)
         await foreign_keys.on_update(writer.foreign_keys, ctx, changed)
+    if triggers is not None:
+        await triggers.after(ctx, "insert", [(None, r) for r in inserted])
+        await triggers.after(ctx, "update", changed)
     return InsertResult(count, written)
 
 
@@ -488,7 +504,7 @@ def _key_cells(
         if ix is None:
             pk = (table.pk_constraint_name, table.primary_key)
             out.append((pk, CellKey(codec.storage, key, codec.presence)))
-        elif None not in ix.values_of(row):
+        elif ix.has_unique_entry(row):
             constraint: tuple[str, KeyColumns] = (ix.index.name, ix)
             out.append((constraint, CellKey(ix.storage, ix.entry_key(row, key), MARKER)))
     return out
@@ -535,8 +551,12 @@ async def _lock_unique_entries(
         entries = {
             ix.entry_key(row, key)
             for row, key in rows
-            if None not in ix.values_of(row)
-            and (key not in old_of or ix.values_of(old_of[key]) != ix.values_of(row))
+            if ix.has_unique_entry(row)
+            and (
+                key not in old_of
+                or not ix.has_unique_entry(old_of[key])
+                or ix.values_of(old_of[key]) != ix.values_of(row)
+            )
         }
         taken = await lock_new_keys(ctx, _EntryCells(ix.storage), sorted(entries))
         changed += [CellKey(ix.storage, e, MARKER) for e in sorted(taken)]
@@ -588,7 +608,13 @@ async def _update_conflicting(
         if existing is None:
             continue
         updated = await conflict_update(existing, proposed)
+        if updated is not None and writer.triggers is not None:
+            changed = await writer.triggers.before_update(ctx, existing, updated)
+            if changed is not None and changed != updated:
+                changed = writer.generate(changed, ctx)
+            updated = changed
         if updated is not None:
+            writer.check_row(updated, ctx)
             await update_row(writer, ctx, c.existing_key, existing, updated)
             out.append((existing, updated))
     return out
@@ -611,10 +637,10 @@ async def update_row(writer: TableWriter, ctx: Any, key: bytes, old: Row, new: R
         codec.write_update(txn, key, old, new)
     for ix in writer.indexes:
         old_vals, new_vals = ix.values_of(old), ix.values_of(new)
-        if old_vals == new_vals and new_key == key:
+        if old_vals == new_vals and new_key == key and ix.covers(old) == ix.covers(new):
             continue
         ix.delete(txn, old, key)
-        if ix.unique and None not in new_vals:
+        if ix.unique and ix.has_unique_entry(new):
             ek = ix.entry_key(new, new_key)
             (owner,) = await txn.get_many([CellKey(ix.storage, ek, MARKER)])
             if owner is not None and owner != new_key and owner != key:
@@ -670,7 +696,7 @@ async def update_rows(
         changed |= await _lock_targets(writer, ctx, keys, recheck, mode)
     since = await _recheck_targets(ctx, source, targets, changed, updated)
     rows = [(key, old, new) for key, (old, new) in targets.items()]
-    await update_keys(writer, ctx, rows, since)
+    rows = await update_keys(writer, ctx, rows, since)
     return [new + joined.get(key, ()) for key, _, new in rows]
 
 
@@ -679,16 +705,32 @@ async def update_keys(
     ctx: Any,
     targets: Sequence[tuple[bytes, Row, Row]],
     since: Mapping[bytes, int] | None = None,
-) -> None:
+) -> list[tuple[bytes, Row, Row]]:
     """Update rows given as (row key, old row, new row, its generated columns computed:
-    :meth:`TableWriter.generate`), then enforce the foreign keys. ``since``: rows re-read at
-    a later timestamp than the snapshot (_recheck_targets)."""
-    await _lock_moved_keys(writer, ctx, targets)
+    :meth:`TableWriter.generate`), then enforce the foreign keys; the rows updated, as BEFORE
+    UPDATE triggers left them. ``since``: rows re-read at a later timestamp than the
+    snapshot (_recheck_targets)."""
+    triggers = writer.triggers
+    before = triggers is not None and triggers.fires(True, "update")
+    if not before:
+        await _lock_moved_keys(writer, ctx, targets)
     at = since or {}
+    written: list[tuple[bytes, Row, Row]] = []
     for key, old, new in targets:
+        if before:
+            # Each row's BEFORE UPDATE triggers run as it is about to be written.
+            assert triggers is not None
+            changed = await triggers.before_update(ctx, old, new)
+            if changed is None:
+                continue
+            if changed != new:
+                new = writer.generate(changed, ctx)
+            await _lock_moved_keys(writer, ctx, [(key, old, new)])
         writer.check_row(new, ctx)
         with ctx.txn.deciding_at(at.get(key)):
             await update_row(writer, ctx, key, old, new)
+        written.append((key, old, new))
+    targets = written
     fks = writer.foreign_keys
     if fks:
         moved = [
@@ -698,6 +740,9 @@ async def update_keys(
         ]
         await foreign_keys.check_references(fks, ctx, moved)
         await foreign_keys.on_update(fks, ctx, [(old, new) for _, old, new in targets])
+    if triggers is not None:
+        await triggers.after(ctx, "update", [(old, new) for _, old, new in targets])
+    return list(targets)
 
 
 async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
@@ -721,7 +766,7 @@ async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:
             victims[key] = await deleted(full)
     changed |= await _lock_targets(writer, ctx, list(victims), recheck, RowLockMode.UPDATE)
     since = await _recheck_targets(ctx, source, victims, changed, deleted)
-    await delete_keys(writer, ctx, victims, since)
+    victims = await delete_keys(writer, ctx, victims, since)
     return [old + joined.get(key, ()) for key, old in victims.items()]
 
 
@@ -816,18 +861,28 @@ async def delete_keys(
     ctx: Any,
     victims: dict[bytes, Row],
     since: Mapping[bytes, int] | None = None,
-) -> None:
+) -> dict[bytes, Row]:
     """Delete rows given by row key, then run the actions of the foreign keys referencing
-    them. ``since``: rows re-read at a later timestamp than the snapshot (_recheck_targets)."""
+    them; the rows deleted (BEFORE DELETE triggers may skip some). ``since``: rows re-read
+    at a later timestamp than the snapshot (_recheck_targets)."""
     txn = ctx.txn
     at = since or {}
+    triggers = writer.triggers
+    deleted: dict[bytes, Row] = {}
     for key, old in victims.items():
+        if triggers is not None and not await triggers.before_delete(ctx, old):
+            continue
         with txn.deciding_at(at.get(key)):
             writer.codec.write_delete(txn, key, old)
             for ix in writer.indexes:
                 ix.delete(txn, old, key)
+        deleted[key] = old
+    victims = deleted
     if writer.foreign_keys.referrers:
         await foreign_keys.on_delete(writer.foreign_keys, ctx, list(victims.values()))
+    if triggers is not None:
+        await triggers.after(ctx, "delete", [(old, None) for old in victims.values()])
+    return victims
 
 
 def make_writer(
@@ -838,14 +893,20 @@ def make_writer(
     writer_for: Callable[[TableDef], TableWriter] | None = None,
     generated: Sequence[tuple[int, BExpr]] = (),
     index_expressions: Mapping[int, Sequence[BExpr | None]] | None = None,
+    index_predicates: Mapping[int, BExpr] | None = None,
+    triggers: RowTriggers | None = None,
 ) -> TableWriter:
     """A writer of ``table``; with ``catalog``, one that enforces its foreign keys (building
     the writers of referencing tables with ``writer_for`` when an action writes them).
     ``generated``: the generated columns' positions and expressions over the row;
     ``index_expressions``: per index id, its key columns' expressions over the row
-    (:func:`percolator.server.sql.index_expressions.bind_all`)."""
+    (:func:`percolator.server.sql.index_expressions.bind_all`); ``index_predicates``: per
+    partial index id, its WHERE over the row (``bind_predicates``)."""
     bound = index_expressions or {}
-    indexes = [IndexCodec(table, ix, bound.get(ix.id, ())) for ix in table.indexes]
+    predicates = index_predicates or {}
+    indexes = [
+        IndexCodec(table, ix, bound.get(ix.id, ()), predicates.get(ix.id)) for ix in table.indexes
+    ]
     pk = set(table.primary_key)
     not_null = [(i, c) for i, c in enumerate(table.columns) if c.not_null or c.id in pk]
     compiled = [(name, compile_expr(e)) for name, e in checks]
@@ -853,7 +914,7 @@ def make_writer(
         foreign_keys.for_table(table, catalog, writer_for) if catalog is not None else ForeignKeys()
     )
     computed = [(pos, compile_expr(e)) for pos, e in generated]
-    return TableWriter(table, codec, indexes, compiled, not_null, fks, computed)
+    return TableWriter(table, codec, indexes, compiled, not_null, fks, computed, triggers)
 
 
 __all__ = ["TableWriter", "insert_rows", "make_writer"]

@@ -140,7 +140,9 @@ def _reference(table: TableDef, parent: TableDef, fk: ForeignKeyDef) -> Referenc
         index = next(
             ix
             for ix in parent.indexes
-            if ix.unique and sorted(ix.column_ids) == sorted(fk.ref_column_ids)
+            if ix.unique
+            and ix.predicate is None
+            and sorted(ix.column_ids) == sorted(fk.ref_column_ids)
         )
         order = index.column_ids
         storage, column, encode = index.storage, MARKER, IndexCodec(parent, index).prefix
@@ -183,7 +185,7 @@ def _child_lookup(
         order = [fk.column_ids.index(c) for c in child.primary_key[:n]]
         return _reordered(codec.key_of_values, order), child.storage, codec.presence, None
     for ix in child.indexes:
-        if sorted(ix.column_ids[:n]) == wanted:
+        if ix.predicate is None and sorted(ix.column_ids[:n]) == wanted:
             index = IndexCodec(child, ix)
             order = [fk.column_ids.index(c) for c in ix.column_ids[:n]]
             return _reordered(index.prefix, order), ix.storage, MARKER, index

@@ -140,12 +140,11 @@ async def run_merge(plan: MergePlan, writer: TableWriter, ctx: Any) -> int:
         ctx, codec, sorted(touched), referenced=bool(writer.foreign_keys.referrers)
     )
     # Deletes first: a row a source row deletes frees its key for one another inserts.
-    if deletes:
-        await delete_keys(writer, ctx, deletes)
-    if updates:
-        await update_keys(writer, ctx, updates)
+    # Counted as written: a BEFORE trigger may skip rows.
+    deleted = len(await delete_keys(writer, ctx, deletes)) if deletes else 0
+    updated = len(await update_keys(writer, ctx, updates)) if updates else 0
     inserted = (await insert_rows(writer, ctx, inserts)).count if inserts else 0
-    return len(deletes) + len(updates) + inserted
+    return deleted + updated + inserted
 
 
 async def _first_action(

@@ -121,6 +121,7 @@ from percolator.server.sql.bound import (
     WindowFrame,
     WindowRel,
     WorkTableRel,
+    same_expression,
     walk,
 )
 from percolator.server.sql.catalog import IndexDef, TableDef
@@ -193,6 +194,7 @@ class Planner:
             read,
             lock_clause=rel.lock_clause,
             index_keys=rel.index_keys,
+            index_predicates=rel.index_predicates,
         )
 
     def table_access(
@@ -205,9 +207,11 @@ class Planner:
         *,
         lock_clause: LockClause = FOR_UPDATE,
         index_keys: dict[int, list[BExpr | None]] | None = None,
+        index_predicates: dict[int, BExpr] | None = None,
     ) -> Node:
         """The access path of ``table`` for conjuncts ``filters`` (``index_keys``: the bound
-        key expressions of its indexes on expressions, TableRel.index_keys)."""
+        key expressions of its indexes on expressions, TableRel.index_keys;
+        ``index_predicates``: its partial indexes' WHERE, TableRel.index_predicates)."""
         codec = self.codec(table, read)
         predicate = _conjunction(filters)
         filter_text = " AND ".join(describe(f, table) for f in filters)
@@ -247,7 +251,10 @@ class Planner:
         )
         fixed = {**eq, **ekeys.values}
         best_index = None
+        partial = index_predicates or {}
         for ix in table.indexes:
+            if ix.predicate is not None and not _implies(filters, partial.get(ix.id)):
+                continue  # a partial index lacks the rows its WHERE excludes
             positions = ekeys.key_positions(table, ix)
             n = 0
             while n < len(positions) and positions[n] in fixed:
@@ -610,6 +617,18 @@ _NULL_KEEPING_AGGREGATES = frozenset(
 """Aggregates that take NULL values (so DISTINCT keeps one NULL); the others ignore them."""
 
 
+def _implies(filters: list[BExpr], predicate: BExpr | None) -> bool:
+    """Whether conjuncts ``filters`` imply a partial index's ``predicate``: each of its AND-ed
+    terms is one of them (the rows it leaves out then fail the filters, which still run on
+    the rows the index gives). Postgres proves more (``a > 5`` from ``a > 6``)."""
+    if predicate is None:
+        return False
+    terms = [predicate]
+    while any(isinstance(t, BBool) and t.is_and for t in terms):
+        terms = [a for t in terms for a in (t.args if isinstance(t, BBool) and t.is_and else [t])]
+    return all(any(same_expression(t, f) for f in filters) for t in terms)
+
+
 def _async_runners(e: BExpr) -> list[AsyncCallRunner]:
     """A runner per async call in ``e``, arguments before the calls that use them."""
     out: list[AsyncCallRunner] = []
@@ -738,6 +757,8 @@ def _lookup_path(
         ("range", None, pk_prefix) if pk_prefix else None
     )
     for ix in table.indexes:
+        if ix.predicate is not None:
+            continue  # a partial index lacks the rows its WHERE excludes
         # An expression key is never fixed here (joins match columns): it ends the prefix.
         positions = [table.position(c) if c else NOT_FIXED for c in ix.column_ids]
         prefix = leading(positions)

@@ -228,9 +228,17 @@ class IndexCodec:
     they give the key columns' types and, compiled, their values."""
 
     def __init__(
-        self, table: TableDef, index: IndexDef, expressions: Sequence[BExpr | None] = ()
+        self,
+        table: TableDef,
+        index: IndexDef,
+        expressions: Sequence[BExpr | None] = (),
+        predicate: BExpr | None = None,
     ) -> None:
+        """``predicate``: a partial index's WHERE bound over the row; a codec of a partial
+        index built without it may only read entries (foreign keys' and scans' lookups do
+        not use partial indexes), not decide which rows have one."""
         self.index = index
+        self._predicate = None if predicate is None else compile_expr(predicate)
         self.storage = index.storage
         self.positions = [table.position(cid) if cid else -1 for cid in index.column_ids]
         bound = list(expressions) or [None] * len(index.column_ids)
@@ -252,6 +260,21 @@ class IndexCodec:
             if any(e is not None for e in bound)
             else None
         )
+
+    def covers(self, row: Row) -> bool:
+        """Whether ``row`` has an entry: always, unless the index is partial and its predicate
+        is not true for the row (false or NULL, as Postgres's WHERE)."""
+        if self.index.predicate is None:
+            return True
+        if self._predicate is None:
+            raise AssertionError(f"index {self.index.name} needs its predicate bound")
+        # Immutable, as index expressions are: the row alone decides.
+        return self._predicate(row, None) is True
+
+    def has_unique_entry(self, row: Row) -> bool:
+        """Whether ``row`` takes a key of this (unique) index that no other row may share:
+        it has an entry and no NULL in its key (NULLs are distinct)."""
+        return self.covers(row) and None not in self.values_of(row)
 
     def values_of(self, row: Row) -> list[object]:
         if not self._complete:
@@ -284,7 +307,9 @@ class IndexCodec:
         return base + row_key
 
     def write(self, txn: Transaction, row: Row, row_key: bytes) -> None:
-        txn.set(self.storage, self.entry_key(row, row_key), MARKER, row_key)
+        if self.covers(row):
+            txn.set(self.storage, self.entry_key(row, row_key), MARKER, row_key)
 
     def delete(self, txn: Transaction, row: Row, row_key: bytes) -> None:
-        txn.delete(self.storage, self.entry_key(row, row_key), MARKER)
+        if self.covers(row):
+            txn.delete(self.storage, self.entry_key(row, row_key), MARKER)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from percolator.server.planner.row_codec import Row
+from percolator.server.planner.row_codec import Row, RowCodec
 from percolator.server.sql.bound import LockClause
 from percolator.server.sql.errors import LOCK_NOT_AVAILABLE, SERIALIZATION_FAILURE, SqlError
 from percolator.server.storage.cells import CellKey
@@ -161,6 +161,8 @@ async def lock_for_select(
                 f'could not obtain lock on row in relation "{codec.table.name}"',
             ) from exc
         changed = [k for (k, _), o in zip(found, outcomes, strict=True) if o.taken and o.changed]
+        if changed and clause.strength is RowLockMode.KEY_SHARE:
+            changed = await _keys_moved(ctx, codec, changed)
         if changed:
             if recheck is None or not locking.read_committed:
                 stale_statement(locking)
@@ -176,6 +178,31 @@ async def lock_for_select(
             with txn.deciding_at(newest_ts if key in newest else None):
                 codec.lock(txn, key)
     return [row for _, row in kept]
+
+
+async def _keys_moved(ctx: Any, codec: Any, keys: list[bytes]) -> list[bytes]:
+    """Of rows locked FOR KEY SHARE that changed after the snapshot, those deleted since or
+    whose key columns (the primary key's and the unique indexes') changed. Postgres's FOR KEY
+    SHARE conflicts only with those changes: a row whose other columns were updated is locked
+    as the snapshot read it, with no 40001 under REPEATABLE READ and no re-check under READ
+    COMMITTED (its isolation test lock-committed-update). Two reads of the changed rows, at
+    the snapshot and at their newest; only where such rows were found."""
+    table = codec.table
+    full = RowCodec(table)
+    positions = [
+        table.position(c)
+        for c in (
+            *table.primary_key,
+            *(c for ix in table.indexes if ix.unique for c in ix.plain_column_ids),
+        )
+    ]
+    before = await full.get_rows(ctx.txn, keys)
+    _, now = await full.get_newest_rows(ctx.txn, keys)
+    return [
+        k
+        for k, old, new in zip(keys, before, now, strict=True)
+        if old is None or new is None or any(old[p] != new[p] for p in positions)
+    ]
 
 
 async def _lock(

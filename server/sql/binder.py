@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from sqlglot import exp
+from sqlglot import exp, parse_one
 
 from percolator.server.sql import (
     array_assignment,
@@ -31,6 +31,7 @@ from percolator.server.sql import (
     sequence_functions,
     system_tables,
     temp_tables,
+    user_functions,
     views,
 )
 from percolator.server.sql import types as T
@@ -75,7 +76,7 @@ from percolator.server.sql.bound import (
     same_expression,
     walk,
 )
-from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef, key_signature
+from percolator.server.sql.catalog import Catalog, ColumnDef, IndexDef, TableDef, key_signature
 from percolator.server.sql.errors import (
     AMBIGUOUS_COLUMN,
     DATATYPE_MISMATCH,
@@ -95,8 +96,10 @@ from percolator.server.sql.expr_binder import (
     Params,
     SrfContext,
     WindowContext,
+    is_builtin_function,
     outer_references,
 )
+from percolator.server.sql.row_expressions import row_scope
 from percolator.server.sql.scope import Scope
 from percolator.server.sql.set_functions import resolve_set_function
 from percolator.server.sql.types import SqlType
@@ -104,6 +107,7 @@ from percolator.server.sql.window_binder import resolve_named_windows
 from percolator.server.txn.transaction import LockWait, RowLockMode
 
 if TYPE_CHECKING:
+    from percolator.server.sql.catalog import FunctionDef
     from percolator.server.sql.merge import MergeStmt
 
 
@@ -124,6 +128,59 @@ class _Query:
     """Tables whose rows appear unchanged in the row (inner side of every join above them)."""
 
 
+def _base_table_columns(rel: Rel) -> dict[int, TableRel]:
+    """The columns (by identity) of the tables read in ``rel``'s own FROM (not inside a
+    subquery or a view: their output columns are new objects), each with its table."""
+    found: dict[int, TableRel] = {}
+    todo = [rel]
+    while todo:
+        r = todo.pop()
+        if isinstance(r, TableRel):
+            found.update((id(c), r) for c in r.columns)
+        todo.extend(r.inputs())
+    return found
+
+
+def _add_dependent_groups(ctx: AggregateContext, q: _Query, node: exp.Expression) -> None:
+    """Postgres lets a grouped query read any column of a table whose primary key it groups
+    by, as that key determines the row (``SELECT t.id, t.name, count(*) ... GROUP BY t.id``,
+    which Django's annotate() writes). Such columns that the statement names become extra
+    group keys: they cannot split a group, and the select list, HAVING and ORDER BY then
+    find them among the groups. With grouping sets, only the groups every set has count (as
+    in Postgres), and the new ones join every set."""
+    cols = q.scope.columns
+    base = _base_table_columns(q.rel)
+    grouped: dict[int, set[int]] = {}  # id(TableRel) -> the attnums of its grouped columns
+    tables: dict[int, TableRel] = {}
+    common = set.intersection(*map(set, ctx.sets)) if ctx.sets else range(len(ctx.groups))
+    for g in (ctx.groups[i] for i in common):
+        if isinstance(g, BColumn) and g.index < len(cols) and id(cols[g.index]) in base:
+            rel = base[id(cols[g.index])]
+            tables[id(rel)] = rel
+            grouped.setdefault(id(rel), set()).add(cols[g.index].column_number)
+    named = {c.name for c in node.find_all(exp.Column)}
+    star = any(  # ``*`` or ``t.*`` in the select list names every column (not count(*))
+        isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
+        for e in node.expressions
+    )
+    for key, numbers in grouped.items():
+        table = tables[key].table
+        pk = {table.position(cid) + 1 for cid in table.primary_key}
+        if not pk or not pk <= numbers:
+            continue
+        for i, c in enumerate(cols):
+            if (
+                base.get(id(c)) is tables[key]
+                and c.column_number not in numbers
+                and (star or c.name in named)
+                and not c.hidden
+            ):
+                ctx.add_group(exp.column(c.name, table=c.relation), BColumn(c.type, i, c.name))
+                if ctx.sets is not None:
+                    k = len(ctx.groups) - 1
+                    ctx.sets = [(*s, k) for s in ctx.sets]
+
+
 class Binder:
     """Binds the statements of one Parse (one set of parameters)."""
 
@@ -139,6 +196,20 @@ class Binder:
         self.dependencies = views.Dependencies()
         """The tables and views named (a view's dependencies; the plan's, for the catalog
         guard)."""
+        self._expanding: list[str] = []
+        """The user functions whose calls are being expanded, outermost first."""
+
+    @contextmanager
+    def expanding(self, fn: FunctionDef) -> Iterator[None]:
+        """Bind the expansion of a call of ``fn`` (user_functions.py). A function whose
+        body calls itself, however indirectly, would expand forever: 0A000."""
+        if fn.signature in self._expanding:
+            raise unsupported(f"recursive SQL function {fn.name}")
+        self._expanding.append(fn.signature)
+        try:
+            yield
+        finally:
+            self._expanding.pop()
 
     # -- entry points ----------------------------------------------------------------------
 
@@ -360,6 +431,8 @@ class Binder:
         source_scope = q.scope
         if needs_agg:
             agg_ctx = self._bind_grouping(group, select_items, q.scope)
+            if agg_ctx.groups:
+                _add_dependent_groups(agg_ctx, q, node)
             # The select list, HAVING and ORDER BY see the aggregate's output row.
         windows = WindowContext()
         srfs = SrfContext()
@@ -368,11 +441,14 @@ class Binder:
         with self.exprs.contexts(windows, srfs):
             for item, name in select_items:
                 if agg_ctx is not None:
-                    e = self.exprs.bind_in_aggregate(item, agg_ctx)
+                    # A call that waits may read the groups and the aggregates' values, as
+                    # Django's loaddata does: ``SELECT setval(..., max(id)) FROM t``.
+                    with self.exprs.async_calls(True):
+                        e = self.exprs.bind_in_aggregate(item, agg_ctx)
                 else:
                     e = self._bind_allowing_async(item, source_scope)
                 project_exprs.append(e)
-                out_cols.append(self._out_col(item, name, e, source_scope))
+                out_cols.append(self._out_col(item, name, _source_of(e, agg_ctx), source_scope))
         having_pred = None
         if agg_ctx is not None and having is not None:
             having_pred = self.exprs.coerce_condition(
@@ -547,6 +623,8 @@ class Binder:
         ]
 
     def _out_col(self, item: exp.Expression, alias: str | None, e: BExpr, scope: Scope) -> OutCol:
+        """The output column of a select item bound to ``e`` (over ``scope``'s row: a
+        grouped query's item is given as its group's expression, :func:`_source_of`)."""
         if isinstance(item, _IndexRef):
             src = scope.columns[item.column_index]
             return OutCol(src.name, e.type, src.table_oid, src.column_number)
@@ -862,7 +940,7 @@ class Binder:
                     )
                     for i, c in enumerate(table.columns)
                 ] + _hidden_key(table, alias)
-                rel = TableRel(cols, table, alias, index_keys=self._index_keys(table))
+                rel = self._table_rel(cols, table, alias)
                 self.dependencies.tables.add(table.id)
                 return _Query(rel, Scope(cols, outer, {alias}), [rel])
             view = self.catalog.views.get(name)
@@ -884,6 +962,9 @@ class Binder:
         raise SqlError(UNDEFINED_TABLE, f'relation "{shown}" does not exist')
 
     def _bind_function_table(self, node: exp.Table, outer: Scope | None) -> _Query:
+        user = self._user_function_from(node, outer)
+        if user is not None:
+            return user
         name, args = self.exprs.function_name_args(node.this)
         ordinality = bool(node.args.get("ordinality"))
         if name in json_records.NAMES:
@@ -891,6 +972,33 @@ class Binder:
         return self._set_function_from(
             name, args, node.alias, _column_aliases(node), ordinality, outer
         )
+
+    def _user_function_from(self, node: exp.Table, outer: Scope | None) -> _Query | None:
+        """A call of a function made by CREATE FUNCTION in FROM: the subquery it expands
+        to (user_functions.py); None when the call names none."""
+        call_node = node.this
+        if not isinstance(call_node, exp.Anonymous) or not self.catalog.functions:
+            return None
+        name = str(call_node.this).lower()
+        schema = node.db.lower() if node.db else None
+        overloads = user_functions.candidates(self.catalog, name, schema)
+        if not overloads or (schema is None and is_builtin_function(name)):
+            return None
+        if node.args.get("ordinality"):
+            raise unsupported(f"WITH ORDINALITY on function {name}")
+        call = self.exprs.user_call(name, overloads, list(call_node.expressions), Scope([], outer))
+        alias = node.alias or name
+        if not user_functions.is_inlined(call.function):
+            # One row: the call in a select list, where the operator awaits it.
+            names = _column_aliases(node)
+            item = exp.alias_(call_node.copy(), names[0] if names else alias, quoted=True)
+            expansion = exp.Subquery(
+                this=exp.select(item), alias=exp.TableAlias(this=exp.to_identifier(alias))
+            )
+        else:
+            expansion = user_functions.from_item(call, self.catalog, alias, _column_aliases(node))
+        with self.expanding(call.function):
+            return self._bind_from_item(expansion, outer)
 
     def _json_records_from(
         self,
@@ -922,8 +1030,6 @@ class Binder:
     def _bind_unnest_from(self, node: exp.Unnest, outer: Scope | None) -> _Query:
         """``unnest(...) [WITH ORDINALITY] [AS alias(columns)]``, which sqlglot parses into
         its own node (the ordinality column's alias, if any, in ``offset``)."""
-        if len(node.expressions) != 1:
-            raise unsupported("unnest with several arrays")
         offset = node.args.get("offset")
         names = _column_aliases(node)
         if isinstance(offset, exp.Expression):
@@ -944,6 +1050,15 @@ class Binder:
         """A set-returning function in FROM."""
         bound = [self.exprs.bind(a, Scope([], outer)) for a in arg_nodes]
         impl = resolve_set_function(name, bound, self.exprs)
+        if impl is None and name in {"unnest", "generate_series", "generate_subscripts"}:
+            # A set-returning function we have, not for these arguments (Postgres's words).
+            shown = ", ".join(str(a.type) for a in bound)
+            raise SqlError(
+                UNDEFINED_FUNCTION,
+                f"function {name}({shown}) does not exist",
+                hint="No function matches the given name and argument types. You might need to "
+                "add explicit type casts.",
+            )
         if impl is None:
             raise unsupported(f"function {name} in FROM")
         # A one-column function's column is named after the table alias (Postgres's rule).
@@ -1290,6 +1405,19 @@ class Binder:
         cols = [OutCol(c.name, t) for c, t in zip(rel.columns, types, strict=False)]
         return ProjectRel(cols, rel, exprs)
 
+    def _implies(self, table: TableDef, where: exp.Where, index: IndexDef) -> bool:
+        """Whether ON CONFLICT's ``WHERE`` implies the partial ``index``'s predicate: each of
+        the predicate's AND-ed terms is one of the WHERE's (Postgres proves more, with
+        operator reasoning; this is the common case of repeating the index's WHERE)."""
+        scope = row_scope(table)
+        given = _conjuncts(self.exprs.bind_condition(where.this, scope, "WHERE"))
+        needed = _conjuncts(
+            self.exprs.bind_condition(
+                parse_one(index.predicate or "true", read="postgres"), scope, "WHERE"
+            )
+        )
+        return all(any(same_expression(n, g) for g in given) for n in needed)
+
     def _bind_on_conflict(
         self, node: exp.OnConflict | None, table: TableDef, alias: str
     ) -> OnConflict | None:
@@ -1304,16 +1432,25 @@ class Binder:
             # unique keys order aside, as Postgres infers its arbiter index.
             items = [index_expressions.key_item(table, k) for k in keys]
             wanted = key_signature([i.column_id for i in items], [i.expression for i in items])
-            candidates = [key_signature(table.primary_key, ())] + [
-                ix.signature for ix in table.indexes if ix.unique
-            ]
-            if wanted not in candidates:
+            where = node.args.get("index_predicate")
+            if wanted == key_signature(table.primary_key, ()):
+                target = wanted
+            for ix in table.indexes:
+                # A partial index only when ``ON CONFLICT (...) WHERE`` implies its predicate,
+                # as Postgres infers it (without a WHERE it does not: 42P10).
+                if (
+                    target is None
+                    and ix.unique
+                    and key_signature(ix.column_ids, ix.expressions) == wanted
+                    and (ix.predicate is None or (where and self._implies(table, where, ix)))
+                ):
+                    target = ix.signature
+            if target is None:
                 raise SqlError(
                     INVALID_COLUMN_REFERENCE,
                     "there is no unique or exclusion constraint matching the ON CONFLICT "
                     "specification",
                 )
-            target = wanted
         action = node.args.get("action")
         action_text = action.name.upper() if action is not None else ""
         if "UPDATE" not in action_text:
@@ -1456,6 +1593,24 @@ class Binder:
         args = [current, index(sub), element]
         return BCall(col.type, "array_set", array_assignment.set_element, args, strict=False)
 
+    def _index_predicates(self, table: TableDef) -> dict[int, BExpr]:
+        """The bound predicates of ``table``'s partial indexes, for the planner (a binder of
+        its own: they take no parameters)."""
+        if all(ix.predicate is None for ix in table.indexes):
+            return {}
+        return index_expressions.bind_predicates(Binder(self.catalog, Params()), table)
+
+    def _table_rel(self, cols: list[OutCol], table: TableDef, alias: str) -> TableRel:
+        """A read of ``table``, with what the planner matches conjuncts against: its
+        expression indexes' keys and its partial indexes' predicates."""
+        return TableRel(
+            cols,
+            table,
+            alias,
+            index_keys=self._index_keys(table),
+            index_predicates=self._index_predicates(table),
+        )
+
     def _index_keys(self, table: TableDef) -> dict[int, list[BExpr | None]]:
         """The bound expressions of ``table``'s expression indexes, for the planner to match
         WHERE conjuncts against (a binder of its own: they take no parameters)."""
@@ -1467,7 +1622,7 @@ class Binder:
         cols = [
             OutCol(c.name, c.type, table.oid, i + 1, alias) for i, c in enumerate(table.columns)
         ] + _hidden_key(table, alias)
-        rel = TableRel(cols, table, alias, index_keys=self._index_keys(table))
+        rel = self._table_rel(cols, table, alias)
         q = _Query(rel, Scope(cols, None, {alias}), [rel])
         from_ = node.args.get("from_") or node.args.get("from")
         using = node.args.get("using")
@@ -1818,6 +1973,17 @@ def _join_spanning(rel: Rel, offset: int, columns: set[int]) -> tuple[JoinRel, i
     if rel.kind in (JoinKind.INNER, JoinKind.CROSS) and all(offset <= i < end for i in columns):
         return rel, offset
     return None
+
+
+def _source_of(e: BExpr, agg_ctx: AggregateContext | None) -> BExpr:
+    """A select item's expression over the query's input row: in a grouped query, a column
+    of the aggregate's output stands for its group's expression (for the RowDescription's
+    source column); an aggregate's result has none."""
+    if agg_ctx is None or not isinstance(e, BColumn):
+        return e
+    if e.index < len(agg_ctx.groups):
+        return agg_ctx.groups[e.index]
+    return BConst(e.type, None)
 
 
 def _shift(e: BExpr, delta: int) -> BExpr:

@@ -254,6 +254,9 @@ class TableRel(Rel):
     index_keys: dict[int, list[BExpr | None]] = field(default_factory=dict)
     """Per index on expressions (by id): its key columns' expressions bound over the table's
     row (None for a plain column), what the planner matches WHERE conjuncts against."""
+    index_predicates: dict[int, BExpr] = field(default_factory=dict)
+    """Per partial index (by id): its WHERE bound over the table's row; the planner reads
+    through the index only when the conjuncts include each of its terms."""
 
 
 @dataclass(eq=False)

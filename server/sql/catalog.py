@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from percolator.server.sql.errors import (
     UNDEFINED_COLUMN,
@@ -79,6 +79,12 @@ class IndexDef:
     expressions: tuple[str | None, ...] = ()
     """Per key column: the SQL text of an expression over the row (``lower(email)``), whose
     ``column_ids`` entry is then 0 as in pg_index.indkey; None (or no entry) for a column."""
+    predicate: str | None = None
+    """A partial index's WHERE, as SQL text over the row: only the rows it holds for have
+    entries (so a unique partial index constrains only those)."""
+    opclasses: tuple[str | None, ...] = ()
+    """Per key column: the operator class named in CREATE INDEX (``varchar_pattern_ops``),
+    None (or no entry) for the type's default."""
 
     @property
     def oid(self) -> int:
@@ -88,6 +94,10 @@ class IndexDef:
         """The expression of key column ``i``, None for a plain column."""
         return self.expressions[i] if i < len(self.expressions) else None
 
+    def opclass(self, i: int) -> str | None:
+        """The operator class named for key column ``i``, None for the default."""
+        return self.opclasses[i] if i < len(self.opclasses) else None
+
     @property
     def plain_column_ids(self) -> tuple[int, ...]:
         """The ids of the plain columns among the keys (what a column's DDL can touch)."""
@@ -95,9 +105,11 @@ class IndexDef:
 
     @property
     def signature(self) -> tuple[object, ...]:
-        """What the index is keyed on, order aside: the column ids, then the expressions
-        (ON CONFLICT's inference compares these)."""
-        return key_signature(self.column_ids, self.expressions)
+        """What the index is keyed on, order aside: the column ids, then the expressions,
+        then a partial index's predicate (ON CONFLICT's arbiter is named by it: a partial
+        index never stands for another over the same key)."""
+        base = key_signature(self.column_ids, self.expressions)
+        return base if self.predicate is None else (*base, ("where", self.predicate))
 
 
 def key_signature(
@@ -154,6 +166,25 @@ class ForeignKeyDef:
 
 
 @dataclass(frozen=True)
+class TriggerDef:
+    """A row trigger (CREATE TRIGGER; server/sql/trigger_ddl.py): when it fires, for which
+    changes, and the function it runs (by :attr:`FunctionDef.signature`) with its
+    arguments."""
+
+    name: str
+    before: bool
+    """BEFORE (it may change or skip the row) or AFTER (at the statement's end)."""
+    events: tuple[str, ...]
+    """Of "insert", "update", "delete", in Postgres's order."""
+    function: str
+    args: tuple[str, ...] = ()
+    update_column_ids: tuple[int, ...] = ()
+    """UPDATE OF these columns only (empty: any UPDATE), by column id (renames keep it)."""
+    enabled: bool = True
+    oid: int = 0
+
+
+@dataclass(frozen=True)
 class TableDef:
     """A table: columns in order, primary key, indexes, checks, where its rows are stored."""
 
@@ -177,6 +208,7 @@ class TableDef:
     """The comments on the primary key's constraint and on its index, which the catalog keeps
     implicit (see server/sql/comments.py)."""
     pk_index_comment: str | None = None
+    triggers: tuple[TriggerDef, ...] = ()
 
     @property
     def existence_cell(self) -> str:
@@ -261,6 +293,56 @@ class ViewDef:
         return FIRST_USER_OID + self.id
 
     def replace(self, **changes: object) -> ViewDef:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class FunctionArg:
+    """A parameter of a user-defined function: its name ("" when unnamed), its type and the
+    SQL text of its DEFAULT (None when it has none)."""
+
+    name: str
+    type: SqlType
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    """A function made by CREATE FUNCTION (see :mod:`percolator.server.sql.user_functions`).
+
+    ``name`` is the catalog key of the name (``f``, or ``s.f`` in schema s); functions are
+    keyed by :attr:`signature`, so overloads live side by side. ``body`` is the query text a
+    call expands to; ``columns`` are RETURNS TABLE's columns (``returns`` is then a record)."""
+
+    id: int
+    name: str
+    args: tuple[FunctionArg, ...]
+    returns: SqlType
+    body: str
+    returns_set: bool = False
+    columns: tuple[ViewColumn, ...] = ()
+    language: str = "sql"
+    volatility: str = "v"
+    """pg_proc.provolatile: i(mmutable), s(table) or v(olatile)."""
+    strict: bool = False
+    comment: str | None = None
+    row_of: str | None = None
+    """RETURNS SETOF table: that table's (or view's) name; ``columns`` are its columns."""
+    procedure: bool = False
+    """Made by CREATE PROCEDURE: returns nothing, run by CALL."""
+    trigger: bool = False
+    """RETURNS trigger: run by triggers only (``returns`` is then void)."""
+
+    @property
+    def oid(self) -> int:
+        return FIRST_USER_OID + self.id
+
+    @property
+    def signature(self) -> str:
+        """The catalog key: the name and the argument types, as DROP FUNCTION names them."""
+        return f"{self.name}({','.join(a.type.format() for a in self.args)})"
+
+    def replace(self, **changes: object) -> FunctionDef:
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
 
@@ -355,6 +437,8 @@ class Catalog:
     """User-defined enum types by name (server/sql/enums.py)."""
     schemas: dict[str, SchemaDef] = field(default_factory=dict)
     """Schemas made by CREATE SCHEMA, by name (server/sql/schemas.py)."""
+    functions: dict[str, FunctionDef] = field(default_factory=dict)
+    """Functions made by CREATE FUNCTION, by :attr:`FunctionDef.signature`."""
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -496,6 +580,20 @@ class Catalog:
         del schemas[name]
         return dataclasses.replace(self, schemas=schemas)
 
+    def with_function(self, fn: FunctionDef) -> Catalog:
+        functions = dict(self.functions)
+        functions[fn.signature] = fn
+        return dataclasses.replace(self, functions=functions)
+
+    def without_function(self, signature: str) -> Catalog:
+        functions = dict(self.functions)
+        del functions[signature]
+        return dataclasses.replace(self, functions=functions)
+
+    def functions_named(self, name: str) -> list[FunctionDef]:
+        """The overloads of the function ``name`` (a catalog key), oldest first."""
+        return sorted((f for f in self.functions.values() if f.name == name), key=lambda f: f.id)
+
     def without_enum(self, name: str) -> Catalog:
         enums = dict(self.enums)
         del enums[name]
@@ -600,12 +698,15 @@ def table_to_json(t: TableDef) -> dict[str, object]:
                 "comment": ix.comment,
                 "constraint_comment": ix.constraint_comment,
                 "expressions": list(ix.expressions),
+                "predicate": ix.predicate,
+                "opclasses": list(ix.opclasses),
             }
             for ix in t.indexes
         ],
         "checks": [
             {"name": ck.name, "expression": ck.expression, "comment": ck.comment} for ck in t.checks
         ],
+        "triggers": [dataclasses.asdict(tr) for tr in t.triggers],
         "existence": t.existence,
         "foreign_keys": [
             {
@@ -654,6 +755,8 @@ def table_from_json(d: dict[str, object]) -> TableDef:
             comment=ix.get("comment"),
             constraint_comment=ix.get("constraint_comment"),
             expressions=tuple(ix.get("expressions", ())),
+            predicate=ix.get("predicate"),
+            opclasses=tuple(ix.get("opclasses", ())),
         )
         for ix in d["indexes"]  # type: ignore[union-attr]
     )
@@ -689,6 +792,17 @@ def table_from_json(d: dict[str, object]) -> TableDef:
             )
             for fk in d.get("foreign_keys", ())  # type: ignore[union-attr]
         ),
+        triggers=tuple(
+            TriggerDef(
+                **{
+                    **tr,
+                    "events": tuple(tr["events"]),
+                    "args": tuple(tr["args"]),
+                    "update_column_ids": tuple(tr["update_column_ids"]),
+                }
+            )
+            for tr in d.get("triggers", ())  # type: ignore[union-attr]
+        ),
     )
 
 
@@ -718,6 +832,48 @@ def view_from_json(d: dict[str, object]) -> ViewDef:
         table_ids=tuple(d.get("table_ids", ())),  # type: ignore[arg-type]
         view_ids=tuple(d.get("view_ids", ())),  # type: ignore[arg-type]
         comment=d.get("comment"),  # type: ignore[arg-type]
+    )
+
+
+def function_to_json(f: FunctionDef) -> dict[str, object]:
+    return {
+        "id": f.id,
+        "name": f.name,
+        "args": [
+            {"name": a.name, "type": type_to_json(a.type), "default": a.default} for a in f.args
+        ],
+        "returns": type_to_json(f.returns),
+        "body": f.body,
+        "returns_set": f.returns_set,
+        "columns": [{"name": c.name, "type": type_to_json(c.type)} for c in f.columns],
+        "language": f.language,
+        "volatility": f.volatility,
+        "strict": f.strict,
+        "comment": f.comment,
+        "row_of": f.row_of,
+        "procedure": f.procedure,
+        "trigger": f.trigger,
+    }
+
+
+def function_from_json(d: dict[str, Any]) -> FunctionDef:
+    return FunctionDef(
+        id=int(d["id"]),
+        name=str(d["name"]),
+        args=tuple(
+            FunctionArg(a["name"], type_from_json(a["type"]), a["default"]) for a in d["args"]
+        ),
+        returns=type_from_json(d["returns"]),
+        body=str(d["body"]),
+        returns_set=bool(d["returns_set"]),
+        columns=tuple(ViewColumn(c["name"], type_from_json(c["type"])) for c in d["columns"]),
+        language=str(d["language"]),
+        volatility=str(d["volatility"]),
+        strict=bool(d["strict"]),
+        comment=d.get("comment"),
+        row_of=d.get("row_of"),
+        procedure=bool(d.get("procedure", False)),
+        trigger=bool(d.get("trigger", False)),
     )
 
 
@@ -760,12 +916,15 @@ __all__ = [
     "Catalog",
     "CheckDef",
     "ColumnDef",
+    "FunctionArg",
+    "FunctionDef",
     "IndexDef",
     "ObserverDef",
     "RoleDef",
     "SchemaDef",
     "SequenceDef",
     "TableDef",
+    "TriggerDef",
     "ViewColumn",
     "ViewDef",
 ]

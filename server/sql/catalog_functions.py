@@ -11,17 +11,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from percolator.server.sql import comments, schemas
+from percolator.server.sql import comments, function_ddl, schemas, trigger_ddl
 from percolator.server.sql import types as T
 from percolator.server.sql.catalog import (
     INFORMATION_SCHEMA_NAMESPACE_OID,
     PG_CATALOG_NAMESPACE_OID,
     PUBLIC_NAMESPACE_OID,
     FkAction,
+    FunctionDef,
 )
 from percolator.server.sql.errors import (
     UNDEFINED_OBJECT,
@@ -88,7 +89,7 @@ def reg_lookup(ctx: Any, t: SqlType, value: object) -> OidName:
             raise SqlError(UNDEFINED_OBJECT, f'type "{name}" does not exist')
         return OidName(found.oid, found.format())
     if t.id is TypeId.REGPROC:
-        return proc_lookup(name)
+        return _user_proc(ctx, name) or proc_lookup(name)
     oid = relation_oid(ctx, name)
     if oid is None:
         raise SqlError(UNDEFINED_TABLE, f'relation "{name}" does not exist')
@@ -172,6 +173,10 @@ def oid_to_reg(ctx: Any, t: SqlType, oid: int) -> OidName:
         made = schemas.name_of(ctx.catalog, oid)
         if made is not None:
             return OidName(oid, made)
+    if t.id is TypeId.REGPROC:
+        fn = function_ddl.by_oid(ctx.catalog, oid)
+        if fn is not None:
+            return OidName(oid, schemas.split(fn.name)[1])
     return OidName(oid, str(oid))
 
 
@@ -238,6 +243,19 @@ def _maybe(fn: Any) -> object:
         return fn()
     except SqlError:
         return None
+
+
+def _user_proc(ctx: Any, name: str) -> OidName | None:
+    """'f'::regproc for a function made by CREATE FUNCTION (42725 when f is overloaded)."""
+    from percolator.server.sql import user_functions
+
+    schema, _, bare = _unquote(name).rpartition(".")
+    found = user_functions.candidates(ctx.catalog, bare, schema or None)
+    if not found:
+        return None
+    if len(found) > 1:
+        raise SqlError("42725", f'more than one function named "{name}"')
+    return OidName(found[0].oid, bare)
 
 
 def proc_lookup(name: str) -> OidName:
@@ -315,8 +333,11 @@ def pg_get_indexdef(ctx: Any, oid: int, column: int = 0, pretty: bool = False) -
     names = ix.key_texts(pretty)
     if column:
         return names[column - 1] if 0 < column <= len(names) else ""
+    opclasses = [ix.opclasses[i] if i < len(ix.opclasses) else None for i in range(len(names))]
     keys = ", ".join(
-        n + (" DESC" if i < len(ix.descending) and ix.descending[i] else "")
+        n
+        + (f" {opclasses[i]}" if opclasses[i] else "")
+        + (" DESC" if i < len(ix.descending) and ix.descending[i] else "")
         for i, n in enumerate(names)
     )
     schema, bare = schemas.split(ix.table.name)
@@ -324,7 +345,9 @@ def pg_get_indexdef(ctx: Any, oid: int, column: int = 0, pretty: bool = False) -
     on = table if pretty else f"{quote_ident(schema)}.{table}"
     unique = "UNIQUE " if ix.unique else ""
     name = quote_ident(schemas.bare(ix.name))
-    return f"CREATE {unique}INDEX {name} ON {on} USING btree ({keys})"
+    where = ix.predicate_text(pretty)
+    where = "" if where is None else f" WHERE {where}"
+    return f"CREATE {unique}INDEX {name} ON {on} USING btree ({keys}){where}"
 
 
 def pg_get_constraintdef(ctx: Any, oid: int, pretty: bool = False) -> str | None:
@@ -448,18 +471,41 @@ define("pg_get_expr", pg_get_expr, T.TEXT, (2, 3), context=True)
 define("pg_get_indexdef", pg_get_indexdef, T.TEXT, (1, 3), context=True)
 define("pg_get_constraintdef", pg_get_constraintdef, T.TEXT, (1, 2), context=True)
 define("pg_get_serial_sequence", pg_get_serial_sequence, T.TEXT, 2, context=True)
-define("pg_get_triggerdef", lambda *a: None, T.TEXT, (1, 2), strict=False)
+define(
+    "pg_get_triggerdef",
+    lambda ctx, oid, pretty=False: trigger_ddl.definition(ctx.catalog, oid, bool(pretty)),
+    T.TEXT,
+    (1, 2),
+    context=True,
+)
 define("pg_get_ruledef", lambda *a: None, T.TEXT, (1, 2), strict=False)
 define("pg_get_viewdef", pg_get_viewdef, T.TEXT, (1, 2), context=True)
 define("pg_get_partkeydef", lambda oid: None, T.TEXT, 1, strict=False)
 define("pg_get_statisticsobjdef_columns", lambda oid: None, T.TEXT, 1, strict=False)
+
+
+def _function_text(show: Callable[[FunctionDef], str]) -> Callable[[Any, object], str | None]:
+    """A pg_get_function_* function: NULL for a function not made by CREATE FUNCTION (the
+    built-in ones are not in pg_proc)."""
+
+    def text(ctx: Any, oid: object) -> str | None:
+        fn = function_ddl.by_oid(ctx.catalog, oid)
+        return show(fn) if fn is not None else None
+
+    return text
+
+
+define("pg_get_function_arguments", _function_text(function_ddl.arguments_text), T.TEXT, 1,
+       context=True)  # fmt: skip
 define(
-    ("pg_get_function_arguments", "pg_get_function_identity_arguments", "pg_get_function_result"),
-    lambda oid: None,
+    "pg_get_function_identity_arguments",
+    _function_text(lambda fn: function_ddl.arguments_text(fn, defaults=False)),
     T.TEXT,
     1,
-    strict=False,
+    context=True,
 )
+define("pg_get_function_result", _function_text(function_ddl.result_text), T.TEXT, 1,
+       context=True)  # fmt: skip
 define("pg_relation_is_publishable", lambda oid: False, T.BOOL, 1)
 define(("pg_total_relation_size", "pg_table_size", "pg_indexes_size"), lambda oid: 0, T.INT8, 1)
 define("pg_relation_size", lambda *a: 0, T.INT8, (1, 2))
@@ -514,14 +560,18 @@ define("pg_database_size", lambda db: 0, T.INT8, 1)
 define("pg_get_function_sqlbody", lambda oid: None, T.TEXT, 1, strict=False)
 
 
-def _pg_get_functiondef(oid: object) -> str:
-    """\\sf's source: pg_proc is empty (built-in functions have no definitions to show)."""
-    raise SqlError(
-        "0A000", "pg_get_functiondef is not supported: built-in functions have no stored source"
-    )
+def _pg_get_functiondef(ctx: Any, oid: object) -> str:
+    """\\sf's source, for a function made by CREATE FUNCTION (built-in functions have no
+    definitions to show)."""
+    fn = function_ddl.by_oid(ctx.catalog, oid)
+    if fn is None:
+        raise SqlError(
+            "0A000", "pg_get_functiondef is not supported: built-in functions have no stored source"
+        )
+    return function_ddl.definition_text(fn)
 
 
-define("pg_get_functiondef", _pg_get_functiondef, T.TEXT, 1)
+define("pg_get_functiondef", _pg_get_functiondef, T.TEXT, 1, context=True)
 define("version", lambda: VERSION_STRING, T.TEXT, 0)
 define("pg_backend_pid", lambda ctx: ctx.backend_pid, T.INT4, 0, context=True)
 define("current_setting", current_setting, T.TEXT, (1, 2), context=True, strict=True)
@@ -572,7 +622,14 @@ def _table_is_visible(ctx: Any, oid: int) -> bool:
 
 define("pg_table_is_visible", _table_is_visible, T.BOOL, 1, context=True)
 define("pg_type_is_visible", lambda oid: True, T.BOOL, 1)
-define("pg_function_is_visible", lambda oid: True, T.BOOL, 1)
+
+
+def _function_is_visible(ctx: Any, oid: object) -> bool:
+    fn = function_ddl.by_oid(ctx.catalog, oid)
+    return fn is None or function_ddl.visible(ctx.catalog, fn)
+
+
+define("pg_function_is_visible", _function_is_visible, T.BOOL, 1, context=True)
 define("pg_collation_is_visible", lambda oid: True, T.BOOL, 1)
 define("pg_encoding_to_char", lambda n: "UTF8" if n == 6 else "SQL_ASCII", T.NAME, 1)
 define("obj_description", comments.obj_description, T.TEXT, (1, 2), context=True, strict=False)

@@ -7,6 +7,7 @@ Layout (one row per object, JSON documents in the ``d`` column):
 - ``r/<name>``: a role;
 - ``o/<name>``: an observer;
 - ``v/<name>``: a view;
+- ``f/<name>(<argument types>)``: a function made by CREATE FUNCTION;
 - ``n/<name>``: a schema made by CREATE SCHEMA (objects of schema s are named ``s.<name>``;
   a catalog stored before schemas existed has none: everything in it is in public);
 - ``e/<name>``: an enum type (CREATE TYPE ... AS ENUM), its labels and their sort orders;
@@ -32,6 +33,8 @@ from percolator.server.sql.catalog import (
     Catalog,
     enum_from_json,
     enum_to_json,
+    function_from_json,
+    function_to_json,
     link_enums,
     observer_from_json,
     observer_to_json,
@@ -86,6 +89,7 @@ _KINDS = (
     _Kind(b"v/", "views", view_to_json, view_from_json),
     _Kind(b"e/", "enums", enum_to_json, enum_from_json, key="type_name"),
     _Kind(b"n/", "schemas", schema_to_json, schema_from_json),
+    _Kind(b"f/", "functions", function_to_json, function_from_json, key="signature"),
 )
 _BY_PREFIX = {k.prefix: k for k in _KINDS}
 

@@ -248,7 +248,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
     checks: list[CheckDef] = []
     sequences: list[SequenceDef] = []
     references: list[tuple[str | None, list[str], exp.Reference]] = []
-    like_indexes: list[tuple[list[str], bool, tuple[bool, ...], tuple[str | None, ...]]] = []
+    like_indexes: list[tuple[list[str], IndexDef]] = []
     next_col = 1
     for item in schema.expressions:
         if isinstance(item, exp.ColumnDef):
@@ -300,7 +300,7 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
                 pk = [_col_id(columns, c, name) for c in like.primary_key]
             uniques += [([_col_id(columns, c, name) for c in u], None) for u in like.uniques]
             checks.extend(like.checks)
-            like_indexes += like.indexes
+            like_indexes += zip(like.index_columns, like.indexes, strict=True)
         elif (fk := _foreign_key_clause(item)) is not None:
             references.append(fk)
         else:
@@ -347,7 +347,8 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
         if tuple(sorted(cols)) == tuple(sorted(pk)):
             continue
         table, catalog, _ = _add_index(catalog, table, index_name, cols, True, constraint=True)
-    for cols_named, unique, descending, expressions in like_indexes:
+    for cols_named, source in like_indexes:
+        expressions = source.expressions
         ids = [_col_id(columns, c, name) if c else 0 for c in cols_named]
         taken = _relation_names(catalog) | {ix.name for ix in table.indexes}
         items = [
@@ -357,7 +358,15 @@ def _create_table(catalog: Catalog, node: exp.Create, bind_type: BindType) -> Dd
         parts = index_expressions.column_names(table, items)
         index_name = _free_name(f"{name}_{'_'.join(parts)}_idx", taken)
         table, catalog, _ = _add_index(
-            catalog, table, index_name, ids, unique, descending=descending, expressions=expressions
+            catalog,
+            table,
+            index_name,
+            ids,
+            source.unique,
+            descending=source.descending,
+            expressions=expressions,
+            predicate=source.predicate,
+            opclasses=source.opclasses,
         )
     for cname, cols_named, ref in references:
         fk = foreign_key_ddl.foreign_key(catalog, table, cname, cols_named, ref)
@@ -689,6 +698,8 @@ def _add_index(
     constraint: bool = False,
     descending: tuple[bool, ...] = (),
     expressions: tuple[str | None, ...] = (),
+    predicate: str | None = None,
+    opclasses: tuple[str | None, ...] = (),
 ) -> tuple[TableDef, Catalog, IndexDef]:
     if catalog.relation_exists(name) or any(ix.name == name for ix in table.indexes):
         raise SqlError(DUPLICATE_TABLE, f'relation "{name}" already exists')
@@ -712,6 +723,8 @@ def _add_index(
         constraint,
         descending,
         expressions=expressions if any(e is not None for e in expressions) else (),
+        predicate=predicate,
+        opclasses=opclasses if any(o is not None for o in opclasses) else (),
     )
     table = table.replace(indexes=(*table.indexes, index))
     return table, catalog, index
@@ -726,8 +739,10 @@ def _create_index(catalog: Catalog, node: exp.Create) -> DdlResult:
     params = index_node.args.get("params")
     items = [index_expressions.key_item(table, o) for o in params.args.get("columns") or []]
     cols = [item.column_id for item in items]
-    if params.args.get("where") is not None:
-        raise unsupported("partial indexes (WHERE)")
+    where = params.args.get("where")
+    # A partial index: its predicate is checked (a boolean, immutable function of the row)
+    # when the DDL is validated, like its expressions.
+    predicate = None if where is None else where.this.sql(dialect="postgres")
     using = params.args.get("using")
     if using is not None and str(using.name if hasattr(using, "name") else using).lower() not in (
         "btree",
@@ -753,6 +768,8 @@ def _create_index(catalog: Catalog, node: exp.Create) -> DdlResult:
         unique,
         descending=tuple(item.descending for item in items),
         expressions=tuple(item.expression for item in items),
+        predicate=predicate,
+        opclasses=tuple(item.opclass for item in items),
     )
     catalog = catalog.with_table(table)
     return DdlResult(catalog, "CREATE INDEX", [BuildIndex(table.name, index)])
@@ -903,11 +920,13 @@ def _drop_primary_key(
 
 def _without_columns(table: TableDef, gone: list[ColumnDef]) -> TableDef:
     """``table`` without the columns ``gone`` and, as in Postgres, its constraints on them:
-    the indexes over them (by column or by expression) and the CHECKs that read them."""
+    the indexes over them (by column or by expression), the CHECKs that read them and the
+    triggers that fire on an UPDATE OF them."""
     ids = {c.id for c in gone}
     names = {c.name for c in gone}
     return table.replace(
         columns=tuple(c for c in table.columns if c.id not in ids),
+        triggers=tuple(t for t in table.triggers if not ids & set(t.update_column_ids)),
         indexes=tuple(
             ix
             for ix in table.indexes

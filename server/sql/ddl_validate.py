@@ -41,12 +41,14 @@ def validate(before: Catalog, after: Catalog) -> None:
                 _bind_default(binder, table, col)
             if col.generated is not None and (col.id, col.generated) not in known_generated:
                 generated_columns.validate(binder, table, col)
-        known_indexes = {(ix.id, ix.expressions) for ix in previous.indexes} if previous else set()
+        known_indexes = (
+            {(ix.id, ix.expressions, ix.predicate) for ix in previous.indexes}
+            if previous
+            else set()
+        )
         for ix in table.indexes:
-            if (
-                index_expressions.has_expressions(ix)
-                and (ix.id, ix.expressions) not in known_indexes
-            ):
+            stored = index_expressions.has_expressions(ix) or ix.predicate is not None
+            if stored and (ix.id, ix.expressions, ix.predicate) not in known_indexes:
                 index_expressions.validate(binder, table, ix)
 
 

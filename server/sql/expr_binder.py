@@ -27,6 +27,7 @@ from percolator.server.sql import (
     grouping_sets,
     json_functions,
     json_operators,
+    json_records,
     named_arguments,
     operators,
     ordered_set_aggregates,
@@ -35,6 +36,7 @@ from percolator.server.sql import (
     schemas,
     sequence_functions,
     sleep_functions,
+    user_functions,
     window_binder,
 )
 from percolator.server.sql import types as T
@@ -72,6 +74,7 @@ from percolator.server.sql.datetime_functions import (
 )
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
+    FEATURE_NOT_SUPPORTED,
     GROUPING_ERROR,
     INVALID_PARAMETER_VALUE,
     SYNTAX_ERROR,
@@ -92,7 +95,7 @@ WINDOWING_ERROR = "42P20"
 
 if TYPE_CHECKING:
     from percolator.server.sql.binder import Binder
-    from percolator.server.sql.catalog import Catalog
+    from percolator.server.sql.catalog import Catalog, FunctionDef
 
 _INT4_MAX = (1 << 31) - 1
 _INT8_MAX = (1 << 63) - 1
@@ -800,7 +803,8 @@ class ExprBinder:
             return self.call("div", [self.bind(div.this, scope), self.bind(div.expression, scope)])
         target = self.bind_type(node.to)
         inner = self.bind(node.this, scope)
-        return self.coerce(inner, target, explicit=True)
+        # An argument reaching a user function's parameter is cast implicitly.
+        return self.coerce(inner, target, explicit=not node.args.get(user_functions.IMPLICIT))
 
     def bind_type(self, dtype: exp.DataType) -> SqlType:
         """A sqlglot DataType (or its text) as our SqlType; 42704 for unknown types."""
@@ -1490,6 +1494,15 @@ class ExprBinder:
             and str(left.name).lower() == "pg_catalog"
         ):
             return self.bind(right, scope)
+        if isinstance(right, exp.Anonymous) and isinstance(left, exp.Identifier | exp.Column):
+            schema = str(left.name).lower()
+            found = self.user_function(right, scope, schema)
+            if found is not None:
+                return found
+            if schema not in schemas.SYSTEM_SCHEMAS and not schemas.exists(
+                self.binder.catalog, schema
+            ):
+                raise SqlError(schemas.INVALID_SCHEMA_NAME, f'schema "{schema}" does not exist')
         if isinstance(right, exp.Func | exp.Anonymous):
             return self.bind(right, scope)
         if isinstance(right, exp.Identifier):
@@ -1642,6 +1655,10 @@ class ExprBinder:
     # -- functions -------------------------------------------------------------------------
 
     def _function(self, node: exp.Expression, scope: Scope) -> BExpr:
+        if isinstance(node, exp.Anonymous) and self.binder.catalog.functions:
+            found = self.user_function(node, scope, None)
+            if found is not None:
+                return found
         name, arg_nodes = self.function_name_args(node)
         arg_nodes = named_arguments.positional(name, arg_nodes)
         if name in _AGG_NAMES:
@@ -1667,6 +1684,63 @@ class ExprBinder:
             return sleep_functions.bind(self, name, args)
         return self.call(name, args)
 
+    def user_function(
+        self, node: exp.Anonymous, scope: Scope, schema: str | None
+    ) -> BExpr | None:
+        """A call of a function made by CREATE FUNCTION, expanded into its body
+        (user_functions.py); None when ``node`` names none. A built-in function of the same
+        name comes first, as pg_catalog does on Postgres's search path."""
+        name = str(node.this).lower()
+        overloads = user_functions.candidates(self.binder.catalog, name, schema)
+        if not overloads or (schema is None and is_builtin_function(name)):
+            return None
+        call = self.user_call(name, overloads, list(node.expressions), scope)
+        if call.function.trigger:
+            raise SqlError(
+                FEATURE_NOT_SUPPORTED, "trigger functions can only be called as triggers"
+            )
+        if call.function.procedure:
+            raise SqlError(
+                WRONG_OBJECT_TYPE,
+                f"{call.shown()} is a procedure",
+                hint="To call a procedure, use CALL.",
+            )
+        if not user_functions.is_inlined(call.function):
+            return self._run_at_call(call, scope)
+        if call.function.returns_set and self.srf_ctx is not None:
+            expansion = user_functions.set_in_select_list(call, self.binder.catalog)
+        else:
+            expansion = user_functions.scalar_expression(call, self.binder.catalog)
+        with self.binder.expanding(call.function):
+            return self.bind(expansion, scope)
+
+    def _run_at_call(self, call: user_functions.Call, scope: Scope) -> BExpr:
+        """A call of a PL/pgSQL function, or of a SQL function whose body is not one query:
+        run by the session when the operator awaits it (a call that waits, as nextval is:
+        0A000 where no operator awaits calls)."""
+        fn = call.function
+        args = [self.bind(a, scope) for a in user_functions.typed_arguments(call)]
+
+        async def run(ctx: Any, *values: object) -> object:
+            return await ctx.functions.call(fn, values)
+
+        return self.async_call(fn.name, fn.returns, run, args)
+
+    def user_call(
+        self,
+        name: str,
+        overloads: list[FunctionDef],
+        arg_nodes: list[exp.Expression],
+        scope: Scope,
+    ) -> user_functions.Call:
+        """The overload a call means, with its argument nodes. The arguments are bound once
+        apart, for their types only (their nodes are bound again where the body uses them)."""
+        probe = ExprBinder(self.binder)
+        probe.async_calls_ok = self.async_calls_ok
+        types = [probe.bind(a, scope).type for a in user_functions.argument_values(arg_nodes)]
+        call = user_functions.resolve(name, overloads, arg_nodes, types)
+        return user_functions.bind_arguments(call, arg_nodes)
+
     def async_call(
         self, name: str, t: SqlType, fn: Callable[..., Awaitable[object]], args: list[BExpr]
     ) -> BExpr:
@@ -1691,7 +1765,9 @@ class ExprBinder:
 
         with self.contexts(self.window_ctx, None):
             args = [self.bind(a, scope) for a in arg_nodes]
-        impl = resolve_set_function(name, args, self)
+        # unnest of several arrays exists only in FROM (ROWS FROM syntax), as in Postgres.
+        several_arrays = name == "unnest" and len(args) > 1
+        impl = None if several_arrays else resolve_set_function(name, args, self)
         if impl is None:
             shown = ", ".join(str(a.type) for a in args)
             raise SqlError(
@@ -1722,6 +1798,8 @@ class ExprBinder:
             raise SqlError(
                 UNDEFINED_FUNCTION,
                 f"function {name}({', '.join(str(t) for t in types)}) does not exist",
+                hint="No function matches the given name and argument types. "
+                "You might need to add explicit type casts.",
             )
         if impl.args is not None:
             # The implementation declared its parameter types: cast the arguments to them
@@ -1813,7 +1891,9 @@ class ExprBinder:
         saved = self.in_aggregate_args
         self.in_aggregate_args = True
         try:
-            with self.contexts(None, None):
+            # Nor calls that wait: the aggregate's input is not where the select list's
+            # operator awaits them.
+            with self.contexts(None, None), self.async_calls(False):
                 return self._aggregate_call_inner(node, ctx)
         finally:
             self.in_aggregate_args = saved
@@ -1892,15 +1972,32 @@ class _Bound(exp.Expression):
 
     arg_types = {"this": False}
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int = -1) -> None:
         super().__init__()
-        # Not ``index``: sqlglot's Expression keeps its position in the parent there.
-        self.slot = index
+        # Kept in the node's meta, which sqlglot's copy() carries over (it builds each node
+        # with no arguments); not ``index``, where sqlglot keeps its position in the parent.
+        self.meta["slot"] = index
+
+    @property
+    def slot(self) -> int:
+        return int(self.meta["slot"])
 
 
 def _bind_placeholder(self: ExprBinder, node: _Bound, scope: Scope) -> BExpr:
-    assert isinstance(scope, _PlaceholderScope)
-    return scope.placeholders[node.slot]
+    if isinstance(scope, _PlaceholderScope):
+        return scope.placeholders[node.slot]
+    # A grouped value moved into a subquery (the argument of a SQL function whose body reads
+    # tables): a column of the grouped row, reached as an outer reference.
+    level = 0
+    outer: Scope | None = scope
+    while outer is not None and not isinstance(outer, _PlaceholderScope):
+        outer, level = outer.parent, level + 1
+    value = outer.placeholders[node.slot] if outer is not None else None
+    if isinstance(value, BColumn):
+        return BOuter(value.type, level, value.index)
+    if isinstance(value, BOuter):
+        return BOuter(value.type, value.level + level, value.index)
+    raise unsupported("this grouped expression as the argument of a SQL function")
 
 
 ExprBinder._bind__Bound = _bind_placeholder  # type: ignore[attr-defined]
@@ -2163,3 +2260,20 @@ def _compile_regex(pattern: str, flags: int) -> re.Pattern[str]:
 
 
 __all__ = ["AggregateContext", "ExprBinder", "Params"]
+
+
+def is_builtin_function(name: str) -> bool:
+    """Whether the server implements a function ``name`` (Postgres's pg_catalog ones)."""
+    from percolator.server.sql import catalog_functions  # noqa: F401  (registers its functions)
+
+    return (
+        functions.known(name)
+        or name in _AGG_NAMES
+        or name in _SET_FUNCTIONS
+        or name in sequence_functions.NAMES
+        or name in advisory_functions.NAMES
+        or name in sleep_functions.NAMES
+        or name in window_binder.WINDOW_FUNCTION_NAMES
+        or name in json_records.NAMES
+        or name == "row"
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from percolator.server.sql.catalog import Catalog, CheckDef, ColumnDef, TableDef
+from percolator.server.sql.catalog import Catalog, CheckDef, ColumnDef, IndexDef, TableDef
 from percolator.server.sql.errors import SYNTAX_ERROR, UNDEFINED_TABLE, SqlError
 
 _OPTIONS = frozenset(
@@ -42,10 +42,10 @@ class LikeSpec:
     primary_key: list[str] = field(default_factory=list)
     uniques: list[list[str]] = field(default_factory=list)
     """Unique constraints, by column names."""
-    indexes: list[tuple[list[str], bool, tuple[bool, ...], tuple[str | None, ...]]] = field(
-        default_factory=list
-    )
-    """Other indexes: column names ("" for an expression), unique, descending, expressions."""
+    indexes: list[IndexDef] = field(default_factory=list)
+    """Other indexes (their columns named in ``index_columns``)."""
+    index_columns: list[list[str]] = field(default_factory=list)
+    """Per index of ``indexes``: its key columns' names ("" for an expression)."""
     checks: list[CheckDef] = field(default_factory=list)
 
 
@@ -107,4 +107,5 @@ def _copy_indexes(source: TableDef, spec: LikeSpec) -> None:
         if ix.constraint:
             spec.uniques.append(names(ix.column_ids))
         else:
-            spec.indexes.append((names(ix.column_ids), ix.unique, ix.descending, ix.expressions))
+            spec.indexes.append(ix)
+            spec.index_columns.append(names(ix.column_ids))

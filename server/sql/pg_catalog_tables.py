@@ -43,6 +43,7 @@ from percolator.server.sql.catalog import (
     IndexDef,
     SequenceDef,
     TableDef,
+    TriggerDef,
     ViewDef,
 )
 from percolator.server.sql.catalog_functions import (
@@ -310,6 +311,10 @@ class IndexInfo:
     descending: tuple[bool, ...] = ()
     expressions: tuple[str | None, ...] = ()
     """Per key column: its expression's SQL (IndexDef.expressions), None for a column."""
+    predicate: str | None = None
+    """A partial index's WHERE (IndexDef.predicate)."""
+    opclasses: tuple[str | None, ...] = ()
+    """Per key column: its operator class if not the default (IndexDef.opclasses)."""
 
     @property
     def attnums(self) -> list[int]:
@@ -320,6 +325,10 @@ class IndexInfo:
         """pg_index.indexprs: the expressions, as pg_get_expr shows them, None without."""
         exprs = [redeparse(e, self.table, False) for e in self.expressions if e is not None]
         return ", ".join(exprs) if exprs else None
+
+    def predicate_text(self, pretty: bool) -> str | None:
+        """pg_index.indpred (non-pretty, ``(a > 0)``) and pg_get_indexdef's WHERE."""
+        return None if self.predicate is None else redeparse(self.predicate, self.table, pretty)
 
     def attribute_names(self) -> list[str]:
         """The index's pg_attribute names: a column's, else Postgres's word for the
@@ -421,6 +430,8 @@ def _index_info(table: TableDef, ix: IndexDef) -> IndexInfo:
         ix.constraint,
         ix.descending,
         ix.expressions,
+        ix.predicate,
+        ix.opclasses,
     )
 
 
@@ -1275,6 +1286,8 @@ def _class_rows(catalog: Catalog) -> list[tuple[object, ...]]:
     for t in catalog.tables.values():
         for fk in t.foreign_keys:
             triggered |= {t.id, fk.ref_table_id}
+        if t.triggers:
+            triggered.add(t.id)
     return [
         _class_row(r, r.table is not None and r.table.id in triggered) for r in relations(catalog)
     ]
@@ -1401,6 +1414,14 @@ _OPCLASSES: dict[int, int] = {
 """Type OID -> its default btree operator class (varchar uses text_ops)."""
 
 
+def _opclass_oid(ix: IndexInfo, i: int, t: SqlType) -> int:
+    """pg_index.indclass of key column ``i``: the named operator class, else the default."""
+    from percolator.server.sql.index_expressions import OPERATOR_CLASSES
+
+    named = ix.opclasses[i] if i < len(ix.opclasses) else None
+    return OPERATOR_CLASSES[named][0] if named in OPERATOR_CLASSES else _OPCLASSES.get(t.oid, 0)
+
+
 @_pg(
     "pg_index",
     2610,
@@ -1426,7 +1447,8 @@ def _index_rows(catalog: Catalog) -> Iterator[tuple[object, ...]]:
             yield (
                 ix.oid, t.oid, n, n, ix.unique, False, ix.primary, False, True, False, True,
                 False, True, True, False, ix.attnums, [type_collation(ty) for ty in types],
-                [_OPCLASSES.get(ty.oid, 0) for ty in types], options, ix.expressions_tree(), None,
+                [_opclass_oid(ix, i, ty) for i, ty in enumerate(types)], options,
+                ix.expressions_tree(), ix.predicate_text(False),
             )
 # fmt: on
 
@@ -1942,20 +1964,80 @@ def _pg_description(ctx: Any) -> Iterable[tuple[object, ...]]:
     return comments.descriptions(ctx.catalog)
 
 
+SQL_LANGUAGE_OID = 14
+TRIGGER_TYPE_OID = 2279
+PLPGSQL_LANGUAGE_OID = 12760
+_LANGUAGE_OIDS = {"sql": SQL_LANGUAGE_OID, "plpgsql": PLPGSQL_LANGUAGE_OID}
+
+
+@_pg(
+    "pg_proc",
+    1255,
+    """oid oid; proname name; pronamespace oid; proowner oid; prolang oid; procost real;
+    prorows real; provariadic oid; prosupport regproc; prokind "char"; prosecdef boolean;
+    proleakproof boolean; proisstrict boolean; proretset boolean; provolatile "char";
+    proparallel "char"; pronargs smallint; pronargdefaults smallint; prorettype oid;
+    proargtypes oidvector; proallargtypes oid[]; proargmodes "char"[]; proargnames text[];
+    proargdefaults pg_node_tree; protrftypes oid[]; prosrc text; probin text;
+    prosqlbody pg_node_tree; proconfig text[]; proacl aclitem[]""",
+)
+def _pg_proc(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The functions made by CREATE FUNCTION (Postgres's built-in ones are not listed)."""
+    rows = []
+    for fn in sorted(ctx.catalog.functions.values(), key=lambda f: f.id):
+        schema, bare = schemas.split(fn.name)
+        arg_types = [a.type.oid for a in fn.args]
+        table = fn.columns if fn.row_of is None else ()  # RETURNS TABLE's output columns
+        names = [a.name for a in fn.args] + [c.name for c in table]
+        modes = ["i"] * len(fn.args) + ["t"] * len(table) if table else None
+        all_types = arg_types + [c.type.oid for c in table] if table else None
+        rows.append((
+            fn.oid, bare, schemas.oid(ctx.catalog, schema), BOOTSTRAP_ROLE_OID,
+            _LANGUAGE_OIDS[fn.language], 100.0, 1000.0 if fn.returns_set else 0.0, 0,
+            _regproc("-"), "p" if fn.procedure else "f", False, False, fn.strict,
+            fn.returns_set, fn.volatility, "u", len(fn.args),
+            sum(a.default is not None for a in fn.args),
+            TRIGGER_TYPE_OID if fn.trigger else fn.returns.oid, arg_types, all_types,
+            modes, names if any(names) else None, None, None, fn.body, None, None, None, None,
+        ))  # fmt: skip
+    return rows
+
+
+@_pg(
+    "pg_trigger",
+    2620,
+    """oid oid; tgrelid oid; tgparentid oid; tgname name; tgfoid oid; tgtype smallint;
+    tgenabled "char"; tgisinternal boolean; tgconstrrelid oid; tgconstrindid oid;
+    tgconstraint oid; tgdeferrable boolean; tginitdeferred boolean; tgnargs smallint;
+    tgattr int2vector; tgargs bytea; tgqual pg_node_tree; tgoldtable name;
+    tgnewtable name""",
+)
+def _pg_trigger(ctx: Any) -> Iterable[tuple[object, ...]]:
+    """The triggers made by CREATE TRIGGER (the foreign keys' internal triggers, which
+    Postgres lists too, are not)."""
+    rows = []
+    for table in _user_tables(ctx.catalog):
+        for t in table.triggers:
+            fn = ctx.catalog.functions.get(t.function)
+            attnums = [table.position(c) + 1 for c in t.update_column_ids]
+            args = b"".join(a.encode() + b"\x00" for a in t.args)
+            rows.append((
+                t.oid, table.oid, 0, t.name, fn.oid if fn is not None else 0, trigger_type(t),
+                "O" if t.enabled else "D", False, 0, 0, 0, False, False, len(t.args), attnums,
+                args, None, None, None,
+            ))  # fmt: skip
+    return rows
+
+
+def trigger_type(t: TriggerDef) -> int:
+    """pg_trigger.tgtype: ROW 1, BEFORE 2, INSERT 4, DELETE 8, UPDATE 16."""
+    bits = {"insert": 4, "delete": 8, "update": 16}
+    return 1 | (2 if t.before else 0) | sum(bits[e] for e in t.events)
+
+
 # -- catalogs of features Percolator does not have: the right columns, no rows -------------
 
 _EMPTY_PG: tuple[tuple[str, int, str], ...] = (
-    (
-        "pg_proc",
-        1255,
-        """oid oid; proname name; pronamespace oid; proowner oid; prolang oid; procost real;
-        prorows real; provariadic oid; prosupport regproc; prokind "char"; prosecdef boolean;
-        proleakproof boolean; proisstrict boolean; proretset boolean; provolatile "char";
-        proparallel "char"; pronargs smallint; pronargdefaults smallint; prorettype oid;
-        proargtypes oidvector; proallargtypes oid[]; proargmodes "char"[]; proargnames text[];
-        proargdefaults pg_node_tree; protrftypes oid[]; prosrc text; probin text;
-        prosqlbody pg_node_tree; proconfig text[]; proacl aclitem[]""",
-    ),
     (
         "pg_inherits",
         2611,
@@ -1985,15 +2067,6 @@ _EMPTY_PG: tuple[tuple[str, int, str], ...] = (
         "oid oid; prpubid oid; prrelid oid; prqual pg_node_tree; prattrs int2vector",
     ),
     ("pg_publication_namespace", 6237, "oid oid; pnpubid oid; pnnspid oid"),
-    (
-        "pg_trigger",
-        2620,
-        """oid oid; tgrelid oid; tgparentid oid; tgname name; tgfoid oid; tgtype smallint;
-        tgenabled "char"; tgisinternal boolean; tgconstrrelid oid; tgconstrindid oid;
-        tgconstraint oid; tgdeferrable boolean; tginitdeferred boolean; tgnargs smallint;
-        tgattr int2vector; tgargs bytea; tgqual pg_node_tree; tgoldtable name;
-        tgnewtable name""",
-    ),
     (
         "pg_rewrite",
         2618,
@@ -2097,12 +2170,15 @@ for _name, _oid, _spec in _EMPTY_PG:
     lanplcallfoid oid; laninline oid; lanvalidator oid; lanacl aclitem[]""",
 )
 def _pg_language(ctx: Any) -> Iterable[tuple[object, ...]]:
-    """The built-in languages (\\df+ joins them); no procedural language is installed."""
+    """The languages (\\df+ joins them): the built-in ones and PL/pgSQL, with the OIDs
+    Postgres 15 gives them."""
     return [
         (12, "internal", BOOTSTRAP_ROLE_OID, False, False, 0, 0, 2246, None),
         (13, "c", BOOTSTRAP_ROLE_OID, False, False, 0, 0, 2247, None),
-        (14, "sql", BOOTSTRAP_ROLE_OID, False, True, 0, 0, 2248, None),
-    ]
+        (SQL_LANGUAGE_OID, "sql", BOOTSTRAP_ROLE_OID, False, True, 0, 0, 2248, None),
+        (PLPGSQL_LANGUAGE_OID, "plpgsql", BOOTSTRAP_ROLE_OID, True, True, 12757, 12758, 12759,
+         None),
+    ]  # fmt: skip
 
 
 # -- information_schema ----------------------------------------------------------------------

@@ -46,6 +46,9 @@ def refuse_outside_row(binder: Binder, node: exp.Expression, what: str) -> None:
         raise SqlError(GROUPING_ERROR, f"aggregate functions are not allowed in {what}s")
     if node.find(exp.Window) is not None:
         raise SqlError(WINDOWING_ERROR, f"window functions are not allowed in {what}s")
+    parameter = node.find(exp.Parameter, exp.Placeholder)
+    if parameter is not None:  # nothing would give it a value when a row is written
+        raise SqlError("42P02", f"there is no parameter ${parameter.name}")
 
 
 def not_immutable(e: BExpr) -> bool:

@@ -496,6 +496,9 @@ def objects_in(catalog: Catalog, schema: str) -> list[tuple[str, str]]:
     owned = {k for k, s in catalog.sequences.items() if s.table}
     out += [("sequence", k) for k in catalog.sequences if schema_of(k) == schema and k not in owned]
     out += [("type", k) for k in catalog.enums if schema_of(k) == schema]
+    out += [
+        ("function", f.signature) for f in catalog.functions.values() if schema_of(f.name) == schema
+    ]
     return out
 
 
@@ -589,6 +592,17 @@ def _drop_objects(catalog: Catalog, objects: list[tuple[str, str]]) -> tuple[Cat
             catalog = _replace(catalog, sequences=sequences)
         elif kind == "type":
             catalog = catalog.without_enum(k)
+        elif kind == "function":
+            for t in list(catalog.tables.values()):  # its triggers go with it
+                kept = tuple(tr for tr in t.triggers if tr.function != k)
+                if kept != t.triggers:
+                    dropped += [
+                        f"trigger {tr.name} on table {_shown(t.name)}"
+                        for tr in t.triggers
+                        if tr not in kept
+                    ]
+                    catalog = catalog.with_table(t.replace(triggers=kept))
+            catalog = catalog.without_function(k)
     return catalog, dropped
 
 

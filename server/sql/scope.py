@@ -68,8 +68,9 @@ class Scope:
                     "referenced from this part of the query.",
                 )
             raise SqlError(UNDEFINED_TABLE, f'missing FROM-clause entry for table "{qualifier}"')
-        shown = f"{qualifier}.{name}" if qualifier else name
-        raise SqlError(UNDEFINED_COLUMN, f'column "{shown}" does not exist')
+        # Postgres quotes a bare name only: column "x" / column t.x does not exist.
+        shown = f"{qualifier}.{name}" if qualifier else f'"{name}"'
+        raise SqlError(UNDEFINED_COLUMN, f"column {shown} does not exist")
 
     def _has_relation(self, qualifier: str) -> bool:
         return any(qualifier in s.relations for s in self._chain())

@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from percolator.server.sql import types as T
-from percolator.server.sql.bound import BExpr
+from percolator.server.sql.bound import BCall, BExpr
 from percolator.server.sql.errors import INVALID_PARAMETER_VALUE, SqlError
 from percolator.server.sql.operators import add_interval
 from percolator.server.sql.types import Interval, SqlType, TypeId
@@ -55,6 +55,33 @@ def _unnest(arr: list[object]) -> Iterator[tuple[object, ...]]:
     # A multi-dimensional array (nested lists) unnests in storage order, as in Postgres.
     for v in _flatten(arr):
         yield (v,)
+
+
+def _unnest_zip(*arrays: list[object]) -> Iterator[tuple[object, ...]]:
+    """unnest(a, b, ...) in FROM: the arrays side by side, the shorter ones padded with NULLs
+    (Postgres's ROWS FROM (unnest(a), unnest(b), ...))."""
+    columns = [list(_flatten(arr)) for arr in arrays]
+    for i in range(max(map(len, columns), default=0)):
+        yield tuple(col[i] if i < len(col) else None for col in columns)
+
+
+def _empty_if_null(arr: list[object] | None) -> list[object]:
+    return [] if arr is None else arr
+
+
+def _unnest_several(args: list[BExpr], binder: Any) -> SetFunctionImpl | None:
+    """unnest of several arrays; a NULL array gives no values (a column of NULLs), so its
+    argument is made non-strict: the function scan skips calls with a NULL argument."""
+    arrays: list[BExpr] = []
+    elements: list[SqlType] = []
+    for arg in args:
+        found = _array_arg(arg, binder)
+        if found is None:
+            return None
+        a, elem, _ = found
+        arrays.append(BCall(a.type, "unnest_argument", _empty_if_null, [a], strict=False))
+        elements.append(elem)
+    return SetFunctionImpl(_unnest_zip, elements, arrays, ["unnest"] * len(arrays))
 
 
 def _subscripts(base: int) -> Callable[..., Iterator[tuple[object, ...]]]:
@@ -127,6 +154,8 @@ def resolve_set_function(name: str, args: list[BExpr], binder: Any) -> SetFuncti
             return None
         a, elem, _ = found
         return SetFunctionImpl(_unnest, [elem], [a])
+    if name == "unnest" and len(args) > 1:
+        return _unnest_several(args, binder)
     if name == "generate_subscripts" and len(args) in (2, 3):
         found = _array_arg(args[0], binder)
         if found is None:

@@ -30,6 +30,7 @@ def split_statements(sql: str) -> list[Piece]:
     start = 0
     i = 0
     n = len(sql)
+    depth = 0  # inside CREATE FUNCTION's BEGIN ATOMIC ... END, whose statements end in ';'
     while i < n:
         ch = sql[i]
         if ch == "'":
@@ -41,7 +42,7 @@ def split_statements(sql: str) -> list[Piece]:
             end = sql.find("\n", i)
             i = n if end < 0 else end + 1
         elif ch == "/" and sql.startswith("/*", i):
-            i = _skip_block_comment(sql, i)
+            i = skip_block_comment(sql, i)
         elif ch == "$" and (i == 0 or not _ident_char(sql[i - 1])):
             m = _DOLLAR_TAG.match(sql, i)
             if m:
@@ -53,16 +54,45 @@ def split_statements(sql: str) -> list[Piece]:
                 i = end + len(m.group(0))
             else:
                 i += 1
-        elif ch == ";":
+        elif ch == ";" and depth == 0:
             _add(pieces, sql, start, i)
             start = i + 1
             i += 1
+        elif ch.isalpha() and (i == 0 or not _ident_char(sql[i - 1])):
+            m = _WORD.match(sql, i)
+            assert m is not None
+            depth = _atomic_depth(sql, start, m, depth)
+            i = m.end()
         else:
             i += 1
     _add(pieces, sql, start, n)
     if not pieces:
         return [Piece("", 0)]
     return pieces
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9$]*")
+_ATOMIC = re.compile(r"\s+ATOMIC\b", re.IGNORECASE)
+_CREATE_ROUTINE = re.compile(
+    r"(?:\s+|--[^\n]*\n|/\*[\s\S]*?\*/)*CREATE\s+(?:OR\s+REPLACE\s+)?(?:FUNCTION|PROCEDURE)\b",
+    re.IGNORECASE,
+)
+"""The start of a CREATE FUNCTION / PROCEDURE (after any comments)."""
+
+
+def _atomic_depth(sql: str, start: int, word: re.Match[str], depth: int) -> int:
+    """The BEGIN ATOMIC nesting after ``word``: a routine's SQL-standard body keeps its
+    statements' semicolons (as psql does, it counts CASE ... END inside it)."""
+    w = word.group(0).upper()
+    if depth == 0:
+        if w == "BEGIN" and _ATOMIC.match(sql, word.end()) and _CREATE_ROUTINE.match(sql, start):
+            return 1
+        return 0
+    if w == "CASE":
+        return depth + 1
+    if w == "END":
+        return depth - 1
+    return depth
 
 
 def _ident_char(ch: str) -> bool:
@@ -86,7 +116,7 @@ def _only_comments(text: str) -> bool:
             end = text.find("\n", i)
             i = n if end < 0 else end + 1
         elif text.startswith("/*", i):
-            i = _skip_block_comment(text, i)
+            i = skip_block_comment(text, i)
         else:
             return False
     return True
@@ -112,7 +142,9 @@ def _skip_quoted(sql: str, i: int, quote: str, backslash: bool) -> int:
     )
 
 
-def _skip_block_comment(sql: str, i: int) -> int:
+def skip_block_comment(sql: str, i: int) -> int:
+    """The position after the (nested) ``/* */`` comment starting at ``i``; 42601 if it
+    does not end."""
     depth = 0
     n = len(sql)
     while i < n:

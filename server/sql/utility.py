@@ -12,7 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from percolator.server.sql import comments, enums, schemas, sequence_ddl
+from percolator.server.sql import (
+    comments,
+    database_ddl,
+    enums,
+    function_ddl,
+    schemas,
+    sequence_ddl,
+    trigger_ddl,
+)
 from percolator.server.sql.errors import (
     FEATURE_NOT_SUPPORTED,
     INVALID_PARAMETER_VALUE,
@@ -22,7 +30,7 @@ from percolator.server.sql.errors import (
 )
 
 _TOKEN = re.compile(
-    r"""\s*(?:
+    r"""(?:\s|--[^\n]*|/\*[\s\S]*?\*/)*(?:
         (?P<str>[eE]'(?:[^'\\]|\\[\s\S]|'')*'|'(?:[^']|'')*')
       | (?P<dollar>\$(?P<tag>(?:[A-Za-z_][A-Za-z_0-9]*)?)\$[\s\S]*?\$(?P=tag)\$)
       | (?P<ident>"(?:[^"]|"")*")
@@ -121,6 +129,14 @@ class Commit:
 @dataclass(frozen=True)
 class Rollback:
     pass
+
+
+@dataclass(frozen=True)
+class PrepareTransaction:
+    """PREPARE TRANSACTION: refused (no two-phase commit from the client), after ending the
+    transaction block as Postgres does when a prepare fails, so the session is idle again."""
+
+    gid: str
 
 
 @dataclass(frozen=True)
@@ -357,10 +373,21 @@ class CloseCursor:
     """None for CLOSE ALL."""
 
 
+@dataclass(frozen=True)
+class DoBlock:
+    """``DO [LANGUAGE name] code [LANGUAGE name]``: an anonymous code block (server/plpgsql)."""
+
+    body: str
+    body_offset: int
+    """0-based position of the body's first character in the statement text."""
+    language: str = "plpgsql"
+
+
 UtilityStatement = (
     Begin
     | Commit
     | Rollback
+    | PrepareTransaction
     | Savepoint
     | ReleaseSavepoint
     | RollbackToSavepoint
@@ -387,6 +414,12 @@ UtilityStatement = (
     | Unlisten
     | Notify
     | sequence_ddl.CreateSequence
+    | function_ddl.CreateFunction
+    | function_ddl.DropFunction
+    | function_ddl.Call
+    | trigger_ddl.CreateTrigger
+    | trigger_ddl.DropTrigger
+    | trigger_ddl.EnableTrigger
     | sequence_ddl.AlterSequence
     | sequence_ddl.DropSequence
     | enums.CreateEnum
@@ -395,6 +428,8 @@ UtilityStatement = (
     | PrepareStatement
     | ExecuteStatement
     | comments.CommentOn
+    | database_ddl.CreateDatabase
+    | database_ddl.DropDatabase
 )
 
 
@@ -537,6 +572,8 @@ def _begin(r: TokenReader) -> UtilityStatement:
 
 def _commit(r: TokenReader) -> UtilityStatement:
     r.next()
+    if r.accept("PREPARED"):
+        raise unsupported("COMMIT PREPARED (two-phase commit from the client)")
     r.accept("WORK") or r.accept("TRANSACTION")
     if r.accept("AND"):
         if r.accept("CHAIN"):
@@ -548,6 +585,8 @@ def _commit(r: TokenReader) -> UtilityStatement:
 
 def _rollback(r: TokenReader) -> UtilityStatement:
     r.next()
+    if r.accept("PREPARED"):
+        raise unsupported("ROLLBACK PREPARED (two-phase commit from the client)")
     r.accept("WORK") or r.accept("TRANSACTION")
     if r.accept("TO"):
         r.accept("SAVEPOINT")
@@ -563,8 +602,12 @@ def _rollback(r: TokenReader) -> UtilityStatement:
 
 
 def _prepare(r: TokenReader) -> UtilityStatement:
-    if r.at("PREPARE", "TRANSACTION"):
-        raise unsupported("PREPARE TRANSACTION (two-phase commit from the client)")
+    if r.accept("PREPARE", "TRANSACTION"):
+        t = r.next()
+        if t.kind != "str":
+            r.error(f'syntax error at or near "{t.text}"', t)
+        r.end()
+        return PrepareTransaction(t.value)
     r.next()
     name = r.name()
     types: list[str] = []
@@ -912,6 +955,17 @@ _IGNORED_ROLE_OPTIONS = frozenset(
 
 
 def _create(r: TokenReader) -> UtilityStatement | None:
+    if (
+        r.at("CREATE", "TRIGGER")
+        or r.at("CREATE", "OR", "REPLACE", "TRIGGER")
+        or r.at("CREATE", "CONSTRAINT", "TRIGGER")
+        or r.at("CREATE", "OR", "REPLACE", "CONSTRAINT", "TRIGGER")
+    ):
+        return trigger_ddl.parse_create(r)
+    if r.at("CREATE", "FUNCTION") or r.at("CREATE", "OR", "REPLACE", "FUNCTION"):
+        return function_ddl.parse_create(r)
+    if r.at("CREATE", "PROCEDURE") or r.at("CREATE", "OR", "REPLACE", "PROCEDURE"):
+        return function_ddl.parse_create(r)
     if r.at("CREATE", "SEQUENCE"):
         return sequence_ddl.parse_create(r)
     if r.at("CREATE", "OBSERVER"):
@@ -926,7 +980,7 @@ def _create(r: TokenReader) -> UtilityStatement | None:
         name = r.name()
         return CreateRole(name, _role_options(r), is_user)
     if r.at("CREATE", "DATABASE"):
-        raise unsupported("CREATE DATABASE (a deployment has one database)")
+        return database_ddl.parse_create(r)
     if r.at("CREATE", "SCHEMA"):
         return schemas.parse_create(r)
     if r.at("CREATE", "EXTENSION"):
@@ -935,6 +989,8 @@ def _create(r: TokenReader) -> UtilityStatement | None:
 
 
 def _alter(r: TokenReader) -> UtilityStatement | None:
+    if trigger_ddl.is_enable(r):
+        return trigger_ddl.parse_enable(r)
     if r.at("ALTER", "SCHEMA"):
         return schemas.parse_alter(r)
     if r.at("ALTER", "SEQUENCE"):
@@ -966,6 +1022,10 @@ def _alter(r: TokenReader) -> UtilityStatement | None:
 
 
 def _drop(r: TokenReader) -> UtilityStatement | None:
+    if r.at("DROP", "TRIGGER"):
+        return trigger_ddl.parse_drop(r)
+    if r.at("DROP", "FUNCTION") or r.at("DROP", "PROCEDURE"):
+        return function_ddl.parse_drop(r)
     if r.at("DROP", "SEQUENCE"):
         return sequence_ddl.parse_drop(r)
     if r.at("DROP", "TYPE"):
@@ -987,7 +1047,7 @@ def _drop(r: TokenReader) -> UtilityStatement | None:
     if r.at("DROP", "SCHEMA"):
         return schemas.parse_drop(r)
     if r.at("DROP", "DATABASE"):
-        raise unsupported(f"DROP {r.peek(1).upper}")  # type: ignore[union-attr]
+        return database_ddl.parse_drop(r)
     return None
 
 
@@ -1363,6 +1423,34 @@ def _lock(r: TokenReader) -> UtilityStatement:
     raise unsupported("LOCK TABLE (use SELECT ... FOR UPDATE)")
 
 
+def _do(r: TokenReader) -> UtilityStatement:
+    r.next()
+    language = None
+    body: Token | None = None
+    while not r.done():
+        if r.accept("LANGUAGE"):
+            if language is not None:
+                r.error("conflicting or redundant options")
+            t = r.next()
+            if t.kind not in ("word", "ident", "str"):
+                r.error(f'syntax error at or near "{t.text}"', t)
+            language = t.value
+            continue
+        t = r.next()
+        if t.kind not in ("str", "dollar") or body is not None:
+            r.error(f'syntax error at or near "{t.text}"', t)
+        body = t
+    if body is None:
+        raise SqlError(SYNTAX_ERROR, "no inline code specified")
+    if body.kind == "dollar":
+        offset = body.pos + body.text.index("$", 1) + 1
+    elif body.text[0] in "eE":
+        offset = body.pos + 2
+    else:
+        offset = body.pos + 1
+    return DoBlock(body.value, offset, language or "plpgsql")
+
+
 def _unsupported_keyword(what: str):  # type: ignore[no-untyped-def]
     def handler(r: TokenReader) -> UtilityStatement:
         raise unsupported(what)
@@ -1406,8 +1494,8 @@ _HANDLERS = {
     "DECLARE": _declare,
     "FETCH": _fetch,
     "MOVE": _fetch,
-    "CALL": _unsupported_keyword("CALL"),
-    "DO": _unsupported_keyword("DO blocks"),
+    "CALL": function_ddl.parse_call,
+    "DO": _do,
     "REINDEX": _noop("REINDEX"),
     "CLUSTER": _noop("CLUSTER"),
 }

@@ -142,6 +142,9 @@ class RowLock:
 _HELD = RowLock(True, False)
 """A row this transaction holds already (or goes without a lock: see MAX_ROW_LOCKS)."""
 
+_CHANGED_HELD = RowLock(True, True)
+"""A row this transaction holds already, found changed under the current snapshot."""
+
 _RELEASING: set[asyncio.Task[None]] = set()
 """Releases of row locks of transactions dropped without an end (kept from the collector)."""
 
@@ -221,6 +224,10 @@ class Transaction:
         self._held: dict[CellKey, int] = {}
         """Rows this transaction holds row locks on, and its holds of each (bits, as
         row_locks.HOLDS)."""
+        self._changed_at: dict[CellKey, int] = {}
+        """Rows whose lock found them changed after the snapshot, and that snapshot
+        (read_ts): asked again under it (a self-join's second row lock in one statement),
+        such a held row is still reported changed."""
         self.row_lock_wait: RowLockWait | None = None
         """The rows a lock_rows call is out for (pg_stat_activity's wait_event,
         pg_blocking_pids)."""
@@ -716,7 +723,7 @@ class Transaction:
         # Not held yet, or held weaker than asked now.
         new = [k for k in dict.fromkeys(keys) if not covers(held.get(k, 0), holds)]
         if not new or len(held) + len(new) > MAX_ROW_LOCKS:
-            return [_HELD] * len(keys)
+            return [self._held_lock(k) for k in keys]
         if self._row_locks is None:
             self._row_locks = self._s.row_locks()
         timeout = timeout_s if timeout_s is not None else self._row_lock_wait_bound()
@@ -743,7 +750,18 @@ class Transaction:
         # we end, so it stays as read (a changed one makes the statement fail, or run again
         # on a snapshot taken after this, which sees its newest version).
         held.update((k, held.get(k, 0) | holds) for k, o in outcome.items() if o.taken)
-        return [outcome.get(k, _HELD) for k in keys]
+        self._changed_at.update((k, self.read_ts) for k, o in outcome.items() if o.changed)
+        return [outcome[k] if k in outcome else self._held_lock(k) for k in keys]
+
+    def _held_lock(self, key: CellKey) -> RowLock:
+        """What lock_rows reports for a row this transaction holds already: unchanged,
+        unless its lock found it changed under the current snapshot. Then it is still
+        stale for the statement (a self-join FOR UPDATE locks the row once per side, and
+        READ COMMITTED must re-check both sides against its newest version, as Postgres's
+        EvalPlanQual does)."""
+        if self._changed_at.get(key) == self.read_ts:
+            return _CHANGED_HELD
+        return _HELD
 
     def _row_lock_wait_bound(self) -> float | None:
         """How long a row lock waits when the caller sets no timeout: as long as it takes on
@@ -786,6 +804,7 @@ class Transaction:
     async def _release_row_locks(self) -> None:
         holder, self._row_locks = self._row_locks, None
         self._held = {}
+        self._changed_at = {}
         if holder is not None:
             await holder.release()
 
@@ -795,6 +814,7 @@ class Transaction:
         deadlock's other party goes on."""
         holder, self._row_locks = self._row_locks, None
         self._held = {}
+        self._changed_at = {}
         if holder is not None:
             _release_in_background(holder)
 

@@ -216,6 +216,27 @@ def test_expression_index_entries_are_written(spark: Any, deployment: Deployment
     assert deployment.sql("SELECT count(*) FROM xi_accounts") == [(2,)]
 
 
+def test_partial_index_entries_are_written(spark: Any, deployment: Deployment) -> None:
+    """The writer gives a row entries in a partial index only while its predicate holds: a
+    unique one binds only those rows (insert and upsert)."""
+    deployment.sql("CREATE TABLE pi_items (id bigint PRIMARY KEY, sku text, live boolean)")
+    deployment.sql("CREATE UNIQUE INDEX pi_items_live_sku ON pi_items (sku) WHERE live")
+    df = spark.createDataFrame(
+        [(1, "a", True), (2, "a", False), (3, "a", False)], "id long, sku string, live boolean"
+    )
+    writer(df, deployment, "pi_items").mode("append").save()
+    assert deployment.sql("SELECT id FROM pi_items WHERE sku = 'a' AND live") == [(1,)]
+    retired = spark.createDataFrame([(1, "a", False)], "id long, sku string, live boolean")
+    writer(retired, deployment, "pi_items", upsert="true").mode("append").save()
+    assert deployment.sql("SELECT id FROM pi_items WHERE sku = 'a' AND live") == []
+    live = spark.createDataFrame([(4, "a", True)], "id long, sku string, live boolean")
+    writer(live, deployment, "pi_items").mode("append").save()
+    taken = spark.createDataFrame([(5, "a", True)], "id long, sku string, live boolean")
+    with pytest.raises(PySparkException, match=r"23505.*Key \(sku\)=\(a\)"):
+        writer(taken, deployment, "pi_items").mode("append").save()
+    assert deployment.sql("SELECT count(*) FROM pi_items") == [(4,)]
+
+
 def test_overwrite_replaces_the_table_atomically(spark: Any, deployment: Deployment) -> None:
     deployment.sql("CREATE TABLE snapshot_t (id bigint PRIMARY KEY, name text UNIQUE)")
     deployment.sql("INSERT INTO snapshot_t VALUES (1, 'n1'), (99, 'old')")
