@@ -197,6 +197,7 @@ class CopyInExecution:
         self._pending_at: list[tuple[int, str | None]] = []
         """Each pending row's line and text (None in binary), for a constraint error's CONTEXT."""
         self._count = 0
+        self._fired_before = False
         self._line = 0
         self._raw = ""
         """The current line (record), for errors' CONTEXT."""
@@ -222,6 +223,7 @@ class CopyInExecution:
     # engine_api.CopyIn
     async def write(self, data: bytes) -> None:
         async with self._session.guard():
+            await self._statement_triggers(before=True)
             self._buffer += data
             if self.binary:
                 self._parse_binary()
@@ -240,9 +242,20 @@ class CopyInExecution:
                     raise SqlError(BAD_COPY_FORMAT, "unexpected EOF in COPY data")
             else:
                 self._parse_lines(final=True)
+            await self._statement_triggers(before=True)
             await self._flush()
+            await self._statement_triggers(before=False)
         self._session.statement_done()
         return self.command_tag
+
+    async def _statement_triggers(self, before: bool) -> None:
+        """The table's statement-level INSERT triggers: BEFORE with the first data (once),
+        AFTER once every row is in."""
+        triggers = self._writer.triggers
+        if triggers is None or (before and self._fired_before):
+            return
+        self._fired_before = True
+        await triggers.statement(self._ctx, before, ["insert"])
 
     async def fail(self, message: str) -> None:
         self._pending = []

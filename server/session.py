@@ -393,6 +393,19 @@ def _same_shape(a: list[ResultColumn] | None, b: list[ResultColumn] | None) -> b
     return [(c.name, c.type) for c in a or []] == [(c.name, c.type) for c in b or []]
 
 
+def _statement_events(plan: Plan) -> list[str]:
+    """The events a DML statement fires statement-level triggers for: its own, an INSERT ...
+    ON CONFLICT DO UPDATE's UPDATE too, and each kind of action a MERGE has."""
+    if plan.kind == "insert":
+        on_conflict = plan.statement.on_conflict
+        upsert = on_conflict is not None and on_conflict.do_update
+        return ["insert", "update"] if upsert else ["insert"]
+    if plan.kind == "merge":
+        kinds = {a.kind for a in plan.extra["merge"].actions}
+        return [e for e in ("insert", "update", "delete") if e in kinds]
+    return [plan.kind]
+
+
 async def _iter_list(rows: list[tuple[object, ...]]) -> AsyncIterator[tuple[object, ...]]:
     for r in rows:
         yield r
@@ -1341,7 +1354,7 @@ class SqlSession:
             generated_columns.bind_all(binder, table),
             index_expressions.bind_all(binder, table),
             index_expressions.bind_predicates(binder, table),
-            RowTriggers.of(table, catalog) if fire_triggers else None,
+            RowTriggers.of(table, catalog, binder) if fire_triggers else None,
         )
 
     def _plan_insert(
@@ -1530,7 +1543,18 @@ class SqlSession:
         )
 
     async def _run_statement(self, plan: Plan, ctx: ExecContext) -> Any:
-        """Run a query or DML statement in ``ctx``."""
+        """Run a query or DML statement in ``ctx`` (a DML statement between its table's
+        statement-level triggers)."""
+        triggers = plan.writer.triggers if plan.writer is not None else None
+        if triggers is None or plan.kind not in ("insert", "update", "delete", "merge"):
+            return await self._run_statement_itself(plan, ctx)
+        events = _statement_events(plan)
+        await triggers.statement(ctx, True, events)
+        result = await self._run_statement_itself(plan, ctx)
+        await triggers.statement(ctx, False, events[::-1])  # Postgres's order: reversed
+        return result
+
+    async def _run_statement_itself(self, plan: Plan, ctx: ExecContext) -> Any:
         kind = plan.kind
         if kind == "query":
             assert plan.node is not None

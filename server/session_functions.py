@@ -148,13 +148,14 @@ class FunctionCaller:
         schema, bare = schemas.split(table.name)
         values: list[tuple[object, SqlType]] = [
             (record(new), T.RECORD), (record(old), T.RECORD), (trigger.name, T.NAME),
-            ("BEFORE" if trigger.before else "AFTER", T.TEXT), ("ROW", T.TEXT),
+            ("BEFORE" if trigger.before else "AFTER", T.TEXT),
+            ("ROW" if trigger.row_level else "STATEMENT", T.TEXT),
             (event.upper(), T.TEXT), (table.oid, T.OID), (bare, T.NAME), (bare, T.NAME),
             (schema, T.NAME), (len(trigger.args), T.INT4), (list(trigger.args), T.TEXT_ARRAY),
         ]  # fmt: skip
         shown = f"{fn.name.rpartition('.')[2]}()"
         result, src = await self._run(fn, values, shown)
-        if not trigger.before:
+        if not trigger.before or not trigger.row_level:
             return None
         if src is None:
             raise SqlError(

@@ -1,4 +1,7 @@
-"""Row triggers as a table writer fires them (CREATE TRIGGER; server/sql/trigger_ddl.py).
+"""Triggers as a table writer fires them (CREATE TRIGGER; server/sql/trigger_ddl.py).
+
+Statement-level triggers fire once before and once after a statement (the session calls
+:meth:`RowTriggers.statement`); row triggers as follows.
 
 BEFORE triggers run as each row is about to be written (after the rows before it were), in
 the order of their names, each seeing the row the one before returned: one that returns NULL
@@ -13,11 +16,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from percolator.server.planner.compile import Compiled, compile_expr
+from percolator.server.sql import trigger_ddl
 from percolator.server.sql.catalog import Catalog, FunctionDef, TableDef, TriggerDef
 
+if TYPE_CHECKING:
+    from percolator.server.sql.binder import Binder
+
 Row = tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """One enabled trigger: its definition, its function, its WHEN compiled over the row
+    OLD's columns then NEW's."""
+
+    definition: TriggerDef
+    function: FunctionDef
+    when: Compiled | None
 
 
 @dataclass(frozen=True)
@@ -25,13 +43,19 @@ class RowTriggers:
     """A table's enabled row triggers with their functions."""
 
     table: TableDef
-    triggers: tuple[tuple[TriggerDef, FunctionDef], ...]
+    triggers: tuple[Trigger, ...]
 
     @classmethod
-    def of(cls, table: TableDef, catalog: Catalog) -> RowTriggers | None:
+    def of(cls, table: TableDef, catalog: Catalog, binder: Binder) -> RowTriggers | None:
         """The table's triggers (None when it has none, so writers pay nothing)."""
         found = tuple(
-            (t, catalog.functions[t.function])
+            Trigger(
+                t,
+                catalog.functions[t.function],
+                None
+                if t.when is None
+                else compile_expr(trigger_ddl.when_condition(binder, table, t.when)),
+            )
             for t in table.triggers
             if t.enabled and t.function in catalog.functions
         )
@@ -41,15 +65,39 @@ class RowTriggers:
         """Whether a BEFORE (or AFTER) trigger of ``event`` is enabled."""
         return bool(self._for(before, event))
 
-    def _for(self, before: bool, event: str) -> list[tuple[TriggerDef, FunctionDef]]:
-        return [(t, f) for t, f in self.triggers if t.before == before and event in t.events]
+    def _for(self, before: bool, event: str, row_level: bool = True) -> list[Trigger]:
+        return [
+            t
+            for t in self.triggers
+            if t.definition.before == before
+            and event in t.definition.events
+            and t.definition.row_level == row_level
+        ]
 
-    def _update_fires(self, trigger: TriggerDef, old: Row, new: Row) -> bool:
-        """UPDATE OF columns: whether one of them changed (Postgres asks whether the UPDATE
-        names one in its SET list; a column set to its own value differs here)."""
-        if not trigger.update_column_ids:
+    async def statement(self, ctx: Any, before: bool, events: Sequence[str]) -> None:
+        """The statement-level triggers of ``events`` (once per statement, whether or not
+        it changes rows, as in Postgres)."""
+        for event in events:
+            for trigger in self._for(before, event, row_level=False):
+                await self._fire(ctx, trigger, event, None, None)
+
+    def _applies(self, trigger: Trigger, ctx: Any, old: Row | None, new: Row | None) -> bool:
+        """Whether the trigger fires for this change: its UPDATE OF columns (whether one of
+        them changed: Postgres asks whether the UPDATE names one in its SET list, a column
+        set to its own value differs here) and its WHEN."""
+        t = trigger.definition
+        if t.update_column_ids and old is not None and new is not None:
+            positions = map(self.table.position, t.update_column_ids)
+            if not any(old[p] != new[p] for p in positions):
+                return False
+        if trigger.when is None:
             return True
-        return any(old[p] != new[p] for p in map(self.table.position, trigger.update_column_ids))
+        width = len(self.table.columns)
+        nulls = (None,) * width
+        row = (old[:width] if old is not None else nulls) + (
+            new[:width] if new is not None else nulls
+        )
+        return trigger.when(row, ctx) is True
 
     async def before_insert(self, ctx: Any, rows: Sequence[Row]) -> list[Row]:
         """The rows to insert once BEFORE INSERT triggers ran (skipped ones left out)."""
@@ -59,10 +107,11 @@ class RowTriggers:
         out: list[Row] = []
         for row in rows:
             current: Row | None = row
-            for trigger, fn in fired:
-                current = await ctx.functions.fire(fn, trigger, self.table, "insert", None, current)
-                if current is None:
-                    break
+            for trigger in fired:
+                if self._applies(trigger, ctx, None, current):
+                    current = await self._fire(ctx, trigger, "insert", None, current)
+                    if current is None:
+                        break
             if current is not None:
                 out.append(current)
         return out
@@ -70,19 +119,19 @@ class RowTriggers:
     async def before_update(self, ctx: Any, old: Row, new: Row) -> Row | None:
         """The row to write once BEFORE UPDATE triggers ran; None: the update is skipped."""
         current: Row | None = new
-        for trigger, fn in self._for(True, "update"):
-            if not self._update_fires(trigger, old, new):
-                continue
-            current = await ctx.functions.fire(fn, trigger, self.table, "update", old, current)
-            if current is None:
-                return None
+        for trigger in self._for(True, "update"):
+            if self._applies(trigger, ctx, old, current):
+                current = await self._fire(ctx, trigger, "update", old, current)
+                if current is None:
+                    return None
         return current
 
     async def before_delete(self, ctx: Any, old: Row) -> bool:
         """Whether the row is still to be deleted once BEFORE DELETE triggers ran."""
-        for trigger, fn in self._for(True, "delete"):
-            if await ctx.functions.fire(fn, trigger, self.table, "delete", old, None) is None:
-                return False
+        for trigger in self._for(True, "delete"):
+            if self._applies(trigger, ctx, old, None):
+                if await self._fire(ctx, trigger, "delete", old, None) is None:
+                    return False
         return True
 
     async def after(
@@ -91,7 +140,13 @@ class RowTriggers:
         """AFTER triggers for the rows a statement changed: (old, new) pairs."""
         fired = self._for(False, event)
         for old, new in changes if fired else ():
-            for trigger, fn in fired:
-                if event == "update" and not self._update_fires(trigger, old, new):  # type: ignore[arg-type]
-                    continue
-                await ctx.functions.fire(fn, trigger, self.table, event, old, new)
+            for trigger in fired:
+                if self._applies(trigger, ctx, old, new):
+                    await self._fire(ctx, trigger, event, old, new)
+
+    async def _fire(
+        self, ctx: Any, trigger: Trigger, event: str, old: Row | None, new: Row | None
+    ) -> Row | None:
+        return await ctx.functions.fire(  # type: ignore[no-any-return]
+            trigger.function, trigger.definition, self.table, event, old, new
+        )

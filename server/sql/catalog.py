@@ -167,7 +167,7 @@ class ForeignKeyDef:
 
 @dataclass(frozen=True)
 class TriggerDef:
-    """A row trigger (CREATE TRIGGER; server/sql/trigger_ddl.py): when it fires, for which
+    """A trigger (CREATE TRIGGER; server/sql/trigger_ddl.py): when it fires, for which
     changes, and the function it runs (by :attr:`FunctionDef.signature`) with its
     arguments."""
 
@@ -182,6 +182,10 @@ class TriggerDef:
     """UPDATE OF these columns only (empty: any UPDATE), by column id (renames keep it)."""
     enabled: bool = True
     oid: int = 0
+    when: str | None = None
+    """WHEN's condition, as SQL text over ``old.`` and ``new.`` columns."""
+    row_level: bool = True
+    """FOR EACH ROW, or FOR EACH STATEMENT (once per statement, with no row)."""
 
 
 @dataclass(frozen=True)

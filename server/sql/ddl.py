@@ -26,6 +26,7 @@ from percolator.server.sql import (
     row_expressions,
     schemas,
     sequence_ddl,
+    trigger_ddl,
     views,
 )
 from percolator.server.sql.catalog import (
@@ -926,7 +927,7 @@ def _without_columns(table: TableDef, gone: list[ColumnDef]) -> TableDef:
     names = {c.name for c in gone}
     return table.replace(
         columns=tuple(c for c in table.columns if c.id not in ids),
-        triggers=tuple(t for t in table.triggers if not ids & set(t.update_column_ids)),
+        triggers=tuple(t for t in table.triggers if not trigger_ddl.reads(t, ids, names)),
         indexes=tuple(
             ix
             for ix in table.indexes
@@ -1172,6 +1173,7 @@ def _alter_action(
                     raise unsupported("dropping the last column of a table")
                 for c in gone:
                     table = foreign_key_ddl.check_column_drop(catalog, table, c.id)
+                trigger_ddl.check_column_drop(table, gone, cascade, notices)
                 table = _without_columns(table, gone)
                 for c in gone:
                     catalog = views.check_column_drop(
@@ -1196,6 +1198,7 @@ def _alter_action(
         )
         renamed = generated_columns.rename_column(table.replace(columns=cols), old, new)
         renamed = index_expressions.rename_column(renamed, old, new)
+        renamed = trigger_ddl.rename_column(renamed, old, new)
         catalog = catalog.with_table(renamed)
         return views.rename_column(catalog, table, old, new), table.name
     if isinstance(action, exp.AlterRename):

@@ -2032,7 +2032,7 @@ def _pg_trigger(ctx: Any) -> Iterable[tuple[object, ...]]:
 def trigger_type(t: TriggerDef) -> int:
     """pg_trigger.tgtype: ROW 1, BEFORE 2, INSERT 4, DELETE 8, UPDATE 16."""
     bits = {"insert": 4, "delete": 8, "update": 16}
-    return 1 | (2 if t.before else 0) | sum(bits[e] for e in t.events)
+    return int(t.row_level) | (2 if t.before else 0) | sum(bits[e] for e in t.events)
 
 
 # -- catalogs of features Percolator does not have: the right columns, no rows -------------

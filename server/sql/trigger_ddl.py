@@ -3,8 +3,8 @@
 A trigger lives in its table's definition (:attr:`TableDef.triggers`), so it goes with the
 table (DROP TABLE, renames). The table writer fires it (server/planner/triggers.py). What is
 supported: ``{BEFORE | AFTER} {INSERT | UPDATE [OF col, ...] | DELETE} [OR ...] ON table
-FOR EACH ROW EXECUTE {FUNCTION | PROCEDURE} f(args)``, and ``ALTER TABLE ... {ENABLE |
-DISABLE} TRIGGER``; statement-level triggers, INSTEAD OF, TRUNCATE, WHEN, REFERENCING and
+[FOR EACH {ROW | STATEMENT}] [WHEN (condition)] EXECUTE {FUNCTION | PROCEDURE} f(args)``,
+and ``ALTER TABLE ... {ENABLE | DISABLE} TRIGGER``; INSTEAD OF, TRUNCATE, REFERENCING and
 constraint triggers are 0A000.
 """
 
@@ -14,24 +14,34 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
+
 from percolator.server.sql import schemas, user_functions
+from percolator.server.sql.bound import BExpr, OutCol
 from percolator.server.sql.catalog import (
     FIRST_USER_OID,
     Catalog,
+    ColumnDef,
     FunctionDef,
     TableDef,
     TriggerDef,
 )
 from percolator.server.sql.errors import (
+    DEPENDENT_OBJECTS_STILL_EXIST,
     DUPLICATE_OBJECT,
+    FEATURE_NOT_SUPPORTED,
     UNDEFINED_FUNCTION,
     UNDEFINED_OBJECT,
     WRONG_OBJECT_TYPE,
     SqlError,
     unsupported,
 )
+from percolator.server.sql.scope import Scope
 
 if TYPE_CHECKING:
+    from percolator.server.sql.binder import Binder
     from percolator.server.sql.utility import TokenReader
 
 _EVENTS = ("insert", "update", "delete")
@@ -51,6 +61,9 @@ class CreateTrigger:
     function: str
     args: tuple[str, ...]
     or_replace: bool = False
+    when: str | None = None
+    """WHEN's condition, as SQL text over OLD and NEW."""
+    row_level: bool = True
 
 
 @dataclass(frozen=True)
@@ -120,10 +133,11 @@ def parse_create(r: TokenReader) -> CreateTrigger:
             r.expect("ROW")
     else:
         statement_level = True  # Postgres's default
-    if statement_level:
-        raise unsupported("statement-level triggers (FOR EACH STATEMENT)")
-    if r.at("WHEN"):
-        raise unsupported("WHEN conditions on triggers")
+    when = _when(r) if r.accept("WHEN") else None
+    if statement_level and when is not None:
+        raise unsupported("WHEN on statement-level triggers")
+    if statement_level and columns:
+        raise unsupported("UPDATE OF on statement-level triggers")
     r.expect("EXECUTE")
     if not r.accept("FUNCTION"):
         r.expect("PROCEDURE")
@@ -131,7 +145,26 @@ def parse_create(r: TokenReader) -> CreateTrigger:
     args = _arguments(r)
     r.end()
     ordered = tuple(e for e in _EVENTS if e in events)
-    return CreateTrigger(name, before, ordered, tuple(columns), table, function, args, or_replace)
+    return CreateTrigger(
+        name, before, ordered, tuple(columns), table, function, args, or_replace, when,
+        not statement_level,
+    )  # fmt: skip
+
+
+def _when(r: TokenReader) -> str:
+    """WHEN ( condition ): the condition's text."""
+    start = r.peek()
+    r.expect("(")
+    depth = 1
+    while depth:
+        t = r.next()
+        if t.kind == "punct" and t.text == "(":
+            depth += 1
+        elif t.kind == "punct" and t.text == ")":
+            depth -= 1
+    assert start is not None
+    end = r.tokens[r.i - 1]
+    return r.sql[start.pos + 1 : end.pos].strip()
 
 
 def _arguments(r: TokenReader) -> tuple[str, ...]:
@@ -223,12 +256,107 @@ def create(catalog: Catalog, stmt: CreateTrigger) -> Catalog:
     else:
         trigger_id, catalog = catalog.allocate_id()
         oid = FIRST_USER_OID + trigger_id
+    when = None if stmt.when is None else _parse_when(stmt.when).sql(dialect="postgres")
     trigger = TriggerDef(
         stmt.name, stmt.before, stmt.events, fn.signature, stmt.args, tuple(column_ids),
-        oid=oid,
+        oid=oid, when=when, row_level=stmt.row_level,
     )  # fmt: skip
+    if trigger.when is not None:
+        _check_when(catalog, table, trigger)
     kept = tuple(t for t in table.triggers if t.name != stmt.name)
     return catalog.with_table(table.replace(triggers=_ordered((*kept, trigger))))
+
+
+def when_condition(binder: Binder, table: TableDef, text: str) -> BExpr:
+    """A trigger's WHEN bound over the row ``OLD`` columns then ``NEW`` columns (each the
+    table's, a row of NULLs where the event has none)."""
+    columns = [
+        OutCol(c.name, c.type, table.oid, i + 1, relation)
+        for relation in ("old", "new")
+        for i, c in enumerate(table.columns)
+    ]
+    return binder.exprs.bind_condition(
+        _parse_when(text), Scope(columns, None, {"old", "new"}), "WHEN"
+    )
+
+
+def _parse_when(text: str) -> exp.Expression:
+    """A WHEN condition's tree, its unquoted names folded as Postgres folds them."""
+    select = sqlglot.parse_one(f"SELECT {text}", read="postgres")
+    return normalize_identifiers(select, dialect="postgres").expressions[0]
+
+
+def rename_column(table: TableDef, old: str, new: str) -> TableDef:
+    """After column ``old`` became ``new``: the WHEN conditions that read it say so."""
+
+    def rename(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and n.name == old:
+            return exp.column(exp.to_identifier(new, quoted=new != new.lower()), table=n.table)
+        return n
+
+    triggers = tuple(
+        t
+        if t.when is None
+        else dataclasses.replace(
+            t, when=_parse_when(t.when).transform(rename).sql(dialect="postgres")
+        )
+        for t in table.triggers
+    )
+    return table.replace(triggers=triggers)
+
+
+def check_column_drop(
+    table: TableDef, gone: list[ColumnDef], cascade: bool, notices: list[str]
+) -> None:
+    """DROP COLUMN of columns a trigger reads (UPDATE OF, WHEN): 2BP01 without CASCADE, as
+    in Postgres; with it, a notice for each trigger (dropped with the columns)."""
+    ids, names = {c.id for c in gone}, {c.name for c in gone}
+    users = sorted((t for t in table.triggers if reads(t, ids, names)), key=lambda t: t.oid)
+    if not users:
+        return
+    bare = schemas.split(table.name)[1]
+    if not cascade:
+        column = gone[0].name
+        raise SqlError(
+            DEPENDENT_OBJECTS_STILL_EXIST,
+            f"cannot drop column {column} of table {bare} because other objects depend on it",
+            detail="\n".join(
+                f"trigger {t.name} on table {bare} depends on column {column} of table {bare}"
+                for t in users
+            ),
+            hint="Use DROP ... CASCADE to drop the dependent objects too.",
+        )
+    notices.extend(f"drop cascades to trigger {t.name} on table {bare}" for t in users)
+
+
+def reads(trigger: TriggerDef, ids: set[int], names: set[str]) -> bool:
+    """Whether ``trigger`` fires on an UPDATE OF one of the columns ``ids`` or its WHEN reads
+    one named in ``names`` (DROP COLUMN drops such a trigger)."""
+    if ids & set(trigger.update_column_ids):
+        return True
+    if trigger.when is None:
+        return False
+    return any(c.name in names for c in _parse_when(trigger.when).find_all(exp.Column))
+
+
+def _check_when(catalog: Catalog, table: TableDef, trigger: TriggerDef) -> None:
+    """Postgres's checks of a WHEN condition: it binds over OLD and NEW, does not read OLD
+    in an INSERT trigger nor NEW in a DELETE one (42P17), and has no subquery (0A000)."""
+    from percolator.server.sql.binder import Binder  # it reads the catalog this module edits
+    from percolator.server.sql.expr_binder import Params
+
+    assert trigger.when is not None
+    node = _parse_when(trigger.when)
+    if node.find(exp.Subquery, exp.Exists, exp.Select) is not None:
+        raise SqlError(FEATURE_NOT_SUPPORTED, "cannot use subquery in trigger WHEN condition")
+    qualifiers = {c.table.lower() for c in node.find_all(exp.Column)}
+    for event, side in (("insert", "old"), ("delete", "new")):
+        if event in trigger.events and side in qualifiers:
+            raise SqlError(
+                INVALID_OBJECT_DEFINITION,
+                f"{event.upper()} trigger's WHEN condition cannot reference {side.upper()} values",
+            )
+    when_condition(Binder(catalog, Params()), table, trigger.when)
 
 
 def _ordered(triggers: tuple[TriggerDef, ...]) -> tuple[TriggerDef, ...]:
@@ -315,7 +443,7 @@ def _definition(catalog: Catalog, table: TableDef, t: TriggerDef, pretty: bool) 
     from percolator.server.sql.quoting import quote_ident, quote_literal
 
     events = []
-    for e in t.events:
+    for e in sorted(t.events, key=("insert", "delete", "update").index):  # tgtype's bit order
         text = e.upper()
         if e == "update" and t.update_column_ids:
             columns = [table.column_by_id(c).name for c in t.update_column_ids]
@@ -326,7 +454,9 @@ def _definition(catalog: Catalog, table: TableDef, t: TriggerDef, pretty: bool) 
     fn = catalog.functions.get(t.function)
     fn_name = schemas.split(fn.name)[1] if fn is not None else "?"
     args = ", ".join(quote_literal(a) for a in t.args)
+    when = f" WHEN ({t.when})" if t.when is not None else ""
     return (
         f"CREATE TRIGGER {quote_ident(t.name)} {'BEFORE' if t.before else 'AFTER'} "
-        f"{' OR '.join(events)} ON {on} FOR EACH ROW EXECUTE FUNCTION {fn_name}({args})"
+        f"{' OR '.join(events)} ON {on} FOR EACH {'ROW' if t.row_level else 'STATEMENT'}"
+        f"{when} EXECUTE FUNCTION {fn_name}({args})"
     )

@@ -202,6 +202,70 @@ def test_drop_schema_cascade_drops_the_triggers(pair: Pair) -> None:
     )
 
 
+def test_when_conditions(pair: Pair) -> None:
+    scripted.compare(
+        *pair,
+        [
+            "CREATE TABLE tr_w (id int PRIMARY KEY, price int, note text)",
+            "CREATE TABLE tr_wlog (n serial PRIMARY KEY, msg text)",
+            "CREATE FUNCTION tr_wlog_f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " INSERT INTO tr_wlog (msg) VALUES (TG_NAME || ':' || coalesce(NEW.id, OLD.id));"
+            " IF TG_OP = 'DELETE' THEN RETURN OLD; END IF; RETURN NEW; END $$",
+            "CREATE TRIGGER w_changed AFTER UPDATE ON tr_w FOR EACH ROW"
+            " WHEN (OLD.price IS DISTINCT FROM NEW.price) EXECUTE FUNCTION tr_wlog_f()",
+            "CREATE TRIGGER w_big BEFORE INSERT ON tr_w FOR EACH ROW WHEN (NEW.price > 100)"
+            " EXECUTE FUNCTION tr_wlog_f()",
+            "CREATE TRIGGER w_bad BEFORE INSERT ON tr_w FOR EACH ROW WHEN (old.price > 1)"
+            " EXECUTE FUNCTION tr_wlog_f()",
+            "CREATE TRIGGER w_bad AFTER DELETE ON tr_w FOR EACH ROW WHEN (new.price > 1)"
+            " EXECUTE FUNCTION tr_wlog_f()",
+            "CREATE TRIGGER w_bad AFTER DELETE ON tr_w FOR EACH ROW WHEN ((SELECT true))"
+            " EXECUTE FUNCTION tr_wlog_f()",
+            "CREATE TRIGGER w_bad AFTER DELETE ON tr_w FOR EACH ROW WHEN (old.nope > 1)"
+            " EXECUTE FUNCTION tr_wlog_f()",
+            "INSERT INTO tr_w VALUES (1, 50, 'a'), (2, 500, 'b')",
+            "UPDATE tr_w SET note = 'x'",
+            "UPDATE tr_w SET price = price + 1 WHERE id = 1",
+            "ALTER TABLE tr_w RENAME COLUMN price TO cost",
+            "UPDATE tr_w SET cost = cost + 1 WHERE id = 2",
+            "SELECT msg FROM tr_wlog ORDER BY n",
+            "SELECT pg_get_triggerdef(oid, true) FROM pg_trigger"
+            " WHERE tgrelid = 'tr_w'::regclass ORDER BY tgname",
+            "ALTER TABLE tr_w DROP COLUMN note",
+            "ALTER TABLE tr_w DROP COLUMN cost",
+            "ALTER TABLE tr_w DROP COLUMN cost CASCADE",
+            "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'tr_w'::regclass",
+        ],
+    )
+
+
+def test_statement_level_triggers(pair: Pair) -> None:
+    ours, ref = pair
+    script = [
+        "CREATE TABLE tr_st (id int PRIMARY KEY, v int)",
+        "CREATE TABLE tr_stlog (n serial PRIMARY KEY, msg text)",
+        "CREATE FUNCTION tr_st_f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " INSERT INTO tr_stlog (msg) VALUES (TG_NAME || ' ' || TG_WHEN || ' ' || TG_LEVEL"
+        " || ' ' || TG_OP); RETURN NULL; END $$",
+        "CREATE TRIGGER s_b BEFORE INSERT OR UPDATE OR DELETE ON tr_st FOR EACH STATEMENT"
+        " EXECUTE FUNCTION tr_st_f()",
+        "CREATE TRIGGER s_a AFTER INSERT OR UPDATE OR DELETE ON tr_st EXECUTE FUNCTION tr_st_f()",
+        "INSERT INTO tr_st VALUES (1, 1), (2, 2)",
+        "UPDATE tr_st SET v = v + 1 WHERE id = 99",
+        "DELETE FROM tr_st WHERE id = 1",
+        "INSERT INTO tr_st VALUES (2, 5) ON CONFLICT (id) DO UPDATE SET v = excluded.v",
+        "MERGE INTO tr_st t USING (VALUES (2, 9), (3, 3)) s(id, v) ON t.id = s.id"
+        " WHEN MATCHED THEN UPDATE SET v = s.v WHEN NOT MATCHED THEN INSERT VALUES (s.id, s.v)",
+        "SELECT pg_get_triggerdef(oid, true), tgtype FROM pg_trigger"
+        " WHERE tgrelid = 'tr_st'::regclass ORDER BY tgname",
+    ]
+    scripted.compare(ours, ref, script)
+    for conn in pair:
+        with conn.cursor().copy("COPY tr_st FROM STDIN") as copy:
+            copy.write_row((10, 10))
+    scripted.compare(ours, ref, ["SELECT msg FROM tr_stlog ORDER BY n"])
+
+
 def test_enable_and_disable(pair: Pair) -> None:
     scripted.compare(
         *pair,
@@ -227,8 +291,7 @@ def test_enable_and_disable(pair: Pair) -> None:
 def test_refused_trigger_kinds(pair: Pair) -> None:
     ours, _ = pair
     for sql in [
-        "CREATE TRIGGER s AFTER INSERT ON tr_items FOR EACH STATEMENT EXECUTE FUNCTION tr_touch()",
-        "CREATE TRIGGER s BEFORE INSERT ON tr_items FOR EACH ROW WHEN (NEW.id > 0)"
+        "CREATE TRIGGER s AFTER UPDATE OF name ON tr_items FOR EACH STATEMENT"
         " EXECUTE FUNCTION tr_touch()",
         "CREATE TRIGGER s BEFORE TRUNCATE ON tr_items EXECUTE FUNCTION tr_touch()",
         "CREATE CONSTRAINT TRIGGER s AFTER INSERT ON tr_items FOR EACH ROW"
