@@ -1655,8 +1655,8 @@ class ExprBinder:
     # -- functions -------------------------------------------------------------------------
 
     def _function(self, node: exp.Expression, scope: Scope) -> BExpr:
-        if isinstance(node, exp.Anonymous) and self.binder.catalog.functions:
-            found = self.user_function(node, scope, None)
+        if self.binder.catalog.functions:
+            found = self.user_function(_as_call(self, node), scope, None)
             if found is not None:
                 return found
         name, arg_nodes = self.function_name_args(node)
@@ -2260,6 +2260,15 @@ def _compile_regex(pattern: str, flags: int) -> re.Pattern[str]:
 
 
 __all__ = ["AggregateContext", "ExprBinder", "Params"]
+
+
+def _as_call(binder: ExprBinder, node: exp.Expression) -> exp.Anonymous:
+    """A call as a plain named call: sqlglot gives calls of names other dialects know their
+    own nodes (``datediff(a, b)`` is DateDiff), which a user function may be named after."""
+    if isinstance(node, exp.Anonymous):
+        return node
+    name, args = binder.function_name_args(node)
+    return exp.Anonymous(this=name, expressions=[a.copy() for a in args])
 
 
 def is_builtin_function(name: str) -> bool:

@@ -2269,6 +2269,7 @@ SCRIPTS: dict[str, Script] = {
             "CREATE FUNCTION fn_none() RETURNS int LANGUAGE sql AS 'SELECT 1 WHERE false'",
             "CREATE FUNCTION fn_narrow() RETURNS int LANGUAGE sql AS 'SELECT 1::bigint'",
             "CREATE FUNCTION fn_atomic(x int) RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT x + 100; END",
+            "CREATE FUNCTION datediff(a date, b date) RETURNS int LANGUAGE sql AS 'SELECT b - a'",
         ],
         cases=[
             "SELECT cat, fn_total(cat) FROM fn_items ORDER BY id",
@@ -2298,6 +2299,7 @@ SCRIPTS: dict[str, Script] = {
             "SELECT fn_series(2), generate_series(1, 3)",
             "SELECT s FROM fn_series(3) AS s WHERE s > 1 ORDER BY s DESC",
             "SELECT fn_first(), fn_none() IS NULL, fn_narrow(), fn_atomic(1)",
+            "SELECT datediff('2020-01-01', '2020-01-05'), datediff(DATE '2021-03-01', DATE '2021-02-01')",
             "SELECT * FROM fn_first()",
             "SELECT * FROM fn_first() AS f(v)",
             "SELECT id FROM fn_items WHERE fn_dbl(id) = 4",
