@@ -1102,7 +1102,7 @@ for _names, _field, _scale in (
 _IV_TOKEN = re.compile(
     r"\s*(?:(?P<ym>[+-]?\d+-\d+)(?![\d:])"
     r"|(?P<time>[+-]?\d+:\d+(?::\d+(?:\.\d*)?)?)"
-    r"|(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))\s*(?P<unit>[a-z]+)?"
+    r"|(?P<num>[+-]?\s*(?:\d+\.?\d*|\.\d+))\s*(?P<unit>[a-z]+)?"
     r"|(?P<ago>ago)\b)"
 )
 _ISO_IV = re.compile(
@@ -1197,7 +1197,7 @@ def interval_in(s: str) -> Interval:
         else:
             if pending_number is not None:
                 raise bad
-            value = Fraction(m["num"])
+            value = Fraction("".join(m["num"].split()))  # "- 1 day" as Postgres reads it
             unit = m["unit"]
             if unit is None:
                 pending_number = value

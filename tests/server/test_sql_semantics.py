@@ -2270,6 +2270,7 @@ SCRIPTS: dict[str, Script] = {
             "CREATE FUNCTION fn_narrow() RETURNS int LANGUAGE sql AS 'SELECT 1::bigint'",
             "CREATE FUNCTION fn_atomic(x int) RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT x + 100; END",
             "CREATE FUNCTION datediff(a date, b date) RETURNS int LANGUAGE sql AS 'SELECT b - a'",
+            "CREATE FUNCTION last_day(d date) RETURNS date LANGUAGE sql AS $$ SELECT (date_trunc('month', d) + interval '1 month - 1 day')::date $$",
         ],
         cases=[
             "SELECT cat, fn_total(cat) FROM fn_items ORDER BY id",
@@ -2300,6 +2301,7 @@ SCRIPTS: dict[str, Script] = {
             "SELECT s FROM fn_series(3) AS s WHERE s > 1 ORDER BY s DESC",
             "SELECT fn_first(), fn_none() IS NULL, fn_narrow(), fn_atomic(1)",
             "SELECT datediff('2020-01-01', '2020-01-05'), datediff(DATE '2021-03-01', DATE '2021-02-01')",
+            "SELECT last_day('2024-02-10'), last_day('2023-12-31'), interval '1 month - 1 day', interval '+ 2 hours'",
             "SELECT * FROM fn_first()",
             "SELECT * FROM fn_first() AS f(v)",
             "SELECT id FROM fn_items WHERE fn_dbl(id) = 4",
