@@ -1354,7 +1354,8 @@ class SqlSession:
             generated_columns.bind_all(binder, table),
             index_expressions.bind_all(binder, table),
             index_expressions.bind_predicates(binder, table),
-            RowTriggers.of(table, catalog, binder) if fire_triggers else None,
+            # WHEN conditions bound apart: they take none of the statement's parameters.
+            RowTriggers.of(table, catalog, Binder(catalog, Params())) if fire_triggers else None,
         )
 
     def _plan_insert(

@@ -347,6 +347,9 @@ def _check_when(catalog: Catalog, table: TableDef, trigger: TriggerDef) -> None:
 
     assert trigger.when is not None
     node = _parse_when(trigger.when)
+    parameter = node.find(exp.Parameter, exp.Placeholder)
+    if parameter is not None:
+        raise SqlError("42P02", f"there is no parameter ${parameter.name}")
     if node.find(exp.Subquery, exp.Exists, exp.Select) is not None:
         raise SqlError(FEATURE_NOT_SUPPORTED, "cannot use subquery in trigger WHEN condition")
     qualifiers = {c.table.lower() for c in node.find_all(exp.Column)}

@@ -223,6 +223,8 @@ def test_when_conditions(pair: Pair) -> None:
             " EXECUTE FUNCTION tr_wlog_f()",
             "CREATE TRIGGER w_bad AFTER DELETE ON tr_w FOR EACH ROW WHEN (old.nope > 1)"
             " EXECUTE FUNCTION tr_wlog_f()",
+            "CREATE TRIGGER w_bad AFTER DELETE ON tr_w FOR EACH ROW WHEN (old.price > $1)"
+            " EXECUTE FUNCTION tr_wlog_f()",
             "INSERT INTO tr_w VALUES (1, 50, 'a'), (2, 500, 'b')",
             "UPDATE tr_w SET note = 'x'",
             "UPDATE tr_w SET price = price + 1 WHERE id = 1",
