@@ -642,7 +642,8 @@ class SqlSession:
         result = await self._execute_statement(prepared, params)
         notices = getattr(result, "notices", None)
         if isinstance(notices, list):
-            notices[0:0] = early
+            if early:
+                notices[0:0] = early
             self.functions.sink = notices
         return result
 
@@ -813,17 +814,9 @@ class SqlSession:
                 self._implicit_failed = True
                 await self.sync()
                 raise
+        failed, self._implicit_failed = self._implicit_failed, False
         txn, catalog = self._detach_transaction()
-        committed = False
-        try:
-            if self._implicit_failed:
-                self._implicit_failed = False
-                await txn.rollback()
-                return
-            await self._commit(txn, catalog)
-            committed = True
-        finally:
-            await self._transaction_ended(committed)
+        await self._close(txn, catalog, commit=not failed)
 
     async def _end_implicit(self, *, commit: bool) -> None:
         """COMMIT or ROLLBACK outside a block ends the implicit transaction of the statements
@@ -1147,12 +1140,17 @@ class SqlSession:
         except Exception:
             log.warning("removing the watches of dropped observers failed", exc_info=True)
 
+    async def _before_commit(self, txn: Transaction) -> None:
+        """What a COMMIT does before its commit point: the deferred constraints' checks, and
+        reading the WITH HOLD cursors (which outlive the transaction)."""
+        await self._run_deferred(txn)
+        await self.cursors.before_commit()
+
     async def _end_block(self, commit: bool) -> str:
         commit = commit and not self.failed
         if commit and self.txn is not None:
             try:
-                await self._run_deferred(self.txn)
-                await self.cursors.before_commit()
+                await self._before_commit(self.txn)
             except BaseException:
                 await self._end_block(commit=False)
                 raise
@@ -1160,6 +1158,15 @@ class SqlSession:
         self.block = False
         self.failed = False
         self.savepoints = []
+        committed = await self._close(txn, catalog, commit=commit)
+        return "COMMIT" if committed else "ROLLBACK"
+
+    async def _close(
+        self, txn: Transaction | None, catalog: Catalog | None, *, commit: bool
+    ) -> bool:
+        """Commit or roll back a detached transaction and settle what the session keeps per
+        transaction (:meth:`_transaction_ended`); whether it committed (without one, a COMMIT
+        counts as committed)."""
         committed = False
         try:
             if txn is None:
@@ -1171,7 +1178,24 @@ class SqlSession:
                 await txn.rollback()
         finally:
             await self._transaction_ended(committed)
-        return "COMMIT" if committed else "ROLLBACK"
+        return committed
+
+    async def end_transaction(self, commit: bool) -> None:
+        """COMMIT or ROLLBACK the running transaction from inside a statement (a DO block's
+        COMMIT) as a COMMIT statement would, and begin the next one."""
+        txn = self.txn
+        if txn is not None:
+            failure: BaseException | None = None
+            if commit:
+                try:
+                    await self._before_commit(txn)
+                except BaseException as error:  # the transaction rolls back, as _end_block's
+                    failure, commit = error, False
+            txn, catalog = self._detach_transaction()
+            await self._close(txn, catalog, commit=commit)
+            if failure is not None:
+                raise failure
+        await self.transaction()
 
     # -- planning --------------------------------------------------------------------------
 
@@ -1355,7 +1379,9 @@ class SqlSession:
             index_expressions.bind_all(binder, table),
             index_expressions.bind_predicates(binder, table),
             # WHEN conditions bound apart: they take none of the statement's parameters.
-            RowTriggers.of(table, catalog, Binder(catalog, Params())) if fire_triggers else None,
+            RowTriggers.of(table, catalog, Binder(catalog, Params()))
+            if fire_triggers and table.triggers
+            else None,
         )
 
     def _plan_insert(

@@ -267,22 +267,8 @@ class SessionRunner:
                 if commit
                 else "cannot roll back while a subtransaction is active",
             )
-        txn = session.txn
-        if txn is not None:
-            if commit and session.deferred_constraints.pending:
-                await session._run_deferred(txn)
-            txn, catalog = session._detach_transaction()
-            committed = False
-            try:
-                if commit:
-                    await session._commit(txn, catalog)
-                    committed = True
-                else:
-                    await txn.rollback()
-            finally:
-                await session._transaction_ended(committed)
+        await session.end_transaction(commit)
         self.ended_transaction = True
-        await session.transaction()
 
     def can_catch(self, error: SqlError) -> bool:
         return not _is_concurrent_ddl(error)

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from percolator.server.planner import foreign_keys
 from percolator.server.planner.compile import Compiled, compile_expr
-from percolator.server.planner.dml import CHUNK, TableWriter, format_row, insert_rows, key_names
+from percolator.server.planner.dml import CHUNK, TableWriter, format_row, insert_rows, key_text
 from percolator.server.planner.physical import batched
 from percolator.server.planner.row_codec import MARKER, IndexCodec, RowCodec
 from percolator.server.sql import casts, index_expressions
@@ -43,14 +43,6 @@ from percolator.server.sql.expr_binder import Params
 from percolator.server.sql.scope import Scope
 
 
-def _key_text(index: IndexCodec, row: tuple[Any, ...]) -> str:
-    """The key values of ``row`` in ``index`` as a unique violation's DETAIL shows them."""
-    from percolator.server.sql.textio import text_out
-
-    values = index.values_of(row)
-    return ", ".join(text_out(t, v) for t, v in zip(index.types, values, strict=True))
-
-
 async def run_action(
     action: DataAction,
     catalog: Catalog,
@@ -77,11 +69,10 @@ async def run_action(
             if index.unique and index.has_unique_entry(row):
                 ek = index.entry_key(row, key)
                 if ek in seen:
-                    names = ", ".join(key_names(table, action.index))
                     raise SqlError(
                         UNIQUE_VIOLATION,
                         f'could not create unique index "{action.index.name}"',
-                        detail=f"Key ({names})=({_key_text(index, row)}) is duplicated.",
+                        detail=f"{key_text(table, index, row)} is duplicated.",
                     )
                 seen[ek] = row
             index.write(ctx.txn, row, key)

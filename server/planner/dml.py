@@ -139,6 +139,12 @@ columns may be expressions)."""
 def key_detail(table: TableDef, key: KeyColumns, row: Row) -> str:
     """The DETAIL of a unique violation: ``Key (a, b)=(1, x) already exists.``, ``Key
     (lower(email))=(a@x) already exists.``"""
+    return f"{key_text(table, key, row)} already exists."
+
+
+def key_text(table: TableDef, key: KeyColumns, row: Row) -> str:
+    """``row``'s values of a unique key as Postgres's messages show them: ``Key (a, b)=(1,
+    x)``."""
     from percolator.server.sql.textio import text_out
 
     if isinstance(key, IndexCodec):
@@ -153,7 +159,7 @@ def key_detail(table: TableDef, key: KeyColumns, row: Row) -> str:
     shown = ", ".join(
         "null" if v is None else text_out(t, v) for t, v in zip(types, values, strict=True)
     )
-    return f"Key ({', '.join(names)})=({shown}) already exists."
+    return f"Key ({', '.join(names)})=({shown})"
 
 
 def key_names(table: TableDef, index: IndexDef) -> list[str]:
@@ -414,7 +420,8 @@ async def insert_rows(
                 for ix in writer.indexes:
                     ix.write(ctx.txn, row, keys[i])
             written.append(row)
-            inserted.append(row)
+            if triggers is not None:
+                inserted.append(row)
             count += 1
     if writer.foreign_keys:
         # At the end of the statement, as Postgres checks them.
@@ -742,7 +749,7 @@ async def update_keys(
         await foreign_keys.on_update(fks, ctx, [(old, new) for _, old, new in targets])
     if triggers is not None:
         await triggers.after(ctx, "update", [(old, new) for _, old, new in targets])
-    return list(targets)
+    return targets
 
 
 async def delete_rows(writer: TableWriter, ctx: Any, source: Node) -> list[Row]:

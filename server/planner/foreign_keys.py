@@ -137,13 +137,8 @@ def _reference(table: TableDef, parent: TableDef, fk: ForeignKeyDef) -> Referenc
         codec = RowCodec(parent)
         storage, column, encode = parent.storage, codec.presence, codec.key_of_values
     else:
-        index = next(
-            ix
-            for ix in parent.indexes
-            if ix.unique
-            and ix.predicate is None
-            and sorted(ix.column_ids) == sorted(fk.ref_column_ids)
-        )
+        index = parent.unique_index_on(fk.ref_column_ids)
+        assert index is not None  # the foreign key's DDL required it
         order = index.column_ids
         storage, column, encode = index.storage, MARKER, IndexCodec(parent, index).prefix
     indices = tuple(fk.ref_column_ids.index(c) for c in order)

@@ -121,7 +121,7 @@ from percolator.server.sql.bound import (
     WindowFrame,
     WindowRel,
     WorkTableRel,
-    same_expression,
+    implies,
     walk,
 )
 from percolator.server.sql.catalog import IndexDef, TableDef
@@ -253,7 +253,9 @@ class Planner:
         best_index = None
         partial = index_predicates or {}
         for ix in table.indexes:
-            if ix.predicate is not None and not _implies(filters, partial.get(ix.id)):
+            # The rows a partial index leaves out then fail the filters, which still run on
+            # the rows it gives.
+            if ix.predicate is not None and not implies(filters, partial.get(ix.id)):
                 continue  # a partial index lacks the rows its WHERE excludes
             positions = ekeys.key_positions(table, ix)
             n = 0
@@ -615,18 +617,6 @@ _NULL_KEEPING_AGGREGATES = frozenset(
     {"array_agg", "json_agg", "jsonb_agg", "json_object_agg", "jsonb_object_agg"}
 )
 """Aggregates that take NULL values (so DISTINCT keeps one NULL); the others ignore them."""
-
-
-def _implies(filters: list[BExpr], predicate: BExpr | None) -> bool:
-    """Whether conjuncts ``filters`` imply a partial index's ``predicate``: each of its AND-ed
-    terms is one of them (the rows it leaves out then fail the filters, which still run on
-    the rows the index gives). Postgres proves more (``a > 5`` from ``a > 6``)."""
-    if predicate is None:
-        return False
-    terms = [predicate]
-    while any(isinstance(t, BBool) and t.is_and for t in terms):
-        terms = [a for t in terms for a in (t.args if isinstance(t, BBool) and t.is_and else [t])]
-    return all(any(same_expression(t, f) for f in filters) for t in terms)
 
 
 def _async_runners(e: BExpr) -> list[AsyncCallRunner]:

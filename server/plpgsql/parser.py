@@ -23,6 +23,7 @@ from percolator.server.plpgsql import conditions
 from percolator.server.plpgsql import nodes as N
 from percolator.server.plpgsql.lexer import Token, line_of, tokenize
 from percolator.server.sql import types as T
+from percolator.server.sql import utility
 from percolator.server.sql.errors import (
     DATATYPE_MISMATCH,
     FEATURE_NOT_SUPPORTED,
@@ -1207,28 +1208,10 @@ def _placeholders(fmt: str) -> int:
     return n
 
 
-_E_ESCAPE = re.compile(
-    r"\\(?:([0-7]{1,3})|x([0-9A-Fa-f]{1,2})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.DOTALL
-)
-_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-
-
 def string_value(text: str) -> str:
-    """The value of a string constant token."""
-    if text.startswith("$"):
-        tag = text[: text.index("$", 1) + 1]
-        return text[len(tag) : len(text) - len(tag)]
-    if text[0] in "eE":
-
-        def one(m: re.Match[str]) -> str:
-            octal, hex2, u4, u8, other = m.groups()
-            if other is not None:
-                return _SIMPLE.get(other, other)
-            digits = octal or hex2 or u4 or u8
-            return chr(int(digits, 8 if octal else 16))
-
-        return _E_ESCAPE.sub(one, text[2:-1].replace("''", "'"))
-    return text[1:-1].replace("''", "'")
+    """The value of a string constant token (quoted, ``E'...'`` or dollar-quoted), as the
+    utility statements' tokens read it."""
+    return utility.Token("dollar" if text.startswith("$") else "str", text, 0).value
 
 
 @lru_cache(maxsize=256)

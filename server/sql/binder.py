@@ -73,10 +73,12 @@ from percolator.server.sql.bound import (
     VirtualRel,
     WindowRel,
     WorkTableRel,
+    conjuncts,
+    implies,
     same_expression,
     walk,
 )
-from percolator.server.sql.catalog import Catalog, ColumnDef, IndexDef, TableDef, key_signature
+from percolator.server.sql.catalog import Catalog, ColumnDef, TableDef, key_signature
 from percolator.server.sql.errors import (
     AMBIGUOUS_COLUMN,
     DATATYPE_MISMATCH,
@@ -766,7 +768,7 @@ class Binder:
         that join's condition, where a hash join can use them."""
         rest = []
         offsets = _table_offsets(q.rel)
-        for conj in _conjuncts(pred):
+        for conj in conjuncts(pred):
             target = _single_table(conj, offsets, q.tables)
             if target is not None:
                 table, offset = target
@@ -1392,7 +1394,6 @@ class Binder:
         if col.default is None or sequence_ddl.default_sequence(table, col, self.catalog):
             # A serial column's nextval() is drawn by the executor (serial_sequence).
             return BConst(col.type, None)
-        from sqlglot import parse_one
 
         e = self.exprs.bind(parse_one(col.default, read="postgres"), Scope())
         return self.exprs.coerce(e, col.type, assignment=True)
@@ -1404,19 +1405,6 @@ class Binder:
         ]
         cols = [OutCol(c.name, t) for c, t in zip(rel.columns, types, strict=False)]
         return ProjectRel(cols, rel, exprs)
-
-    def _implies(self, table: TableDef, where: exp.Where, index: IndexDef) -> bool:
-        """Whether ON CONFLICT's ``WHERE`` implies the partial ``index``'s predicate: each of
-        the predicate's AND-ed terms is one of the WHERE's (Postgres proves more, with
-        operator reasoning; this is the common case of repeating the index's WHERE)."""
-        scope = row_scope(table)
-        given = _conjuncts(self.exprs.bind_condition(where.this, scope, "WHERE"))
-        needed = _conjuncts(
-            self.exprs.bind_condition(
-                parse_one(index.predicate or "true", read="postgres"), scope, "WHERE"
-            )
-        )
-        return all(any(same_expression(n, g) for g in given) for n in needed)
 
     def _bind_on_conflict(
         self, node: exp.OnConflict | None, table: TableDef, alias: str
@@ -1433,6 +1421,14 @@ class Binder:
             items = [index_expressions.key_item(table, k) for k in keys]
             wanted = key_signature([i.column_id for i in items], [i.expression for i in items])
             where = node.args.get("index_predicate")
+            # ON CONFLICT (...) WHERE names a partial index whose predicate's terms it repeats
+            # (Postgres proves more, with operator reasoning).
+            given = (
+                conjuncts(self.exprs.bind_condition(where.this, row_scope(table), "WHERE"))
+                if where
+                else []
+            )
+            predicates = self._index_predicates(table) if where else {}
             if wanted == key_signature(table.primary_key, ()):
                 target = wanted
             for ix in table.indexes:
@@ -1442,7 +1438,7 @@ class Binder:
                     target is None
                     and ix.unique
                     and key_signature(ix.column_ids, ix.expressions) == wanted
-                    and (ix.predicate is None or (where and self._implies(table, where, ix)))
+                    and (ix.predicate is None or implies(given, predicates.get(ix.id)))
                 ):
                     target = ix.signature
             if target is None:
@@ -1891,17 +1887,6 @@ def _is_join_tree(node: exp.Expression) -> bool:
     return False
 
 
-def _conjuncts(e: BExpr) -> list[BExpr]:
-    from percolator.server.sql.bound import BBool
-
-    if isinstance(e, BBool) and e.is_and:
-        out = []
-        for a in e.args:
-            out.extend(_conjuncts(a))
-        return out
-    return [e]
-
-
 def _table_offsets(rel: Rel) -> dict[int, int]:
     """id(TableRel) -> offset of its columns in ``rel``'s row, for tables reachable through
     joins only."""
@@ -1998,7 +1983,7 @@ def _shift(e: BExpr, delta: int) -> BExpr:
 def _equi_keys(cond: BExpr, nleft: int) -> list[tuple[BExpr, BExpr]]:
     """``left_expr = right_expr`` conjuncts of a join condition, for a hash join."""
     keys = []
-    for c in _conjuncts(cond):
+    for c in conjuncts(cond):
         if not (isinstance(c, BCall) and c.name == "=" and len(c.args) == 2):
             continue
         a, b = c.args

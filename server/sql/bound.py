@@ -609,6 +609,21 @@ class DeleteStmt:
     returning_cols: list[OutCol] | None
 
 
+def conjuncts(e: BExpr) -> list[BExpr]:
+    """The AND-ed terms of a condition (the condition itself when it is no AND)."""
+    if isinstance(e, BBool) and e.is_and:
+        return [c for a in e.args for c in conjuncts(a)]
+    return [e]
+
+
+def implies(given: list[BExpr], predicate: BExpr | None) -> bool:
+    """Whether conjuncts ``given`` imply a partial index's ``predicate``: each of its AND-ed
+    terms is one of them. Postgres proves more (``a > 5`` from ``a > 6``)."""
+    if predicate is None:
+        return False
+    return all(any(same_expression(t, g) for g in given) for t in conjuncts(predicate))
+
+
 def same_expression(a: BExpr, b: BExpr) -> bool:
     """Whether two bound expressions compute the same thing: same node kinds, types,
     function names, constants, columns and parameters (a GROUP BY item and a select-list

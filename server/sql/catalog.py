@@ -254,6 +254,19 @@ class TableDef:
                 return c
         raise KeyError(column_id)
 
+    def unique_index_on(self, column_ids: Sequence[int]) -> IndexDef | None:
+        """A unique index keyed on exactly these columns, in any order (not a partial one:
+        it leaves the rows its WHERE excludes free to repeat a key)."""
+        wanted = sorted(column_ids)
+        return next(
+            (
+                ix
+                for ix in self.indexes
+                if ix.unique and ix.predicate is None and sorted(ix.column_ids) == wanted
+            ),
+            None,
+        )
+
     def position(self, column_id: int) -> int:
         """0-based position of a column in the table's rows."""
         for i, c in enumerate(self.columns):

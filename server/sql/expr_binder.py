@@ -1655,11 +1655,11 @@ class ExprBinder:
     # -- functions -------------------------------------------------------------------------
 
     def _function(self, node: exp.Expression, scope: Scope) -> BExpr:
-        if self.binder.catalog.functions:
-            found = self.user_function(_as_call(self, node), scope, None)
+        name, arg_nodes = self.function_name_args(node)
+        if self.binder.catalog.functions and not is_builtin_function(name):
+            found = self.user_function(_as_call(node, name, arg_nodes), scope, None)
             if found is not None:
                 return found
-        name, arg_nodes = self.function_name_args(node)
         arg_nodes = named_arguments.positional(name, arg_nodes)
         if name in _AGG_NAMES:
             raise SqlError(GROUPING_ERROR, "aggregate functions are not allowed here")
@@ -1684,9 +1684,7 @@ class ExprBinder:
             return sleep_functions.bind(self, name, args)
         return self.call(name, args)
 
-    def user_function(
-        self, node: exp.Anonymous, scope: Scope, schema: str | None
-    ) -> BExpr | None:
+    def user_function(self, node: exp.Anonymous, scope: Scope, schema: str | None) -> BExpr | None:
         """A call of a function made by CREATE FUNCTION, expanded into its body
         (user_functions.py); None when ``node`` names none. A built-in function of the same
         name comes first, as pg_catalog does on Postgres's search path."""
@@ -2262,12 +2260,11 @@ def _compile_regex(pattern: str, flags: int) -> re.Pattern[str]:
 __all__ = ["AggregateContext", "ExprBinder", "Params"]
 
 
-def _as_call(binder: ExprBinder, node: exp.Expression) -> exp.Anonymous:
+def _as_call(node: exp.Expression, name: str, args: list[exp.Expression]) -> exp.Anonymous:
     """A call as a plain named call: sqlglot gives calls of names other dialects know their
     own nodes (``datediff(a, b)`` is DateDiff), which a user function may be named after."""
     if isinstance(node, exp.Anonymous):
         return node
-    name, args = binder.function_name_args(node)
     return exp.Anonymous(this=name, expressions=[a.copy() for a in args])
 
 

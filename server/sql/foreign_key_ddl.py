@@ -105,11 +105,7 @@ def _is_unique_key(table: TableDef, column_ids: tuple[int, ...]) -> bool:
     wanted = sorted(column_ids)
     if table.primary_key and sorted(table.primary_key) == wanted:
         return True
-    # Not a partial index: it leaves the rows its WHERE excludes free to repeat a key.
-    return any(
-        ix.unique and ix.predicate is None and sorted(ix.column_ids) == wanted
-        for ix in table.indexes
-    )
+    return table.unique_index_on(column_ids) is not None
 
 
 def compatible(a: SqlType, b: SqlType) -> bool:

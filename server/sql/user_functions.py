@@ -371,9 +371,9 @@ def scalar_expression(call: Call, catalog: Catalog) -> exp.Expression:
         raise unsupported(f"function {fn.name}() returning a record in an expression")
     args = typed_arguments(call)
     target = data_type(fn.returns)
-    bare = body_query(fn, args, catalog)
-    if _is_bare_select(bare):
+    if _is_bare_select(parsed_statements(fn.body)[-1]):
         # No FROM in the body: nothing can capture an argument's column references.
+        bare = body_query(fn, args, catalog)
         value: exp.Expression = exp.Cast(
             this=exp.Paren(this=bare.expressions[0].unalias()), to=target
         )
